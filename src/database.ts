@@ -1,0 +1,72 @@
+/**
+ * Opening the SQLite database and bringing its schema up to date.
+ *
+ * Migrations are versioned by `PRAGMA user_version`: each entry runs once, in order, inside a
+ * transaction, so a crash mid-migration leaves the previous version intact.
+ */
+import { DatabaseSync } from 'node:sqlite';
+
+/** Each migration's index + 1 is the schema version it produces. Append only; never edit. */
+export const MIGRATIONS: readonly string[] = [
+  // 1: pets and API keys.
+  `
+  CREATE TABLE pets (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    name        TEXT    NOT NULL,
+    category_id INTEGER NOT NULL CHECK (category_id >= 1),
+    status      TEXT    NOT NULL CHECK (status IN ('available', 'pending', 'sold'))
+  ) STRICT;
+  -- Keyset pagination of a status-filtered list walks this index in id order.
+  CREATE INDEX pets_status_id ON pets (status, id);
+
+  CREATE TABLE api_keys (
+    id          TEXT    PRIMARY KEY,
+    key_hash    TEXT    NOT NULL UNIQUE,
+    label       TEXT    NOT NULL DEFAULT '',
+    plan        TEXT    NOT NULL CHECK (plan IN ('free', 'pro', 'business', 'enterprise')),
+    per_minute  INTEGER CHECK (per_minute IS NULL OR per_minute >= 1),
+    per_day     INTEGER CHECK (per_day IS NULL OR per_day >= 1),
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER,
+    revoked_at  INTEGER,
+    -- Only enterprise keys carry their own numbers; the other plans use the published ones.
+    CHECK ((plan = 'enterprise') = (per_minute IS NOT NULL AND per_day IS NOT NULL))
+  ) STRICT;
+  `,
+];
+
+export interface OpenOptions {
+  /** Milliseconds to wait for another connection's write lock before failing with SQLITE_BUSY. */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Opens (creating if needed) the database at `path` (`:memory:` allowed) and migrates it.
+ * WAL with `synchronous=FULL`: a committed transaction is on disk before the commit returns,
+ * which is what lets a 201 promise durability.
+ */
+export function openDatabase(path: string, options: OpenOptions = {}): DatabaseSync {
+  const db = new DatabaseSync(path);
+  db.exec(`PRAGMA busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+  if (path !== ':memory:') db.exec('PRAGMA journal_mode = WAL');
+  db.exec('PRAGMA synchronous = FULL');
+  db.exec('PRAGMA foreign_keys = ON');
+  migrate(db);
+  return db;
+}
+
+/** Runs every migration newer than the database's `user_version`. */
+export function migrate(db: DatabaseSync, migrations: readonly string[] = MIGRATIONS): void {
+  const row = db.prepare('PRAGMA user_version').get() as { user_version: number };
+  for (let version = row.user_version; version < migrations.length; version++) {
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      db.exec(migrations[version]!);
+      db.exec(`PRAGMA user_version = ${version + 1}`);
+      db.exec('COMMIT');
+    } catch (error) {
+      db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,29 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DatabaseSync } from 'node:sqlite';
+import { migrate, MIGRATIONS, openDatabase } from '../src/database.ts';
+
+test('a new database is migrated to the latest version', () => {
+  const db = openDatabase(':memory:');
+  const { user_version } = db.prepare('PRAGMA user_version').get() as { user_version: number };
+  assert.equal(user_version, MIGRATIONS.length);
+  db.close();
+});
+
+test('migrating twice runs nothing the second time', () => {
+  const db = new DatabaseSync(':memory:');
+  migrate(db);
+  migrate(db);
+  const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'pets'").all();
+  assert.equal(tables.length, 1);
+  db.close();
+});
+
+test('a failing migration rolls back and leaves the version unchanged', () => {
+  const db = new DatabaseSync(':memory:');
+  assert.throws(() => migrate(db, ['CREATE TABLE a (x INTEGER) STRICT; CREATE TABLE a (y INTEGER) STRICT;']));
+  const { user_version } = db.prepare('PRAGMA user_version').get() as { user_version: number };
+  assert.equal(user_version, 0);
+  assert.equal(db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name = 'a'").get()!.n, 0);
+  db.close();
+});
