@@ -1,0 +1,76 @@
+/**
+ * Structured logging: one JSON line per request on stdout, buffered and written once per
+ * event-loop turn instead of one synchronous write per request. Never the key or the
+ * Authorization header: only the fields listed in AccessEntry exist.
+ */
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface AccessEntry {
+  time: number;
+  requestId: string;
+  method: string;
+  path: string;
+  status: number;
+  durationMs: number;
+  keyId: string | null;
+}
+
+export interface Logger {
+  /** One line for a finished request (level info). */
+  access(entry: AccessEntry): void;
+  /** Anything else: `{ level, event, ... }`; fields must already be free of secrets. */
+  event(fields: Record<string, unknown>): void;
+  /** Writes whatever is buffered now (used at shutdown). */
+  flush(): void;
+}
+
+export interface LoggerOptions {
+  level: LogLevel;
+  write: (text: string) => void;
+  clock: () => number;
+  /** Bytes buffered before a write is forced within the same turn. */
+  highWaterMark?: number;
+}
+
+/** Creates a logger that batches lines and hands them to `write`. */
+export function createLogger({ level, write, clock, highWaterMark = 64 * 1024 }: LoggerOptions): Logger {
+  const threshold = LOG_LEVELS.indexOf(level);
+  let buffer = '';
+  let scheduled = false;
+
+  const flush = () => {
+    scheduled = false;
+    if (buffer === '') return;
+    const text = buffer;
+    buffer = '';
+    write(text);
+  };
+  const push = (line: string) => {
+    buffer += line + '\n';
+    if (buffer.length >= highWaterMark) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+  const enabled = (wanted: LogLevel) => LOG_LEVELS.indexOf(wanted) >= threshold && level !== 'silent';
+
+  return {
+    access(entry) {
+      if (!enabled('info')) return;
+      push(
+        `{"time":"${new Date(entry.time).toISOString()}","level":"info","requestId":"${entry.requestId}",` +
+          `"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(entry.path)},"status":${entry.status},` +
+          `"durationMs":${entry.durationMs},"keyId":${entry.keyId === null ? 'null' : JSON.stringify(entry.keyId)}}`,
+      );
+    },
+    event(fields) {
+      const wanted = (LOG_LEVELS as readonly unknown[]).includes(fields.level) ? (fields.level as LogLevel) : 'info';
+      if (!enabled(wanted)) return;
+      push(JSON.stringify({ time: new Date(clock()).toISOString(), ...fields, level: wanted }));
+    },
+    flush,
+  };
+}

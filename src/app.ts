@@ -1,0 +1,200 @@
+/**
+ * The request pipeline, in the contract's order: identify the caller, limit it, authenticate,
+ * route, then run the operation (which validates its own input), and answer. Every response,
+ * error or not, leaves through `send`, which adds the common headers and the access-log line.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { ApiError } from './api-error.ts';
+import type { Clock } from './clock.ts';
+import { toErrorReply } from './error-mapper.ts';
+import { clientAddress, readCredentials, requestId } from './identify.ts';
+import type { Logger } from './access-log.ts';
+import { ANONYMOUS_LIMITS, type Limits } from './plans.ts';
+import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOperationsDeps } from './pets-operations.ts';
+import type { Reply } from './reply.ts';
+import { createRouter } from './router.ts';
+
+/** An authenticated API key, as the pipeline needs it. */
+export interface ApiKeyIdentity extends Limits {
+  id: string;
+}
+
+export interface RateDecision {
+  allowed: boolean;
+  code?: 'rate_limited' | 'temporarily_banned';
+  retryAfter?: number;
+  /** X-RateLimit-*, RateLimit, RateLimit-Policy (and Retry-After when refused). */
+  headers: Record<string, string>;
+}
+
+export interface RateLimiter {
+  take(caller: string, limits: Limits): RateDecision;
+}
+
+/** A limiter that never refuses and adds no headers (for tests of other parts). */
+export const noLimits: RateLimiter = { take: () => ({ allowed: true, headers: {} }) };
+
+export interface AppDeps {
+  clock: Clock;
+  logger: Logger;
+  /** Returns the key a bearer token belongs to when it is valid now, else null. */
+  authenticate: (token: string) => ApiKeyIdentity | null;
+  limiter: RateLimiter;
+  pets: PetsOperationsDeps['pets'];
+  createPet?: PetsOperationsDeps['createPet'];
+  trustProxy?: boolean;
+  /** The serialised OpenAPI document served at /v1/openapi.json, when there is one. */
+  openapi?: string;
+  generateRequestId?: () => string;
+}
+
+interface Route {
+  run: Operation;
+  /** Headers on every response of this route, errors included. */
+  headers?: Readonly<Record<string, string>>;
+}
+
+export interface App {
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  /** From now on every response asks the client to close its connection (shutdown). */
+  drain(): void;
+}
+
+const COMMON_HEADERS = {
+  'Cache-Control': 'no-store',
+  'X-Content-Type-Options': 'nosniff',
+  'Content-Type': 'application/json; charset=utf-8',
+} as const;
+
+const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
+const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
+
+/** Wires the router and the operations into a request handler for node:http. */
+export function createApp(deps: AppDeps): App {
+  const operations = createPetsOperations({ pets: deps.pets, clock: deps.clock, createPet: deps.createPet });
+  const router = createRouter<Route>();
+  router.add('GET', '/v1/pets', { run: operations.listPets });
+  router.add('POST', '/v1/pets', { run: operations.createPet });
+  router.add('GET', '/v1/pets/{petId}', { run: operations.getPet, headers: DEPRECATION_HEADERS });
+  router.add('GET', '/v1/store/orders', { run: operations.listOrders });
+  const publicRouter = createRouter<Route>();
+  publicRouter.add('GET', '/healthz', { run: () => ({ status: 200, body: '{"status":"ok"}' }) });
+  if (deps.openapi !== undefined) {
+    const document = deps.openapi;
+    publicRouter.add('GET', '/v1/openapi.json', { run: () => ({ status: 200, body: document }) });
+  }
+  const generateRequestId = deps.generateRequestId ?? randomUUID;
+  const trustProxy = deps.trustProxy ?? false;
+  let draining = false;
+
+  /** Per-request state that `send` needs whatever happened before it. */
+  interface Exchange {
+    started: number;
+    requestId: string;
+    path: string;
+    keyId: string | null;
+    rateHeaders: Record<string, string> | null;
+    routeHeaders: Readonly<Record<string, string>> | undefined;
+  }
+
+  async function respond(req: IncomingMessage, exchange: Exchange, search: string): Promise<Reply> {
+    const { path } = exchange;
+    const method = req.method ?? 'GET';
+    if (draining) throw new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
+    if (path === '/healthz') return runPublic(publicRouter.find(method, path)!, exchange, req, search);
+    if (path !== '/v1' && !path.startsWith('/v1/')) throw new ApiError('not_found', 'No such path.');
+
+    // 1. Identification: a valid key is the caller; otherwise the client address is.
+    const credentials = readCredentials(req.headers.authorization);
+    const apiKey = credentials.kind === 'bearer' ? deps.authenticate(credentials.token) : null;
+    exchange.keyId = apiKey?.id ?? null;
+
+    // 2. Rate limiting: every request that gets here counts, whatever its outcome.
+    const caller = apiKey ? `key:${apiKey.id}` : `ip:${clientAddress(req, trustProxy)}`;
+    const decision = deps.limiter.take(caller, apiKey ?? ANONYMOUS_LIMITS);
+    exchange.rateHeaders = decision.headers;
+    if (!decision.allowed) {
+      throw decision.code === 'temporarily_banned'
+        ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
+        : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
+    }
+
+    const open = publicRouter.find(method, path);
+    if (open) return runPublic(open, exchange, req, search);
+
+    // 3. Authentication.
+    if (!apiKey) {
+      throw credentials.kind === 'missing'
+        ? new ApiError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
+        : new ApiError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+    }
+
+    // 4. Routing.
+    const match = router.find(method, path);
+    if (match === null) throw new ApiError('not_found', 'No such path.');
+    if (match.kind === 'method_not_allowed') {
+      throw new ApiError('method_not_allowed', `${method} is not allowed here; use ${match.allow}.`, { Allow: match.allow });
+    }
+
+    // 5-6. Validation and the operation.
+    exchange.routeHeaders = match.handler.headers;
+    return match.handler.run({ req, params: match.params, search, keyId: apiKey.id });
+  }
+
+  function runPublic(match: NonNullable<ReturnType<typeof publicRouter.find>>, exchange: Exchange, req: IncomingMessage, search: string): Reply | Promise<Reply> {
+    if (match.kind === 'method_not_allowed') {
+      throw new ApiError('method_not_allowed', `${req.method} is not allowed here; use ${match.allow}.`, { Allow: match.allow });
+    }
+    return match.handler.run({ req, params: match.params, search, keyId: exchange.keyId ?? '' });
+  }
+
+  function send(req: IncomingMessage, res: ServerResponse, exchange: Exchange, reply: Reply): void {
+    if (res.headersSent || res.destroyed) return;
+    const headers: Record<string, string | number> = {
+      ...COMMON_HEADERS,
+      'X-Request-Id': exchange.requestId,
+      ...exchange.rateHeaders,
+      ...exchange.routeHeaders,
+      ...reply.headers,
+      'Content-Length': Buffer.byteLength(reply.body),
+    };
+    if (draining) headers.Connection = 'close';
+    res.writeHead(reply.status, headers);
+    res.end(reply.body);
+    deps.logger.access({
+      time: deps.clock(),
+      requestId: exchange.requestId,
+      method: req.method ?? '',
+      path: exchange.path,
+      status: reply.status,
+      durationMs: Math.round((performance.now() - exchange.started) * 1000) / 1000,
+      keyId: exchange.keyId,
+    });
+  }
+
+  const logError = (fields: Record<string, unknown>) => deps.logger.event(fields);
+
+  return {
+    handle(req, res) {
+      const url = req.url ?? '/';
+      const question = url.indexOf('?');
+      const exchange: Exchange = {
+        started: performance.now(),
+        requestId: requestId(req.headers['x-request-id'], generateRequestId),
+        path: question === -1 ? url : url.slice(0, question),
+        keyId: null,
+        rateHeaders: null,
+        routeHeaders: undefined,
+      };
+      const search = question === -1 ? '' : url.slice(question + 1);
+      respond(req, exchange, search).then(
+        (reply) => send(req, res, exchange, reply),
+        (error: unknown) => send(req, res, exchange, toErrorReply(error, (fields) => logError({ ...fields, requestId: exchange.requestId }))),
+      );
+    },
+    drain() {
+      draining = true;
+    },
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * The operations of the API. Each receives the request context after identification, limiting,
+ * authentication and routing, validates its own input with the schemas, and returns a Reply.
+ */
+import type { IncomingMessage } from 'node:http';
+import { ApiError } from './api-error.ts';
+import type { Clock } from './clock.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
+import type { NewPet, PetsStore } from './pets-store.ts';
+import { petJson, petsJson, type Reply } from './reply.ts';
+import type { Params } from './router.ts';
+import { getPetParameters, listPetsParameters, newPetSchema, type PetStatus } from './schemas.ts';
+import { readJsonBody } from './request-body.ts';
+import { validateBody, validatePath, validateQuery } from './validator.ts';
+
+export interface OperationContext {
+  req: IncomingMessage;
+  params: Params;
+  /** The query string without `?`. */
+  search: string;
+  /** The authenticated API key's id. */
+  keyId: string;
+}
+
+export type Operation = (context: OperationContext) => Reply | Promise<Reply>;
+
+/** `GET /v1/pets/{petId}` is deprecated (RFC 9745) and sunsets (RFC 8594) on this instant. */
+export const SUNSET_MS = Date.UTC(2030, 11, 5);
+/** When the deprecation was announced: the users' text of version 1.0.0. */
+export const DEPRECATED_MS = Date.UTC(2025, 11, 5);
+
+/** Headers on every response of the deprecated operation, errors included. */
+export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
+  Deprecation: `@${DEPRECATED_MS / 1000}`,
+  Sunset: new Date(SUNSET_MS).toUTCString(),
+  Link: '</v1/pets>; rel="successor-version"',
+};
+
+export interface PetsOperationsDeps {
+  pets: PetsStore;
+  clock: Clock;
+  /** Stores a validated pet durably and returns it; defaults to one transaction per pet. */
+  createPet?: (pet: NewPet, context: OperationContext) => Promise<Reply>;
+}
+
+/** Builds the operations over a pets store and a clock. */
+export function createPetsOperations({ pets, clock, createPet }: PetsOperationsDeps) {
+  const store = createPet ?? (async (pet: NewPet): Promise<Reply> => created(pets.insertMany([pet])[0]!));
+
+  return {
+    listPets(context: OperationContext): Reply {
+      const query = validateQuery(new URLSearchParams(context.search), listPetsParameters);
+      const limit = query.limit as number;
+      const status = query.status as PetStatus | undefined;
+      const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
+      // One row more than asked tells whether a next page exists without a COUNT.
+      const page = pets.list({ afterId, status, limit: limit + 1 });
+      const headers: Record<string, string> = {};
+      if (page.length > limit) {
+        page.length = limit;
+        const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
+        headers.Link = `<${next}>; rel="next"`;
+      }
+      return { status: 200, body: petsJson(page), headers };
+    },
+
+    async createPet(context: OperationContext): Promise<Reply> {
+      const body = await readJsonBody(context.req);
+      const pet = validateBody(body, newPetSchema) as unknown as NewPet;
+      return store(pet, context);
+    },
+
+    getPet(context: OperationContext): Reply {
+      if (clock() >= SUNSET_MS) {
+        throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
+      }
+      const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
+      const pet = pets.get(petId);
+      if (!pet) throw new ApiError('pet_not_found', `No pet has id ${petId}.`);
+      return { status: 200, body: petJson(pet) };
+    },
+
+    listOrders(): Reply {
+      throw new ApiError('not_implemented', 'Store orders are not available in this version.');
+    },
+  };
+}
+
+/** The 201 answer for a stored pet. */
+export function created(pet: { id: number } & NewPet): Reply {
+  return { status: 201, body: petJson(pet), headers: { Location: `/v1/pets/${pet.id}` } };
+}

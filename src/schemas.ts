@@ -1,0 +1,138 @@
+/**
+ * The service's schemas, as data. The validator interprets these objects and the OpenAPI
+ * document is built from them, so a field is described exactly once.
+ *
+ * They are a subset of JSON Schema 2020-12 (what OpenAPI 3.1 uses) with one convention of ours:
+ * `integer` with `format: int64` values arrive as `bigint` (see request-body.ts), because a
+ * JSON number above 2^53 must keep its exact digits.
+ */
+
+export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
+export type PetStatus = (typeof PET_STATUSES)[number];
+
+export interface StringSchema {
+  type: 'string';
+  description?: string;
+  enum?: readonly string[];
+  minLength?: number;
+  /** Counted in Unicode code points, as JSON Schema does. */
+  maxLength?: number;
+  pattern?: string;
+  default?: string;
+}
+
+export interface IntegerSchema {
+  type: 'integer';
+  description?: string;
+  format?: 'int64';
+  minimum?: number;
+  maximum?: number;
+  default?: number;
+}
+
+export interface ObjectSchema {
+  type: 'object';
+  description?: string;
+  properties: Record<string, StringSchema | IntegerSchema>;
+  required: readonly string[];
+  additionalProperties: false;
+}
+
+export type Schema = StringSchema | IntegerSchema | ObjectSchema;
+
+/** An OpenAPI parameter object; the validator reads `name`, `in`, `required` and `schema`. */
+export interface Parameter {
+  name: string;
+  in: 'query' | 'path';
+  required?: boolean;
+  description: string;
+  schema: StringSchema | IntegerSchema;
+}
+
+export const petStatusSchema: StringSchema = {
+  type: 'string',
+  description: 'Availability of the animal.',
+  enum: PET_STATUSES,
+};
+
+/**
+ * 1 to 100 code points, at least one that is not whitespace (JavaScript's `\s`), no control
+ * characters (C0, DEL, C1). Lone surrogates are refused for every string by the validator.
+ */
+export const petNameSchema: StringSchema = {
+  type: 'string',
+  description: "The animal's name: 1 to 100 characters, not only whitespace, no control characters.",
+  minLength: 1,
+  maxLength: 100,
+  pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*$',
+};
+
+export const categoryIdSchema: IntegerSchema = {
+  type: 'integer',
+  format: 'int64',
+  minimum: 1,
+  description: 'Identifier of the category (1 to 9223372036854775807). Written as plain digits; exact above 2^53.',
+};
+
+export const petIdSchema: IntegerSchema = {
+  type: 'integer',
+  format: 'int64',
+  minimum: 1,
+  description: 'Unique identifier, assigned by the service on creation.',
+};
+
+export const newPetSchema: ObjectSchema = {
+  type: 'object',
+  description: 'A pet to create. Any other property (including id) is refused.',
+  properties: {
+    name: petNameSchema,
+    categoryId: categoryIdSchema,
+    status: { ...petStatusSchema, default: 'available' },
+  },
+  required: ['name', 'categoryId'],
+  additionalProperties: false,
+};
+
+export const petSchema: ObjectSchema = {
+  type: 'object',
+  description: 'An animal available for adoption.',
+  properties: {
+    id: petIdSchema,
+    name: petNameSchema,
+    categoryId: categoryIdSchema,
+    status: petStatusSchema,
+  },
+  required: ['id', 'name', 'categoryId', 'status'],
+  additionalProperties: false,
+};
+
+export const listPetsParameters: readonly Parameter[] = [
+  {
+    name: 'limit',
+    in: 'query',
+    description: 'Maximum number of pets returned (decimal digits).',
+    schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+  },
+  {
+    name: 'status',
+    in: 'query',
+    description: 'Only pets with this status.',
+    schema: petStatusSchema,
+  },
+  {
+    name: 'cursor',
+    in: 'query',
+    description: 'Opaque position taken from a `Link: rel="next"` header.',
+    schema: { type: 'string', minLength: 1, maxLength: 64 },
+  },
+];
+
+export const getPetParameters: readonly Parameter[] = [
+  {
+    name: 'petId',
+    in: 'path',
+    required: true,
+    description: 'The identifier of the pet (an int64 in decimal).',
+    schema: { type: 'integer', format: 'int64' },
+  },
+];
