@@ -97,7 +97,8 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
      WHERE key_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
   );
   const selectById = db.prepare(`SELECT ${COLUMNS} FROM api_keys WHERE id = ?`);
-  const selectAll = db.prepare(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, id`);
+  // rowid breaks ties in insertion order: keys made in the same millisecond keep their order.
+  const selectAll = db.prepare(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, rowid`);
   // A second revocation keeps the first time: that is when the key stopped working.
   const updateRevoked = db.prepare('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?');
   const updateExpires = db.prepare('UPDATE api_keys SET expires_at = ? WHERE id = ?');
