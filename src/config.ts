@@ -1,0 +1,135 @@
+/**
+ * The server's configuration, read from environment variables only (contract, "Environments and
+ * configuration"). Parsing is strict: a typo must stop the server at start with a message naming
+ * the variable, not run it with a surprising default.
+ */
+import { isIP } from 'node:net';
+
+export const APP_ENVS = ['production', 'staging', 'development'] as const;
+export type AppEnv = (typeof APP_ENVS)[number];
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface Config {
+  port: number;
+  host: string;
+  appEnv: AppEnv;
+  /** A file path, or `:memory:`. */
+  databasePath: string;
+  /** Absolute http(s) URL ending in `/v1`, or null when not configured. */
+  publicBaseUrl: string | null;
+  stagingBaseUrl: string | null;
+  trustProxy: boolean;
+  rateLimitBanThreshold: number;
+  rateLimitBanSeconds: number;
+  logLevel: LogLevel;
+}
+
+/** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
+const MAX_BAN_SECONDS = 86_400;
+
+/** An invalid environment variable; `variable` names it so callers and tests need not parse the message. */
+export class ConfigError extends Error {
+  readonly variable: string;
+
+  constructor(variable: string, message: string) {
+    super(message);
+    this.name = 'ConfigError';
+    this.variable = variable;
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads and validates the configuration. Throws `ConfigError` (one line, naming the variable) on
+ * the first invalid value. An empty variable counts as unset, so `PORT= npm start` means the default.
+ */
+export function loadConfig(env: Env): Config {
+  const appEnv = oneOf(env, 'APP_ENV', APP_ENVS, 'development');
+  return {
+    port: integer(env, 'PORT', 0, 65_535, 8080),
+    host: host(env, 'HOST', '127.0.0.1'),
+    appEnv,
+    databasePath: read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`,
+    publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL'),
+    stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL'),
+    trustProxy: boolean(env, 'TRUST_PROXY', false),
+    rateLimitBanThreshold: integer(env, 'RATE_LIMIT_BAN_THRESHOLD', 1, Number.MAX_SAFE_INTEGER, 30),
+    rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+  };
+}
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value === '' ? undefined : value;
+}
+
+/** JSON quoting keeps the message on one line whatever the value contains. */
+function got(value: string): string {
+  return JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}...` : value);
+}
+
+function integer(env: Env, name: string, min: number, max: number, fallback: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  // Digits only: Number() would also take "1e3", " 80", "0x50" and "".
+  const value = /^[0-9]{1,16}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value >= min && value <= max)) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `a positive integer` : `an integer from ${min} to ${max}`;
+    throw new ConfigError(name, `${name} must be ${range}, got ${got(raw)}`);
+  }
+  return value;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(name, `${name} must be one of ${allowed.join(', ')}, got ${got(raw)}`);
+  }
+  return raw as T;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (raw === 'true') return true;
+  if (raw === 'false') return false;
+  throw new ConfigError(name, `${name} must be true or false, got ${got(raw)}`);
+}
+
+/** RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+function host(env: Env, name: string, fallback: string): string {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  // Catches the usual mistakes ("0.0.0.0:8080", "http://localhost") before listen() fails obscurely.
+  if (isIP(raw) === 0 && !HOST_NAME.test(raw)) {
+    throw new ConfigError(name, `${name} must be an IP address or a host name, got ${got(raw)}`);
+  }
+  return raw;
+}
+
+function baseUrl(env: Env, name: string): string | null {
+  const raw = read(env, name);
+  if (raw === undefined) return null;
+  const url = URL.parse(raw);
+  const valid =
+    url !== null &&
+    (url.protocol === 'https:' || url.protocol === 'http:') &&
+    url.username === '' &&
+    url.password === '' &&
+    url.search === '' &&
+    url.hash === '' &&
+    url.pathname.endsWith('/v1') &&
+    raw.endsWith('/v1');
+  if (!valid) {
+    throw new ConfigError(name, `${name} must be an absolute http(s) URL ending in /v1, got ${got(raw)}`);
+  }
+  // The parsed form: host lower-cased, default port dropped, so the OpenAPI document is canonical.
+  return url.href;
+}

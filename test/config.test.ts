@@ -1,0 +1,161 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+/** Asserts that `env` is refused with a one-line ConfigError naming `variable`. */
+function assertRefused(env: Record<string, string>, variable: string): void {
+  assert.throws(
+    () => loadConfig(env),
+    (error: unknown) => {
+      assert.ok(error instanceof ConfigError);
+      assert.equal(error.variable, variable);
+      assert.ok(error.message.startsWith(`${variable} `), error.message);
+      assert.ok(!error.message.includes('\n'), 'the message is one line');
+      return true;
+    },
+  );
+}
+
+test('an empty environment gives every default of the contract', () => {
+  assert.deepEqual(loadConfig({}), {
+    port: 8080,
+    host: '127.0.0.1',
+    appEnv: 'development',
+    databasePath: 'data/development.db',
+    publicBaseUrl: null,
+    stagingBaseUrl: null,
+    trustProxy: false,
+    rateLimitBanThreshold: 30,
+    rateLimitBanSeconds: 900,
+    logLevel: 'info',
+  });
+});
+
+test('an empty variable counts as unset', () => {
+  assert.equal(loadConfig({ PORT: '', APP_ENV: '', TRUST_PROXY: '' }).port, 8080);
+  assert.equal(loadConfig({ APP_ENV: '' }).appEnv, 'development');
+});
+
+test('PORT accepts 0 to 65535 in decimal digits, leading zeros included', () => {
+  assert.equal(loadConfig({ PORT: '0' }).port, 0);
+  assert.equal(loadConfig({ PORT: '3000' }).port, 3000);
+  assert.equal(loadConfig({ PORT: '65535' }).port, 65535);
+  assert.equal(loadConfig({ PORT: '080' }).port, 80);
+});
+
+test('PORT refuses anything but digits in range', () => {
+  for (const value of ['abc', '65536', '-1', '+80', ' 80', '80 ', '1e3', '0x50', '8080.0', '99999999999999999999']) {
+    assertRefused({ PORT: value }, 'PORT');
+  }
+});
+
+test('PORT error message quotes the value', () => {
+  assert.throws(() => loadConfig({ PORT: 'abc' }), { message: 'PORT must be an integer from 0 to 65535, got "abc"' });
+});
+
+test('a value with a newline still gives a one-line message', () => {
+  assertRefused({ PORT: '80\n81' }, 'PORT');
+});
+
+test('HOST accepts IPv4, IPv6 and host names', () => {
+  assert.equal(loadConfig({ HOST: '0.0.0.0' }).host, '0.0.0.0');
+  assert.equal(loadConfig({ HOST: '::' }).host, '::');
+  assert.equal(loadConfig({ HOST: '::1' }).host, '::1');
+  assert.equal(loadConfig({ HOST: 'localhost' }).host, 'localhost');
+  assert.equal(loadConfig({ HOST: 'api.internal-1.example' }).host, 'api.internal-1.example');
+});
+
+test('HOST refuses an address with a port, a URL or spaces', () => {
+  for (const value of ['0.0.0.0:8080', 'http://localhost', 'local host', '-bad', 'a..b']) {
+    assertRefused({ HOST: value }, 'HOST');
+  }
+});
+
+test('APP_ENV accepts the three environments', () => {
+  for (const value of ['production', 'staging', 'development'] as const) {
+    assert.equal(loadConfig({ APP_ENV: value }).appEnv, value);
+  }
+});
+
+test('APP_ENV refuses other names, case included', () => {
+  for (const value of ['prod', 'Production', 'test', 'dev']) {
+    assertRefused({ APP_ENV: value }, 'APP_ENV');
+  }
+});
+
+test('DATABASE_PATH defaults to data/<APP_ENV>.db', () => {
+  assert.equal(loadConfig({ APP_ENV: 'production' }).databasePath, 'data/production.db');
+  assert.equal(loadConfig({ APP_ENV: 'staging' }).databasePath, 'data/staging.db');
+});
+
+test('DATABASE_PATH takes a file path or :memory:', () => {
+  assert.equal(loadConfig({ DATABASE_PATH: '/var/lib/pets/pets.db' }).databasePath, '/var/lib/pets/pets.db');
+  assert.equal(loadConfig({ DATABASE_PATH: ':memory:' }).databasePath, ':memory:');
+});
+
+test('an invalid APP_ENV is reported even when DATABASE_PATH is set', () => {
+  assertRefused({ APP_ENV: 'qa', DATABASE_PATH: ':memory:' }, 'APP_ENV');
+});
+
+for (const name of ['PUBLIC_BASE_URL', 'STAGING_BASE_URL'] as const) {
+  const field = name === 'PUBLIC_BASE_URL' ? 'publicBaseUrl' : 'stagingBaseUrl';
+
+  test(`${name} accepts an absolute http(s) URL ending in /v1`, () => {
+    assert.equal(loadConfig({ [name]: 'https://api.example.com/v1' })[field], 'https://api.example.com/v1');
+    assert.equal(loadConfig({ [name]: 'http://localhost:8080/v1' })[field], 'http://localhost:8080/v1');
+    assert.equal(loadConfig({ [name]: 'https://example.com/pets/v1' })[field], 'https://example.com/pets/v1');
+  });
+
+  test(`${name} is returned in canonical form`, () => {
+    assert.equal(loadConfig({ [name]: 'HTTPS://API.Example.COM:443/v1' })[field], 'https://api.example.com/v1');
+  });
+
+  test(`${name} refuses relative, non-http, trailing-slash and decorated URLs`, () => {
+    for (const value of [
+      '/v1',
+      'api.example.com/v1',
+      'ftp://example.com/v1',
+      'https://example.com/v1/',
+      'https://example.com/v2',
+      'https://example.com',
+      'https://example.com/v1?x=1',
+      'https://example.com/v1#top',
+      'https://user:pw@example.com/v1',
+    ]) {
+      assertRefused({ [name]: value }, name);
+    }
+  });
+}
+
+test('TRUST_PROXY is true or false', () => {
+  assert.equal(loadConfig({ TRUST_PROXY: 'true' }).trustProxy, true);
+  assert.equal(loadConfig({ TRUST_PROXY: 'false' }).trustProxy, false);
+  for (const value of ['1', 'yes', 'TRUE', 'on']) assertRefused({ TRUST_PROXY: value }, 'TRUST_PROXY');
+});
+
+test('RATE_LIMIT_BAN_THRESHOLD is a positive integer', () => {
+  assert.equal(loadConfig({ RATE_LIMIT_BAN_THRESHOLD: '5' }).rateLimitBanThreshold, 5);
+  assert.equal(loadConfig({ RATE_LIMIT_BAN_THRESHOLD: '1' }).rateLimitBanThreshold, 1);
+  for (const value of ['0', '-3', '2.5', 'ten']) {
+    assertRefused({ RATE_LIMIT_BAN_THRESHOLD: value }, 'RATE_LIMIT_BAN_THRESHOLD');
+  }
+});
+
+test('RATE_LIMIT_BAN_SECONDS is a positive integer no longer than the 24 h cap', () => {
+  assert.equal(loadConfig({ RATE_LIMIT_BAN_SECONDS: '60' }).rateLimitBanSeconds, 60);
+  assert.equal(loadConfig({ RATE_LIMIT_BAN_SECONDS: '86400' }).rateLimitBanSeconds, 86400);
+  for (const value of ['0', '86401', '1.5', '15m']) {
+    assertRefused({ RATE_LIMIT_BAN_SECONDS: value }, 'RATE_LIMIT_BAN_SECONDS');
+  }
+});
+
+test('LOG_LEVEL is one of the five levels', () => {
+  for (const value of ['debug', 'info', 'warn', 'error', 'silent'] as const) {
+    assert.equal(loadConfig({ LOG_LEVEL: value }).logLevel, value);
+  }
+  for (const value of ['warning', 'INFO', 'trace']) assertRefused({ LOG_LEVEL: value }, 'LOG_LEVEL');
+});
+
+test('variables outside the contract are ignored', () => {
+  assert.deepEqual(loadConfig({ NODE_ENV: 'production', HOME: '/root' }), loadConfig({}));
+});
