@@ -33,6 +33,20 @@ export const MIGRATIONS: readonly string[] = [
     CHECK ((plan = 'enterprise') = (per_minute IS NOT NULL AND per_day IS NOT NULL))
   ) STRICT;
   `,
+  // 2: rate-limiter state, so that a restart never hands out a fresh daily quota or ends a ban.
+  `
+  CREATE TABLE rate_limit_callers (
+    caller            TEXT    PRIMARY KEY,  -- opaque: 'key:<key id>' or 'ip:<address>'
+    per_minute        INTEGER NOT NULL CHECK (per_minute >= 1),  -- limits of the last request
+    per_day           INTEGER NOT NULL CHECK (per_day >= 1),
+    minute_tokens     REAL    NOT NULL CHECK (minute_tokens >= 0),
+    day_tokens        REAL    NOT NULL CHECK (day_tokens >= 0),
+    updated_at        INTEGER NOT NULL,  -- ms since the epoch at which the tokens were counted
+    banned_until      INTEGER NOT NULL DEFAULT 0,  -- ms; end of the last ban, 0 if never banned
+    ban_count         INTEGER NOT NULL DEFAULT 0 CHECK (ban_count >= 0),
+    recent_rejections TEXT    NOT NULL DEFAULT '[]'  -- JSON array of ms: 429s of the last 60 s
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];
 
 export interface OpenOptions {
