@@ -4,8 +4,7 @@
  * Authorization header: only the fields listed in AccessEntry exist.
  */
 
-export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+import { LOG_LEVELS, type LogLevel } from './config.ts';
 
 export interface AccessEntry {
   time: number;

@@ -28,6 +28,8 @@ export interface Config {
 
 /** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
 const MAX_BAN_SECONDS = 86_400;
+/** The limiter keeps one timestamp per recent 429 of a caller, up to this many. */
+const MAX_BAN_THRESHOLD = 10_000;
 
 /** An invalid environment variable; `variable` names it so callers and tests need not parse the message. */
 export class ConfigError extends Error {
@@ -56,7 +58,7 @@ export function loadConfig(env: Env): Config {
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL'),
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL'),
     trustProxy: boolean(env, 'TRUST_PROXY', false),
-    rateLimitBanThreshold: integer(env, 'RATE_LIMIT_BAN_THRESHOLD', 1, Number.MAX_SAFE_INTEGER, 30),
+    rateLimitBanThreshold: integer(env, 'RATE_LIMIT_BAN_THRESHOLD', 1, MAX_BAN_THRESHOLD, 30),
     rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
   };

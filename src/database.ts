@@ -84,3 +84,16 @@ export function migrate(db: DatabaseSync, migrations: readonly string[] = MIGRAT
     }
   }
 }
+
+/** Runs `work` inside BEGIN IMMEDIATE ... COMMIT, rolling back on any error (all or nothing). */
+export function transaction<T>(db: DatabaseSync, work: () => T): T {
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    const result = work();
+    db.exec('COMMIT');
+    return result;
+  } catch (error) {
+    if (db.isTransaction) db.exec('ROLLBACK');
+    throw error;
+  }
+}

@@ -6,6 +6,7 @@
  * (contract, API keys). The lookup is one indexed read (`key_hash` is UNIQUE).
  */
 import type { DatabaseSync } from 'node:sqlite';
+import { transaction } from './database.ts';
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import type { AppEnv } from './config.ts';
 import type { Plan } from './plans.ts';
@@ -164,7 +165,7 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
       }
       // IMMEDIATE takes the write lock before the read, so the old key cannot be revoked or
       // rotated by another process between the check and the update.
-      return inTransaction(db, (): RotateResult => {
+      return transaction(db, (): RotateResult => {
         const previous = get(id);
         if (previous === null) return { outcome: 'not_found' };
         if (previous.revokedAt !== null) return { outcome: 'revoked', previous };
@@ -222,14 +223,3 @@ function assertPositiveInteger(value: number | undefined, name: string): void {
   }
 }
 
-function inTransaction<T>(db: DatabaseSync, body: () => T): T {
-  db.exec('BEGIN IMMEDIATE');
-  try {
-    const result = body();
-    db.exec('COMMIT');
-    return result;
-  } catch (error) {
-    db.exec('ROLLBACK');
-    throw error;
-  }
-}

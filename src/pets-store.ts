@@ -4,6 +4,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { PetStatus } from './schemas.ts';
+import { transaction } from './database.ts';
 
 export interface NewPet {
   name: string;
@@ -69,17 +70,4 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
 
 function toPet(row: PetRow): Pet {
   return { id: row.id, name: row.name, categoryId: BigInt(row.category_id), status: row.status };
-}
-
-/** Runs `work` inside BEGIN IMMEDIATE ... COMMIT, rolling back on any error. */
-export function transaction<T>(db: DatabaseSync, work: () => T): T {
-  db.exec('BEGIN IMMEDIATE');
-  try {
-    const result = work();
-    db.exec('COMMIT');
-    return result;
-  } catch (error) {
-    if (db.isTransaction) db.exec('ROLLBACK');
-    throw error;
-  }
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { errorBody, FREE_KEY, FREE_KEY_ID, startTestServer } from './support/test-server.ts';
+import { errorBody, startTestServer } from './support/test-server.ts';
 import type { PetsStore } from '../src/pets-store.ts';
 import { createPetsStore } from '../src/pets-store.ts';
 import { openDatabase } from '../src/database.ts';
@@ -18,7 +18,7 @@ test('GET /healthz answers ok without a key', async (t) => {
 
 test('every response carries X-Request-Id, Cache-Control: no-store and nosniff', async (t) => {
   const server = await startTestServer(t);
-  for (const [path, key] of [['/healthz', null], ['/v1/pets', FREE_KEY], ['/v1/pets', null], ['/nowhere', null], ['/v1/store/orders', FREE_KEY]] as const) {
+  for (const [path, key] of [['/healthz', null], ['/v1/pets', server.key], ['/v1/pets', null], ['/nowhere', null], ['/v1/store/orders', server.key]] as const) {
     const response = await server.request(path, { key });
     assert.equal(response.headers.get('cache-control'), 'no-store', path);
     assert.equal(response.headers.get('x-content-type-options'), 'nosniff', path);
@@ -60,7 +60,7 @@ test('an unknown key: 401 invalid_api_key with error="invalid_token"', async (t)
 test('the Bearer scheme name is case-insensitive', async (t) => {
   const server = await startTestServer(t);
   for (const scheme of ['bearer', 'BEARER', 'bEaReR']) {
-    const response = await server.request('/v1/pets', { headers: { authorization: `${scheme} ${FREE_KEY}` } });
+    const response = await server.request('/v1/pets', { headers: { authorization: `${scheme} ${server.key}` } });
     assert.equal(response.status, 200, scheme);
   }
 });
@@ -126,13 +126,13 @@ test('one JSON access-log line per request, with the key id and never the key', 
   assert.equal(first.method, 'GET');
   assert.equal(first.path, '/v1/pets');
   assert.equal(first.status, 200);
-  assert.equal(first.keyId, FREE_KEY_ID);
+  assert.equal(first.keyId, server.keyId);
   assert.equal(typeof first.durationMs, 'number');
   const second = lines.find((line) => line.requestId === 'req-2');
   assert.equal(second.status, 401);
   assert.equal(second.keyId, null);
   const all = server.logs.join('\n');
-  assert.ok(!all.includes(FREE_KEY) && !all.includes('secret-guess') && !/authorization/i.test(all));
+  assert.ok(!all.includes(server.key) && !all.includes('secret-guess') && !/authorization/i.test(all));
 });
 
 function failingStore(error: unknown): PetsStore {
@@ -143,7 +143,7 @@ function failingStore(error: unknown): PetsStore {
 }
 
 test('an unexpected error is 500 internal_error with no detail, logged by name only', async (t) => {
-  const server = await startTestServer(t, { pets: failingStore(new TypeError('SELECT secret FROM pets WHERE x')) });
+  const server = await startTestServer(t, { overrides: { pets: failingStore(new TypeError('SELECT secret FROM pets WHERE x')) } });
   const response = await server.request('/v1/pets', { headers: { 'x-request-id': 'boom' } });
   assert.equal(response.status, 500);
   const body = await errorBody(response);
@@ -162,7 +162,7 @@ test('a database that cannot be written is 503 unavailable, and the server keeps
   const real = createPetsStore(db);
   let fail = true;
   const pets: PetsStore = { ...real, insertMany: (p) => (fail ? failingStore(busy).insertMany(p) : real.insertMany(p)) };
-  const server = await startTestServer(t, { pets, db });
+  const server = await startTestServer(t, { overrides: { pets }, db });
   const response = await server.post('/v1/pets', { name: 'Rex', categoryId: 1 });
   assert.equal(response.status, 503);
   assert.equal((await errorBody(response)).code, 'unavailable');

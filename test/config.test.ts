@@ -133,10 +133,11 @@ test('TRUST_PROXY is true or false', () => {
   for (const value of ['1', 'yes', 'TRUE', 'on']) assertRefused({ TRUST_PROXY: value }, 'TRUST_PROXY');
 });
 
-test('RATE_LIMIT_BAN_THRESHOLD is a positive integer', () => {
+test('RATE_LIMIT_BAN_THRESHOLD is an integer from 1 to 10000', () => {
   assert.equal(loadConfig({ RATE_LIMIT_BAN_THRESHOLD: '5' }).rateLimitBanThreshold, 5);
   assert.equal(loadConfig({ RATE_LIMIT_BAN_THRESHOLD: '1' }).rateLimitBanThreshold, 1);
-  for (const value of ['0', '-3', '2.5', 'ten']) {
+  assert.equal(loadConfig({ RATE_LIMIT_BAN_THRESHOLD: '10000' }).rateLimitBanThreshold, 10000);
+  for (const value of ['0', '-3', '2.5', 'ten', '10001']) {
     assertRefused({ RATE_LIMIT_BAN_THRESHOLD: value }, 'RATE_LIMIT_BAN_THRESHOLD');
   }
 });

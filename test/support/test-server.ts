@@ -7,13 +7,9 @@ import type { TestContext } from 'node:test';
 import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/database.ts';
-import { createPetsStore } from '../../src/pets-store.ts';
-import { createApp, noLimits, type ApiKeyIdentity, type AppDeps } from '../../src/app.ts';
 import { createLogger } from '../../src/access-log.ts';
-import { createHttpServer } from '../../src/server.ts';
-
-export const FREE_KEY = 'test-free-key';
-export const FREE_KEY_ID = 'key_free';
+import { createService, type Service, type ServiceConfig } from '../../src/service.ts';
+import type { AppDeps } from '../../src/app.ts';
 
 export interface FakeClock {
   (): number;
@@ -35,46 +31,63 @@ export interface TestServer {
   url: string;
   db: DatabaseSync;
   clock: FakeClock;
+  service: Service;
+  /** A key with limits too high to interfere (the default for `request`), and its id. */
+  key: string;
+  keyId: string;
+  /** A key on the free plan (60/min, 1000/day), and its id. */
+  freeKey: string;
+  freeKeyId: string;
   /** Every line the server logged. */
   logs: string[];
-  /** fetch against the server; sends the free key unless `headers.authorization` is given (null: none). */
+  /** fetch against the server; sends `key` unless `key` is given (null: no Authorization). */
   request(path: string, init?: RequestInit & { key?: string | null }): Promise<Response>;
   /** POST a JSON body (a string is sent as is). */
   post(path: string, body: unknown, init?: RequestInit & { key?: string | null }): Promise<Response>;
+  /** Stops the server (also done when the test ends); the database stays open. */
+  close(): Promise<void>;
 }
 
-export interface TestServerOptions extends Partial<AppDeps> {
+export interface TestServerOptions {
   clock?: FakeClock;
+  /** An open database to use (and leave open); default a fresh `:memory:` one. */
   db?: DatabaseSync;
-  keys?: Record<string, ApiKeyIdentity>;
+  config?: Partial<ServiceConfig>;
+  overrides?: Partial<AppDeps>;
+  maxLimiterCallers?: number;
 }
 
-/** Starts the app on 127.0.0.1 port 0 and closes it when the test ends. */
+/** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
 export async function startTestServer(t: TestContext, options: TestServerOptions = {}): Promise<TestServer> {
   const db = options.db ?? openDatabase(':memory:');
   const clock = options.clock ?? fakeClock();
   const logs: string[] = [];
   const logger = createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) });
-  const keys: Record<string, ApiKeyIdentity> = options.keys ?? { [FREE_KEY]: { id: FREE_KEY_ID, perMinute: 60, perDay: 1000 } };
-  const app = createApp({
-    clock,
-    logger,
-    authenticate: (token) => (Object.hasOwn(keys, token) ? keys[token]! : null),
-    limiter: noLimits,
-    pets: createPetsStore(db),
-    ...options,
+  const config: ServiceConfig = { appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, ...options.config };
+  const service = createService({
+    config, db, clock, logger,
+    ...(options.overrides ? { overrides: options.overrides } : {}),
+    ...(options.maxLimiterCallers !== undefined ? { maxLimiterCallers: options.maxLimiterCallers } : {}),
   });
-  const server = createHttpServer(app, logger);
+  const roomy = service.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
+  const free = service.keys.create({ plan: 'free', label: 'free', now: clock() });
+  const { server } = service;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(async () => {
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
     logger.flush();
+  };
+  t.after(async () => {
+    await close();
     if (!options.db) db.close();
   });
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request = (path: string, init: RequestInit & { key?: string | null } = {}) => {
-    const { key = FREE_KEY, ...rest } = init;
+    const { key = roomy.key, ...rest } = init;
     const headers = new Headers(rest.headers);
     if (key !== null && !headers.has('authorization')) headers.set('authorization', `Bearer ${key}`);
     return fetch(url + path, { ...rest, headers });
@@ -84,7 +97,10 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
     if (!headers.has('content-type')) headers.set('content-type', 'application/json');
     return request(path, { ...init, method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
   };
-  return { url, db, clock, logs, request, post };
+  return {
+    url, db, clock, service, logs, request, post, close,
+    key: roomy.key, keyId: roomy.record.id, freeKey: free.key, freeKeyId: free.record.id,
+  };
 }
 
 /** Reads an Error body and checks its shape: exactly code, message, status. */

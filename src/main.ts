@@ -1,0 +1,95 @@
+/**
+ * The only impure edge: reads the environment, opens the database file, listens, handles
+ * signals. Everything it wires together takes its dependencies as arguments.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { openDatabase } from './database.ts';
+import { systemClock } from './clock.ts';
+import { createLogger } from './access-log.ts';
+import { ensureDevelopmentKey } from './keys-store.ts';
+import { LIMITER_FLUSH_INTERVAL_MS } from './limiter-store.ts';
+import { createService } from './service.ts';
+
+/** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+function readConfig(): Config {
+  try {
+    return loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+
+const config = readConfig();
+const logger = createLogger({ level: config.logLevel, clock: systemClock, write: (text) => process.stdout.write(text) });
+
+// A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
+process.on('uncaughtException', (error) => {
+  logger.event({ level: 'error', event: 'crash', error: error instanceof Error ? error.name : typeof error });
+  logger.flush();
+  process.exit(1);
+});
+
+if (config.databasePath !== ':memory:') mkdirSync(dirname(config.databasePath), { recursive: true });
+const db = openDatabase(config.databasePath);
+const service = createService({ config, db, clock: systemClock, logger });
+const { app, server, keys, limiterPersistence } = service;
+const developmentKey = ensureDevelopmentKey(keys, config.appEnv, systemClock());
+if (developmentKey) {
+  process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
+}
+
+// Limiter state lives in memory and is saved every second (the contract allows 5 s of lag), so
+// no request waits on a database write; a restart resumes from the last save.
+const saveLimiterState = () => {
+  try {
+    limiterPersistence.flush();
+  } catch (error) {
+    logger.event({ level: 'error', event: 'limiter_save_failed', error: error instanceof Error ? error.name : typeof error });
+  }
+};
+const limiterTimer = setInterval(saveLimiterState, LIMITER_FLUSH_INTERVAL_MS);
+limiterTimer.unref();
+
+server.on('error', (error: Error & { code?: string }) => {
+  process.stderr.write(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.name}\n`);
+  process.exit(1);
+});
+server.listen(config.port, config.host, () => {
+  const { address, port } = server.address() as AddressInfo;
+  const host = address.includes(':') ? `[${address}]` : address;
+  logger.event({ level: 'info', event: 'listening', url: `http://${host}:${port}`, appEnv: config.appEnv });
+  logger.flush();
+});
+
+let stopping = false;
+function shutdown(signal: string): void {
+  if (stopping) return;
+  stopping = true;
+  logger.event({ level: 'info', event: 'shutting_down', signal });
+  app.drain();
+  server.close(() => finish());
+  server.closeIdleConnections();
+  // Requests still running after the grace period are cut so that the process can exit.
+  setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
+}
+
+function finish(): void {
+  clearInterval(limiterTimer);
+  saveLimiterState();
+  logger.event({ level: 'info', event: 'stopped' });
+  logger.flush();
+  db.close();
+  process.exit(0);
+}
+
+process.on('SIGTERM', () => shutdown('SIGTERM'));
+process.on('SIGINT', () => shutdown('SIGINT'));

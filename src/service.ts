@@ -1,0 +1,63 @@
+/**
+ * Wires the parts into one service over an open database: keys, limiter (restored from its
+ * saved state), pets, the app and its HTTP server. No environment, no files, no timers, no
+ * listening: main.ts does those, and tests call this with `:memory:` and a fake clock.
+ */
+import type { DatabaseSync } from 'node:sqlite';
+import type { Server } from 'node:http';
+import type { Config } from './config.ts';
+import type { Clock } from './clock.ts';
+import type { Logger } from './access-log.ts';
+import { createKeysStore, type KeysStore } from './keys-store.ts';
+import { createLimiter, type Limiter } from './limiter.ts';
+import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './limiter-store.ts';
+import { createPetsStore, type PetsStore } from './pets-store.ts';
+import { createApp, type App, type AppDeps } from './app.ts';
+import { createHttpServer, type ServerOptions } from './server.ts';
+
+export type ServiceConfig = Pick<Config, 'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds'>;
+
+export interface ServiceDeps {
+  config: ServiceConfig;
+  db: DatabaseSync;
+  clock: Clock;
+  logger: Logger;
+  /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
+  overrides?: Partial<AppDeps>;
+  server?: ServerOptions;
+  maxLimiterCallers?: number;
+}
+
+export interface Service {
+  app: App;
+  server: Server;
+  keys: KeysStore;
+  pets: PetsStore;
+  limiter: Limiter;
+  /** Saves the limiter's changes since the last save (main.ts calls it every second and at exit). */
+  limiterPersistence: LimiterPersistence;
+}
+
+/** Builds the service; the limiter's saved state is loaded before the first request. */
+export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers }: ServiceDeps): Service {
+  const keys = createKeysStore(db, { appEnv: config.appEnv });
+  const pets = createPetsStore(db);
+  const limiter = createLimiter({
+    clock,
+    banThreshold: config.rateLimitBanThreshold,
+    banSeconds: config.rateLimitBanSeconds,
+    ...(maxLimiterCallers !== undefined ? { maxCallers: maxLimiterCallers } : {}),
+  });
+  const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
+  limiterPersistence.load();
+  const app = createApp({
+    clock,
+    logger,
+    authenticate: (token) => keys.findByKey(token, clock()),
+    limiter,
+    pets,
+    trustProxy: config.trustProxy,
+    ...overrides,
+  });
+  return { app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence };
+}
