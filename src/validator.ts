@@ -21,8 +21,9 @@ function compiled(pattern: string): RegExp {
 function expected(schema: StringSchema | IntegerSchema): string {
   if (schema.type === 'string') {
     if (schema.enum) return `one of ${schema.enum.join(', ')}`;
-    const max = schema.maxLength === undefined ? '' : ` of at most ${schema.maxLength} characters`;
-    return schema.pattern ? `a string${max} with a visible character and no control characters` : `a string${max}`;
+    const { minLength: min = 0, maxLength: max } = schema;
+    const length = max === undefined ? (min > 0 ? ` of at least ${min} characters` : '') : ` of ${min} to ${max} characters`;
+    return schema.pattern ? `a string${length} with a visible character and no control characters` : `a string${length}`;
   }
   const min = schema.minimum ?? (schema.format === 'int64' ? INT64_MIN : undefined);
   const max = schema.maximum ?? (schema.format === 'int64' ? INT64_MAX : undefined);

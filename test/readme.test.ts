@@ -1,0 +1,30 @@
+/** The README is the product's front door: these tests keep it in step with the code. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { ERROR_STATUS } from '../src/api-error.ts';
+
+const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+/** Rows `| 400 | `code` | ... |` of the README's error table. */
+function documentedErrors(): Map<string, number> {
+  const documented = new Map<string, number>();
+  for (const match of readme.matchAll(/^\| (\d{3}) \| `([a-z_]+)` \|/gm)) documented.set(match[2]!, Number(match[1]));
+  return documented;
+}
+
+test('every error code in the code is in the README table, with its status', () => {
+  const documented = documentedErrors();
+  for (const [code, status] of Object.entries(ERROR_STATUS)) {
+    assert.equal(documented.get(code), status, `README error table: ${code}`);
+  }
+});
+
+test('the README lists no error code that the code does not have', () => {
+  for (const code of documentedErrors().keys()) assert.ok(Object.hasOwn(ERROR_STATUS, code), `unknown code in README: ${code}`);
+});
+
+test('the README shows the two set-up commands', () => {
+  assert.match(readme, /npm install && npm start/);
+  assert.match(readme, /npm install && npm test/);
+});
