@@ -1,0 +1,112 @@
+/** The process edge, run for real as a child process: start, first key, signals, bad config. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import { openDatabase } from '../src/database.ts';
+
+const MAIN = new URL('../src/main.ts', import.meta.url).pathname;
+
+function tempDir(t: { after(fn: () => void): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-main-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Starts src/main.ts and resolves once it has logged the address it listens on. */
+async function startMain(env: Record<string, string>) {
+  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      const match = /"event":"listening","url":"([^"]+)"/.exec(stdout);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
+  });
+  return { child, url, output: () => ({ stdout, stderr }) };
+}
+
+test('a first development start creates one free key, prints it once on stderr, and it works', async (t) => {
+  const dir = tempDir(t);
+  const env = { APP_ENV: 'development', DATABASE_PATH: join(dir, 'dev.db') };
+  const first = await startMain(env);
+  const key = /(pk_test_[A-Za-z0-9_-]+)/.exec(first.output().stderr)?.[1];
+  assert.ok(key, first.output().stderr);
+  const response = await fetch(`${first.url}/v1/pets`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get('x-ratelimit-limit'), '60');
+  first.child.kill('SIGTERM');
+  const [code] = await once(first.child, 'exit');
+  assert.equal(code, 0);
+  assert.ok(!first.output().stdout.includes(key!), 'the key is never logged on stdout');
+
+  const second = await startMain(env);
+  assert.doesNotMatch(second.output().stderr, /pk_test_/);
+  second.child.kill('SIGINT');
+  assert.deepEqual(await once(second.child, 'exit'), [0, null]);
+});
+
+test('production never creates a key', async (t) => {
+  const dir = tempDir(t);
+  const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: join(dir, 'prod.db') });
+  server.child.kill('SIGTERM');
+  await once(server.child, 'exit');
+  assert.doesNotMatch(server.output().stderr, /pk_/);
+  const db = openDatabase(join(dir, 'prod.db'));
+  assert.equal((db.prepare('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n, 0);
+  db.close();
+});
+
+test('SIGTERM lets a request in flight finish, saves limiter state and exits 0', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'dev.db');
+  const server = await startMain({ APP_ENV: 'development', DATABASE_PATH: path });
+  const key = /(pk_test_[A-Za-z0-9_-]+)/.exec(server.output().stderr)![1]!;
+  // A create whose body has not fully arrived yet is in flight when the signal comes.
+  const { request } = await import('node:http');
+  const body = JSON.stringify({ name: 'Rex', categoryId: 1 });
+  const pending = new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
+    const req = request(`${server.url}/v1/pets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk)).on('end', () => resolve({ status: res.statusCode!, text, connection: res.headers.connection }));
+    });
+    req.on('error', reject);
+    req.write(body.slice(0, 5));
+    setTimeout(() => {
+      server.child.kill('SIGTERM');
+      setTimeout(() => req.end(body.slice(5)), 200);
+    }, 100);
+  });
+  const answer = await pending;
+  assert.equal(answer.status, 201);
+  assert.equal(answer.connection, 'close');
+  const [code] = await once(server.child, 'exit');
+  assert.equal(code, 0);
+  assert.match(server.output().stdout, /"event":"stopped"/);
+  const db = openDatabase(path);
+  assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 1);
+  const saved = db.prepare('SELECT minute_tokens FROM rate_limit_callers').all() as { minute_tokens: number }[];
+  assert.equal(saved.length, 1, 'the key\'s bucket was saved at shutdown');
+  assert.ok(saved[0]!.minute_tokens < 60);
+  db.close();
+});
+
+test('an invalid variable stops the server with one line naming it and exit code 1', () => {
+  for (const [name, value] of [['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes']] as const) {
+    const result = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', [name]: value, DATABASE_PATH: ':memory:' }, encoding: 'utf8', timeout: 10_000 });
+    assert.equal(result.status, 1, name);
+    const lines = result.stderr.trim().split('\n');
+    assert.equal(lines.length, 1, result.stderr);
+    assert.match(lines[0]!, new RegExp(name));
+  }
+});
