@@ -63,7 +63,10 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const clock = options.clock ?? fakeClock();
   const logs: string[] = [];
   const logger = createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) });
-  const config: ServiceConfig = { appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, ...options.config };
+  const config: ServiceConfig = {
+    appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null,
+    ...options.config,
+  };
   const service = createService({
     config, db, clock, logger,
     ...(options.overrides ? { overrides: options.overrides } : {}),
