@@ -237,6 +237,21 @@ function errorResponse(status: number, description: string, codes: readonly Erro
 
 const codesOf = (status: number) => ERROR_CODES.filter((code) => ERROR_STATUS[code] === status);
 
+/** A 500 may come before the caller was limited, so the rate-limit headers are optional. */
+function internalError(extra: readonly HeaderName[] = []): JsonObject {
+  return errorResponse(500, 'An unexpected error; the body never carries detail.', codesOf(500), [...EVERY, ...optional([...RATE, ...extra])]);
+}
+
+/** Shutting down is answered before the caller is limited; a database that cannot be written, after. */
+function unavailable(extra: readonly HeaderName[] = []): JsonObject {
+  return errorResponse(
+    503,
+    'The server is shutting down (retry on a new connection), or cannot store data right now (retry after `Retry-After`).',
+    codesOf(503),
+    [...EVERY, ...optional([...RATE, 'Retry-After', ...extra])],
+  );
+}
+
 /**
  * Error responses that read the same on every operation, by name and status. NotFound and
  * MethodNotAllowed belong to no operation: they answer paths and methods that have none.
@@ -253,16 +268,9 @@ const SHARED_RESPONSES = {
     [...EVERY, ...RATE, 'Retry-After'],
   )],
   HeadersTooLarge: [431, errorResponse(431, 'The request headers are larger than 16 KiB; the connection is closed.', codesOf(431), EVERY)],
-  // A 500 may come before the caller was limited, so without the rate-limit headers.
-  InternalError: [500, errorResponse(500, 'An unexpected error; the body never carries detail.', codesOf(500), [...EVERY, ...optional(RATE)])],
+  InternalError: [500, internalError()],
   NotImplemented: [501, errorResponse(501, 'This operation is not available in this version.', codesOf(501), [...EVERY, ...RATE])],
-  // Shutting down is answered before the caller is limited; a database that cannot be written, after.
-  Unavailable: [503, errorResponse(
-    503,
-    'The server is shutting down (retry on a new connection), or cannot store data right now (retry after `Retry-After`).',
-    codesOf(503),
-    [...EVERY, ...optional([...RATE, 'Retry-After'])],
-  )],
+  Unavailable: [503, unavailable()],
 } as const satisfies Record<string, readonly [number, JsonObject]>;
 
 type SharedResponse = keyof typeof SHARED_RESPONSES;
@@ -349,6 +357,9 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
             415: errorResponse(415, 'The body is not sent as `Content-Type: application/json`.', codesOf(415), [...EVERY, ...RATE]),
             422: errorResponse(422, 'This `Idempotency-Key` was used with a different body.', codesOf(422), [...EVERY, ...RATE]),
             ...shared(...EVERY_OPERATION),
+            // A replay returns the first response, whatever the operation answered (CONTRACT.md).
+            500: internalError(['Idempotent-Replayed']),
+            503: unavailable(['Idempotent-Replayed']),
           },
         },
       },
@@ -369,7 +380,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
             410: errorResponse(410, `The operation was removed on ${sunsetDay}; use \`GET /pets\`.`, codesOf(410), [...EVERY, ...RATE, ...DEPRECATION]),
             ...shared(...EVERY_OPERATION),
             // Once routed, a 500 carries the deprecation headers too; before routing it cannot.
-            500: errorResponse(500, 'An unexpected error; the body never carries detail.', codesOf(500), [...EVERY, ...optional([...RATE, ...DEPRECATION])]),
+            500: internalError(DEPRECATION),
           },
         },
       },

@@ -182,6 +182,9 @@ test('every response header is described where it is sent', () => {
   assert.ok(names('listPets', 200).includes('Link') && !required('listPets', 200).includes('Link'), 'Link rel="next" only when more pets follow');
   assert.ok(required('createPet', 201).includes('Location'));
   assert.ok(names('createPet', 201).includes('Idempotent-Replayed') && !required('createPet', 201).includes('Idempotent-Replayed'));
+  // A replay is the first response, whatever the operation answered; rejections before it are never stored.
+  for (const status of [500, 503]) assert.ok(names('createPet', status).includes('Idempotent-Replayed'), `createPet ${status}`);
+  for (const status of [400, 409, 413, 415, 422]) assert.ok(!names('createPet', status).includes('Idempotent-Replayed'), `createPet ${status}`);
   for (const status of [200, 400, 404, 410]) {
     for (const name of ['Deprecation', 'Sunset', 'Link']) assert.ok(required('getPet', status).includes(name), `getPet ${status} ${name}`);
   }
