@@ -230,7 +230,10 @@ function errorResponse(status: number, description: string, codes: readonly Erro
     description: `${description} Codes: ${codes.map((code) => `\`${code}\``).join(', ')}.`,
     headers: headers(uses),
     content: json({
-      allOf: [ref('schemas', 'Error'), { type: 'object', properties: { code: { type: 'string', enum: [...codes] }, status: { type: 'integer', const: status } } }],
+      allOf: [
+        ref('schemas', 'Error'),
+        { type: 'object', properties: { code: { type: 'string', enum: [...codes] }, status: { type: 'integer', const: status } } },
+      ],
     }),
   };
 }
@@ -257,16 +260,32 @@ function unavailable(extra: readonly HeaderName[] = []): JsonObject {
  * MethodNotAllowed belong to no operation: they answer paths and methods that have none.
  */
 const SHARED_RESPONSES = {
-  Unauthorized: [401, errorResponse(401, 'No API key (`missing_api_key`), or one that is unknown, revoked or expired (`invalid_api_key`).', codesOf(401), [...EVERY, ...RATE, 'WWW-Authenticate'])],
-  NotFound: [404, errorResponse(404, 'No such path: any path under the base address that no operation has.', ['not_found'], [...EVERY, ...RATE])],
-  MethodNotAllowed: [405, errorResponse(405, 'The path exists, but not with this method: any method that no operation of the path has.', ['method_not_allowed'], [...EVERY, ...RATE, 'Allow'])],
+  Unauthorized: [
+    401,
+    errorResponse(401, 'No API key, or one that is unknown, revoked or expired.', codesOf(401), [...EVERY, ...RATE, 'WWW-Authenticate']),
+  ],
+  NotFound: [
+    404,
+    errorResponse(404, 'No such path: any path under the base address that no operation has.', ['not_found'], [...EVERY, ...RATE]),
+  ],
+  MethodNotAllowed: [
+    405,
+    errorResponse(405, 'The path exists, but not with this method: any method that no operation of the path has.', ['method_not_allowed'], [
+      ...EVERY,
+      ...RATE,
+      'Allow',
+    ]),
+  ],
   RequestTimeout: [408, errorResponse(408, 'The request did not arrive in time; the connection is closed.', codesOf(408), EVERY)],
-  TooManyRequests: [429, errorResponse(
+  TooManyRequests: [
     429,
-    'Rate limit exceeded (`rate_limited`), or this caller is temporarily banned for repeating requests after 429s (`temporarily_banned`). Retry after `Retry-After`, with exponential backoff.',
-    codesOf(429),
-    [...EVERY, ...RATE, 'Retry-After'],
-  )],
+    errorResponse(
+      429,
+      'Rate limit exceeded, or this caller is temporarily banned for repeating requests after 429s. Retry after `Retry-After`, with exponential backoff.',
+      codesOf(429),
+      [...EVERY, ...RATE, 'Retry-After'],
+    ),
+  ],
   HeadersTooLarge: [431, errorResponse(431, 'The request headers are larger than 16 KiB; the connection is closed.', codesOf(431), EVERY)],
   InternalError: [500, internalError()],
   NotImplemented: [501, errorResponse(501, 'This operation is not available in this version.', codesOf(501), [...EVERY, ...RATE])],
