@@ -61,14 +61,15 @@ export interface App {
   drain(): void;
 }
 
-const COMMON_HEADERS = {
+/** Headers on every response (the OpenAPI document describes them from here). */
+export const COMMON_HEADERS = {
   'Cache-Control': 'no-store',
   'X-Content-Type-Options': 'nosniff',
   'Content-Type': 'application/json; charset=utf-8',
 } as const;
 
-const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
-const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
+export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
+export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
 
 /** Wires the router and the operations into a request handler for node:http. */
 export function createApp(deps: AppDeps): App {

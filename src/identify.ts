@@ -35,7 +35,7 @@ export function clientAddress(req: IncomingMessage, trustProxy: boolean): string
   return req.socket.remoteAddress ?? 'unknown';
 }
 
-const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+export const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The client's X-Request-Id when it is acceptable, else a fresh one. */
 export function requestId(header: string | string[] | undefined, generate: () => string): string {

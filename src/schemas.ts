@@ -43,7 +43,7 @@ export type Schema = StringSchema | IntegerSchema | ObjectSchema;
 /** An OpenAPI parameter object; the validator reads `name`, `in`, `required` and `schema`. */
 export interface Parameter {
   name: string;
-  in: 'query' | 'path';
+  in: 'query' | 'path' | 'header';
   required?: boolean;
   description: string;
   schema: StringSchema | IntegerSchema;
@@ -134,5 +134,21 @@ export const getPetParameters: readonly Parameter[] = [
     required: true,
     description: 'The identifier of the pet (an int64 in decimal).',
     schema: { type: 'integer', format: 'int64' },
+  },
+];
+
+/**
+ * The optional `Idempotency-Key` request header of createPet (CONTRACT.md, POST /v1/pets): a key
+ * of 1 to 255 visible ASCII characters (`!` to `~`), sent bare or as a quoted string whose quotes
+ * are not part of the key, so `""` is an empty key.
+ */
+export const createPetParameters: readonly Parameter[] = [
+  {
+    name: 'Idempotency-Key',
+    in: 'header',
+    description:
+      'Makes a retry safe: the same key with the same body, by the same API key, within 24 h returns the first ' +
+      'response (with `Idempotent-Replayed: true`) and creates nothing. 1 to 255 visible ASCII characters, bare or quoted.',
+    schema: { type: 'string', minLength: 1, maxLength: 257, pattern: '^(?!""$)(?:[!-~]{1,255}|"[!-~]{1,255}")$' },
   },
 ];

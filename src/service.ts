@@ -14,8 +14,12 @@ import { createLimiterPersistence, createLimiterStore, type LimiterPersistence }
 import { createPetsStore, type PetsStore } from './pets-store.ts';
 import { createApp, type App, type AppDeps } from './app.ts';
 import { createHttpServer, type ServerOptions } from './server.ts';
+import { buildOpenApiDocument } from './openapi.ts';
 
-export type ServiceConfig = Pick<Config, 'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds'>;
+export type ServiceConfig = Pick<
+  Config,
+  'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
+>;
 
 export interface ServiceDeps {
   config: ServiceConfig;
@@ -36,6 +40,8 @@ export interface Service {
   limiter: Limiter;
   /** Saves the limiter's changes since the last save (main.ts calls it every second and at exit). */
   limiterPersistence: LimiterPersistence;
+  /** The OpenAPI document served at /v1/openapi.json, serialised once. */
+  openapi: string;
 }
 
 /** Builds the service; the limiter's saved state is loaded before the first request. */
@@ -50,6 +56,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
+  const openapi = JSON.stringify(buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
   const app = createApp({
     clock,
     logger,
@@ -57,7 +64,8 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     limiter,
     pets,
     trustProxy: config.trustProxy,
+    openapi,
     ...overrides,
   });
-  return { app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence };
+  return { app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence, openapi: overrides.openapi ?? openapi };
 }

@@ -1,7 +1,7 @@
 /**
  * A real server on port 0 over an in-memory database, with a fake clock and captured logs, for
  * HTTP tests with fetch. Every response of the suite goes through `request`, so checks that
- * apply to all of them live in one place.
+ * apply to all of them live in one place: each is checked against the served OpenAPI document.
  */
 import type { TestContext } from 'node:test';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +10,7 @@ import { openDatabase } from '../../src/database.ts';
 import { createLogger } from '../../src/access-log.ts';
 import { createService, type Service, type ServiceConfig } from '../../src/service.ts';
 import type { AppDeps } from '../../src/app.ts';
+import { conformanceChecker } from './openapi-conformance.ts';
 
 export interface FakeClock {
   (): number;
@@ -63,7 +64,10 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const clock = options.clock ?? fakeClock();
   const logs: string[] = [];
   const logger = createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) });
-  const config: ServiceConfig = { appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, ...options.config };
+  const config: ServiceConfig = {
+    appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null,
+    ...options.config,
+  };
   const service = createService({
     config, db, clock, logger,
     ...(options.overrides ? { overrides: options.overrides } : {}),
@@ -86,11 +90,15 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
     if (!options.db) db.close();
   });
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const request = (path: string, init: RequestInit & { key?: string | null } = {}) => {
+  // Every response is checked against the OpenAPI document this server serves (issue #4).
+  const conformance = conformanceChecker(service.openapi);
+  const request = async (path: string, init: RequestInit & { key?: string | null } = {}) => {
     const { key = roomy.key, ...rest } = init;
     const headers = new Headers(rest.headers);
     if (key !== null && !headers.has('authorization')) headers.set('authorization', `Bearer ${key}`);
-    return fetch(url + path, { ...rest, headers });
+    const response = await fetch(url + path, { ...rest, headers });
+    await conformance.check({ method: rest.method ?? 'GET', url: url + path }, response.clone());
+    return response;
   };
   const post = (path: string, body: unknown, init: RequestInit & { key?: string | null } = {}) => {
     const headers = new Headers(init.headers);
