@@ -68,6 +68,9 @@ export const COMMON_HEADERS = {
   'Content-Type': 'application/json; charset=utf-8',
 } as const;
 
+/** The answer to a request that arrives on an open connection after shutdown began. */
+const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
+
 export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
 export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
 
@@ -102,9 +105,11 @@ export function createApp(deps: AppDeps): App {
   async function respond(req: IncomingMessage, exchange: Exchange, search: string): Promise<Reply> {
     const { path } = exchange;
     const method = req.method ?? 'GET';
-    if (draining) throw new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
+    const isApi = path === '/v1' || path.startsWith('/v1/');
+    // A /v1 request is limited first, so even this 503 tells the caller where it stands.
+    if (draining && !isApi) throw shuttingDown();
     if (path === '/healthz') return runPublic(publicRouter.find(method, path)!, exchange, req, search);
-    if (path !== '/v1' && !path.startsWith('/v1/')) throw new ApiError('not_found', 'No such path.');
+    if (!isApi) throw new ApiError('not_found', 'No such path.');
 
     // 1. Identification: a valid key is the caller; otherwise the client address is.
     const credentials = readCredentials(req.headers.authorization);
@@ -120,6 +125,8 @@ export function createApp(deps: AppDeps): App {
         ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
         : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
     }
+
+    if (draining) throw shuttingDown();
 
     const open = publicRouter.find(method, path);
     if (open) return runPublic(open, exchange, req, search);

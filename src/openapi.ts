@@ -245,13 +245,13 @@ function internalError(extra: readonly HeaderName[] = []): JsonObject {
   return errorResponse(500, 'An unexpected error; the body never carries detail.', codesOf(500), [...EVERY, ...optional([...RATE, ...extra])]);
 }
 
-/** Shutting down is answered before the caller is limited; a database that cannot be written, after. */
+/** A /v1 request is limited before it learns that the server is shutting down or cannot write. */
 function unavailable(extra: readonly HeaderName[] = []): JsonObject {
   return errorResponse(
     503,
     'The server is shutting down (retry on a new connection), or cannot store data right now (retry after `Retry-After`).',
     codesOf(503),
-    [...EVERY, ...optional([...RATE, 'Retry-After', ...extra])],
+    [...EVERY, ...RATE, ...optional(['Retry-After', ...extra])],
   );
 }
 

@@ -171,3 +171,16 @@ test('a database that cannot be written is 503 unavailable, and the server keeps
   assert.equal((await server.post('/v1/pets', { name: 'Rex', categoryId: 1 })).status, 201);
   db.close();
 });
+
+test('once draining, requests get 503 unavailable with Connection: close; /v1 ones still carry the limit headers', async (t) => {
+  const server = await startTestServer(t);
+  server.service.app.drain();
+  const api = await server.request('/v1/pets');
+  assert.equal(api.status, 503);
+  assert.equal((await errorBody(api)).code, 'unavailable');
+  assert.equal(api.headers.get('connection'), 'close');
+  assert.equal(api.headers.get('x-ratelimit-remaining'), '999999');
+  const health = await server.request('/healthz', { key: null });
+  assert.equal(health.status, 503);
+  assert.equal(health.headers.get('connection'), 'close');
+});
