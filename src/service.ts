@@ -12,6 +12,7 @@ import { createKeysStore, type KeysStore } from './keys-store.ts';
 import { createLimiter, type Limiter } from './limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './limiter-store.ts';
 import { createPetsStore, type PetsStore } from './pets-store.ts';
+import { createPetCreations, type PetCreations } from './pet-creations.ts';
 import { createApp, type App, type AppDeps } from './app.ts';
 import { createHttpServer, type ServerOptions } from './server.ts';
 
@@ -26,6 +27,8 @@ export interface ServiceDeps {
   overrides?: Partial<AppDeps>;
   server?: ServerOptions;
   maxLimiterCallers?: number;
+  /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
+  groupCommit?: boolean;
 }
 
 export interface Service {
@@ -36,10 +39,12 @@ export interface Service {
   limiter: Limiter;
   /** Saves the limiter's changes since the last save (main.ts calls it every second and at exit). */
   limiterPersistence: LimiterPersistence;
+  /** The create path; main.ts calls its purgeExpired on an interval. */
+  petCreations: PetCreations;
 }
 
 /** Builds the service; the limiter's saved state is loaded before the first request. */
-export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers }: ServiceDeps): Service {
+export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers, groupCommit = true }: ServiceDeps): Service {
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
   const limiter = createLimiter({
@@ -50,14 +55,17 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
+  // Over the overriding store when a test injects one, so its faults reach the create path.
+  const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
   const app = createApp({
     clock,
     logger,
     authenticate: (token) => keys.findByKey(token, clock()),
     limiter,
     pets,
+    createPet: petCreations.create,
     trustProxy: config.trustProxy,
     ...overrides,
   });
-  return { app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence };
+  return { app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence, petCreations };
 }
