@@ -47,6 +47,22 @@ export const MIGRATIONS: readonly string[] = [
     recent_rejections TEXT    NOT NULL DEFAULT '[]'  -- JSON array of ms: 429s of the last 60 s
   ) STRICT, WITHOUT ROWID;
   `,
+  // 3: Idempotency-Key records of POST /v1/pets, written in the same transaction as the pet.
+  `
+  CREATE TABLE idempotency_keys (
+    id               INTEGER PRIMARY KEY,
+    api_key_id       TEXT    NOT NULL,  -- keys are scoped by the API key that sent them
+    idempotency_key  TEXT    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    fingerprint      TEXT    NOT NULL,  -- SHA-256 of the canonical request body
+    response_status  INTEGER NOT NULL,
+    response_headers TEXT    NOT NULL,  -- JSON object of the headers to replay (Location)
+    response_body    TEXT    NOT NULL,  -- the exact body that was sent
+    created_at       INTEGER NOT NULL,  -- ms since the epoch; the record expires 24 h later
+    UNIQUE (api_key_id, idempotency_key)
+  ) STRICT;
+  -- The background purge deletes the oldest records first, in small chunks.
+  CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+  `,
 ];
 
 export interface OpenOptions {

@@ -11,6 +11,7 @@ import { systemClock } from './clock.ts';
 import { createLogger } from './access-log.ts';
 import { ensureDevelopmentKey } from './keys-store.ts';
 import { LIMITER_FLUSH_INTERVAL_MS } from './limiter-store.ts';
+import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './pet-creations.ts';
 import { createService } from './service.ts';
 
 /** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
@@ -41,7 +42,7 @@ process.on('uncaughtException', (error) => {
 if (config.databasePath !== ':memory:') mkdirSync(dirname(config.databasePath), { recursive: true });
 const db = openDatabase(config.databasePath);
 const service = createService({ config, db, clock: systemClock, logger });
-const { app, server, keys, limiterPersistence } = service;
+const { app, server, keys, limiterPersistence, petCreations } = service;
 const developmentKey = ensureDevelopmentKey(keys, config.appEnv, systemClock());
 if (developmentKey) {
   process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
@@ -58,6 +59,17 @@ const saveLimiterState = () => {
 };
 const limiterTimer = setInterval(saveLimiterState, LIMITER_FLUSH_INTERVAL_MS);
 limiterTimer.unref();
+
+// Expired idempotency records are already ignored by lookups; the purge only frees the space,
+// a small chunk per transaction so that requests run in between. Once at start, then on a timer.
+const purgeIdempotencyRecords = () => {
+  petCreations.purgeExpired().catch((error: unknown) => {
+    logger.event({ level: 'error', event: 'idempotency_purge_failed', error: error instanceof Error ? error.name : typeof error });
+  });
+};
+const purgeTimer = setInterval(purgeIdempotencyRecords, IDEMPOTENCY_PURGE_INTERVAL_MS);
+purgeTimer.unref();
+setImmediate(purgeIdempotencyRecords);
 
 server.on('error', (error: Error & { code?: string }) => {
   process.stderr.write(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.name}\n`);
@@ -84,6 +96,7 @@ function shutdown(signal: string): void {
 
 function finish(): void {
   clearInterval(limiterTimer);
+  clearInterval(purgeTimer);
   saveLimiterState();
   logger.event({ level: 'info', event: 'stopped' });
   logger.flush();

@@ -371,7 +371,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
               ['invalid_idempotency_key', 'invalid_body', 'invalid_json', 'bad_request'],
               [...EVERY, ...RATE],
             ),
-            409: errorResponse(409, 'A request with this `Idempotency-Key` is still being processed.', codesOf(409), [...EVERY, ...RATE]),
+            409: errorResponse(409, 'A request with this `Idempotency-Key` is still being processed.', codesOf(409), [...EVERY, ...RATE, 'Retry-After']),
             413: errorResponse(413, 'The body is larger than 16 KiB.', codesOf(413), [...EVERY, ...RATE]),
             415: errorResponse(415, 'The body is not sent as `Content-Type: application/json`.', codesOf(415), [...EVERY, ...RATE]),
             422: errorResponse(422, 'This `Idempotency-Key` was used with a different body.', codesOf(422), [...EVERY, ...RATE]),

@@ -6,6 +6,8 @@ import type { IncomingMessage } from 'node:http';
 import { ApiError } from './api-error.ts';
 import type { Clock } from './clock.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from './idempotency.ts';
+import { createPetCreations } from './pet-creations.ts';
 import type { NewPet, PetsStore } from './pets-store.ts';
 import { petJson, petsJson, type Reply } from './reply.ts';
 import type { Params } from './router.ts';
@@ -39,13 +41,16 @@ export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
 export interface PetsOperationsDeps {
   pets: PetsStore;
   clock: Clock;
-  /** Stores a validated pet durably and returns it; defaults to one transaction per pet. */
-  createPet?: (pet: NewPet, context: OperationContext) => Promise<Reply>;
+  /**
+   * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer;
+   * defaults to the idempotent create path without group commit.
+   */
+  createPet?: (pet: NewPet, context: OperationContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
 }
 
 /** Builds the operations over a pets store and a clock. */
 export function createPetsOperations({ pets, clock, createPet }: PetsOperationsDeps) {
-  const store = createPet ?? (async (pet: NewPet): Promise<Reply> => created(pets.insertMany([pet])[0]!));
+  const store = createPet ?? createPetCreations({ pets, clock, groupCommit: false }).create;
 
   return {
     listPets(context: OperationContext): Reply {
@@ -65,9 +70,12 @@ export function createPetsOperations({ pets, clock, createPet }: PetsOperationsD
     },
 
     async createPet(context: OperationContext): Promise<Reply> {
+      // The Idempotency-Key header is the first check of step 5, before the body is looked at.
+      const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
       const body = await readJsonBody(context.req);
       const pet = validateBody(body, newPetSchema) as unknown as NewPet;
-      return store(pet, context);
+      // Fingerprinted as sent, before defaults: an omitted status differs from "available".
+      return store(pet, context, key === null ? null : { key, fingerprint: fingerprintBody(body) });
     },
 
     getPet(context: OperationContext): Reply {
@@ -84,9 +92,4 @@ export function createPetsOperations({ pets, clock, createPet }: PetsOperationsD
       throw new ApiError('not_implemented', 'Store orders are not available in this version.');
     },
   };
-}
-
-/** The 201 answer for a stored pet. */
-export function created(pet: { id: number } & NewPet): Reply {
-  return { status: 201, body: petJson(pet), headers: { Location: `/v1/pets/${pet.id}` } };
 }

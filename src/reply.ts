@@ -16,6 +16,11 @@ export function petJson(pet: Pet): string {
   return `{"id":${pet.id},"name":${JSON.stringify(pet.name)},"categoryId":${pet.categoryId},"status":"${pet.status}"}`;
 }
 
+/** The 201 answer for a stored pet. */
+export function created(pet: Pet): Reply {
+  return { status: 201, body: petJson(pet), headers: { Location: `/v1/pets/${pet.id}` } };
+}
+
 /** A JSON array of pets. */
 export function petsJson(pets: readonly Pet[]): string {
   if (pets.length === 0) return '[]';

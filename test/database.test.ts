@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { migrate, MIGRATIONS, openDatabase } from '../src/database.ts';
 
 test('a new database is migrated to the latest version', () => {
@@ -25,5 +28,15 @@ test('a failing migration rolls back and leaves the version unchanged', () => {
   const { user_version } = db.prepare('PRAGMA user_version').get() as { user_version: number };
   assert.equal(user_version, 0);
   assert.equal(db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE name = 'a'").get()!.n, 0);
+  db.close();
+});
+
+test('a file database commits in WAL mode with synchronous=FULL, so a commit is on disk when it returns', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-db-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const db = openDatabase(join(dir, 'pets.db'), { busyTimeoutMs: 1234 });
+  assert.equal((db.prepare('PRAGMA journal_mode').get() as { journal_mode: string }).journal_mode, 'wal');
+  assert.equal((db.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous, 2); // FULL
+  assert.equal((db.prepare('PRAGMA busy_timeout').get() as { timeout: number }).timeout, 1234);
   db.close();
 });

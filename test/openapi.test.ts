@@ -178,6 +178,7 @@ test('every response header is described where it is sent', () => {
     for (const name of ['X-Request-Id', ...RATE]) assert.ok(required(operationId, status).includes(name), `${operationId} ${status} ${name}`);
   }
   assert.ok(required('listPets', 429).includes('Retry-After'));
+  assert.ok(required('createPet', 409).includes('Retry-After'), 'a 409 says when to retry');
   assert.ok(required('listPets', 401).includes('WWW-Authenticate'));
   assert.ok(names('listPets', 200).includes('Link') && !required('listPets', 200).includes('Link'), 'Link rel="next" only when more pets follow');
   assert.ok(required('createPet', 201).includes('Location'));
