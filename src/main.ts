@@ -40,7 +40,9 @@ process.on('uncaughtException', (error) => {
 });
 
 if (config.databasePath !== ':memory:') mkdirSync(dirname(config.databasePath), { recursive: true });
-const db = openDatabase(config.databasePath);
+// node:sqlite is synchronous: waiting on another process's write lock blocks every request, so
+// the server waits briefly and answers 503 rather than freezing (the keys command's writes take ms).
+const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
 const service = createService({ config, db, clock: systemClock, logger });
 const { app, server, keys, limiterPersistence, petCreations } = service;
 const developmentKey = ensureDevelopmentKey(keys, config.appEnv, systemClock());
