@@ -5,12 +5,18 @@
  */
 import { createHash } from 'node:crypto';
 import { ApiError } from './api-error.ts';
+import { createPetParameters } from './schemas.ts';
 
 /** A key is remembered for 24 h after the response it produced was stored. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** 1 to 255 visible ASCII characters (`!` to `~`): no space, no control, nothing above 0x7E. */
-const VISIBLE_ASCII_KEY = /^[!-~]{1,255}$/;
+/**
+ * The header's syntax comes from the schema that the OpenAPI document publishes, so the two
+ * cannot drift: 1 to 255 visible ASCII characters (`!` to `~`), bare or in double quotes.
+ */
+const HEADER_SYNTAX = new RegExp(
+  (createPetParameters.find((parameter) => parameter.name === 'Idempotency-Key')!.schema as { pattern: string }).pattern,
+);
 
 /** A request that carries an Idempotency-Key, as the create operation needs it. */
 export interface IdempotentRequest {
@@ -28,10 +34,9 @@ export interface IdempotentRequest {
 export function parseIdempotencyKey(header: string | string[] | undefined): string | null {
   if (header === undefined) return null;
   if (typeof header !== 'string') throw invalidKey();
+  if (!HEADER_SYNTAX.test(header)) throw invalidKey();
   const quoted = header.length >= 2 && header.startsWith('"') && header.endsWith('"');
-  const key = quoted ? header.slice(1, -1) : header;
-  if (!VISIBLE_ASCII_KEY.test(key)) throw invalidKey();
-  return key;
+  return quoted ? header.slice(1, -1) : header;
 }
 
 function invalidKey(): ApiError {
