@@ -113,3 +113,14 @@ export function transaction<T>(db: DatabaseSync, work: () => T): T {
     throw error;
   }
 }
+
+/**
+ * Reads `PRAGMA data_version` of this connection: it changes when another connection (the keys
+ * command, another process) commits, never for this connection's own writes. Caches compare it
+ * to know whether what they hold may be stale (about 2 µs a read, measured).
+ */
+export function dataVersion(db: DatabaseSync): () => number {
+  const statement = db.prepare('PRAGMA data_version');
+  statement.setReturnArrays(true);
+  return () => (statement.get() as unknown as [number])[0];
+}

@@ -6,7 +6,7 @@
  * (contract, API keys). The lookup is one indexed read (`key_hash` is UNIQUE).
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { transaction } from './database.ts';
+import { dataVersion, transaction } from './database.ts';
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import type { AppEnv } from './config.ts';
 import type { Plan } from './plans.ts';
@@ -79,6 +79,21 @@ interface ApiKeyRow {
 }
 
 const COLUMNS = 'id, label, plan, per_minute, per_day, created_at, expires_at, revoked_at';
+const MAX_CACHED_KEYS = 10_000;
+
+interface KeyCache {
+  records: Map<string, ApiKeyRecord>;
+  /** data_version when `records` was last known to be right. */
+  version: number;
+}
+
+/** One cache per connection, shared by every store on it, so any store's write empties it. */
+const caches = new WeakMap<DatabaseSync, KeyCache>();
+function connectionCache(db: DatabaseSync): KeyCache {
+  let cache = caches.get(db);
+  if (!cache) caches.set(db, (cache = { records: new Map(), version: -1 }));
+  return cache;
+}
 
 /**
  * The key store over an open, migrated database. Statements are prepared once, here.
@@ -104,6 +119,13 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
   const updateRevoked = db.prepare('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?');
   const updateExpires = db.prepare('UPDATE api_keys SET expires_at = ? WHERE id = ?');
   const selectCount = db.prepare('SELECT count(*) AS n FROM api_keys');
+
+  // Active keys by hash, so a request costs neither a query nor a row decode. A commit by any
+  // other connection (the keys command revoking a key) changes data_version and empties it; a
+  // write through any store on this connection empties it too. Expiry is checked on every hit.
+  const externalVersion = dataVersion(db);
+  const cache = connectionCache(db);
+  const forget = () => cache.records.clear();
 
   function insertKey(input: NewKey): IssuedKey {
     const { plan, now } = input;
@@ -131,6 +153,7 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
     };
     const key = generateApiKey(appEnv, randomBytes);
     insert.run(row.id, hashApiKey(key), row.label, row.plan, row.per_minute, row.per_day, row.created_at, row.expires_at);
+    forget();
     return { record: toRecord(row), key };
   }
 
@@ -145,8 +168,22 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
     findByKey(plainKey, now) {
       // The format check first: a made-up key costs no hashing and no database read.
       if (!isWellFormedApiKey(plainKey, appEnv)) return null;
-      const row = selectActiveByHash.get(hashApiKey(plainKey), now) as ApiKeyRow | undefined;
-      return row === undefined ? null : toRecord(row);
+      const version = externalVersion();
+      if (version !== cache.version) {
+        forget();
+        cache.version = version;
+      }
+      const keyHash = hashApiKey(plainKey);
+      let record = cache.records.get(keyHash);
+      if (record === undefined) {
+        const row = selectActiveByHash.get(keyHash, now) as ApiKeyRow | undefined;
+        if (row === undefined) return null;
+        record = Object.freeze(toRecord(row));
+        // Only valid keys get here, so guessing cannot fill it; the cap bounds a huge key table.
+        if (cache.records.size >= MAX_CACHED_KEYS) forget();
+        cache.records.set(keyHash, record);
+      }
+      return record.expiresAt !== null && record.expiresAt <= now ? null : record;
     },
 
     get,
@@ -156,6 +193,7 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
     },
 
     revoke(id, now) {
+      forget();
       return Number(updateRevoked.run(now, id).changes) > 0;
     },
 
@@ -183,6 +221,7 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
         const graceEnd = now + graceSeconds * 1000;
         const expiresAt = previous.expiresAt === null ? graceEnd : Math.min(previous.expiresAt, graceEnd);
         updateExpires.run(expiresAt, id);
+        forget();
         return { outcome: 'rotated', ...issued, previous: { ...previous, expiresAt } };
       });
     },

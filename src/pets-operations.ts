@@ -13,6 +13,7 @@ import { petJson, petsJson, type Reply } from './reply.ts';
 import type { Params } from './router.ts';
 import { getPetParameters, listPetsParameters, newPetSchema, type PetStatus } from './schemas.ts';
 import { readJsonBody } from './request-body.ts';
+import { createReplyCache } from './reply-cache.ts';
 import { validateBody, validatePath, validateQuery } from './validator.ts';
 
 export interface OperationContext {
@@ -49,11 +50,23 @@ export interface PetsOperationsDeps {
 }
 
 /** Builds the operations over a pets store and a clock. */
+/** Bounds on the answer caches: a list page is at most ~11 KiB, one pet well under 1 KiB. */
+const LIST_CACHE_ENTRIES = 1_000;
+const PET_CACHE_ENTRIES = 10_000;
+
 export function createPetsOperations({ pets, clock, createPet }: PetsOperationsDeps) {
   const store = createPet ?? createPetCreations({ pets, clock, groupCommit: false }).create;
 
+  // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
+  // since only valid requests ever produce an entry.
+  const listCache = createReplyCache(LIST_CACHE_ENTRIES);
+  const petCache = createReplyCache(PET_CACHE_ENTRIES);
+
   return {
     listPets(context: OperationContext): Reply {
+      const revision = pets.revision();
+      const cached = listCache.get(context.search, revision);
+      if (cached) return cached;
       const query = validateQuery(new URLSearchParams(context.search), listPetsParameters);
       const limit = query.limit as number;
       const status = query.status as PetStatus | undefined;
@@ -61,12 +74,16 @@ export function createPetsOperations({ pets, clock, createPet }: PetsOperationsD
       // One row more than asked tells whether a next page exists without a COUNT.
       const page = pets.list({ afterId, status, limit: limit + 1 });
       const headers: Record<string, string> = {};
-      if (page.length > limit) {
+      const full = page.length > limit;
+      if (full) {
         page.length = limit;
         const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
         headers.Link = `<${next}>; rel="next"`;
       }
-      return { status: 200, body: petsJson(page), headers };
+      const reply: Reply = { status: 200, body: petsJson(page), headers };
+      // A full page ends before pets that already exist, so later inserts cannot change it.
+      listCache.set(context.search, reply, full, revision);
+      return reply;
     },
 
     async createPet(context: OperationContext): Promise<Reply> {
@@ -82,10 +99,17 @@ export function createPetsOperations({ pets, clock, createPet }: PetsOperationsD
       if (clock() >= SUNSET_MS) {
         throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
       }
+      const revision = pets.revision();
+      const raw = context.params.petId!;
+      const cached = petCache.get(raw, revision);
+      if (cached) return cached;
       const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
       const pet = pets.get(petId);
       if (!pet) throw new ApiError('pet_not_found', `No pet has id ${petId}.`);
-      return { status: 200, body: petJson(pet) };
+      const reply: Reply = { status: 200, body: petJson(pet) };
+      // A stored pet never changes through the service.
+      petCache.set(raw, reply, true, revision);
+      return reply;
     },
 
     listOrders(): Reply {

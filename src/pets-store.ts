@@ -4,7 +4,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { PetStatus } from './schemas.ts';
-import { transaction } from './database.ts';
+import { dataVersion, transaction } from './database.ts';
 import { IDEMPOTENCY_TTL_MS } from './idempotency.ts';
 
 export interface NewPet {
@@ -68,6 +68,19 @@ export interface PetsStore {
   get(id: bigint): Pet | null;
   /** Up to `limit` pets after `afterId`, by id ascending. */
   list(options: ListOptions): Pet[];
+  /** What may have changed since an earlier revision, for caches of pets (see PetsRevision). */
+  revision(): PetsRevision;
+}
+
+/**
+ * Through this store a pet is only ever inserted, with an id above every existing one, and never
+ * changed or deleted. So a cache of pets needs to know two things: whether this store inserted
+ * pets since (`inserts`), and whether another connection committed anything (`external`, from
+ * PRAGMA data_version), after which nothing can be assumed.
+ */
+export interface PetsRevision {
+  inserts: number;
+  external: number;
 }
 
 interface IdempotencyRow {
@@ -87,6 +100,14 @@ interface PetRow {
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
 const COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status';
+
+/** Pets inserted through any store on a connection, shared so every store's revision sees them. */
+const counters = new WeakMap<DatabaseSync, { inserts: number }>();
+function insertCounter(db: DatabaseSync): { inserts: number } {
+  let counter = counters.get(db);
+  if (!counter) counters.set(db, (counter = { inserts: 0 }));
+  return counter;
+}
 
 /** Prepares every statement once; the returned functions are the only way to pets. */
 export function createPetsStore(db: DatabaseSync): PetsStore {
@@ -111,9 +132,12 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
     DELETE FROM idempotency_keys WHERE id IN (
       SELECT id FROM idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT ?)`);
 
+  const externalVersion = dataVersion(db);
+  const counter = insertCounter(db);
+
   return {
     insertMany(pets) {
-      return transaction(db, () =>
+      const stored = transaction(db, () =>
         pets.map((creation) => {
           const { id } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number };
           const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status };
@@ -137,6 +161,8 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
           return pet;
         }),
       );
+      counter.inserts += stored.length;
+      return stored;
     },
     findIdempotencyRecord(apiKeyId, key, now) {
       const row = recall.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
@@ -157,6 +183,9 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
     list({ afterId, status, limit }) {
       const rows = (status === undefined ? page.all(afterId, limit) : pageByStatus.all(status, afterId, limit)) as unknown as PetRow[];
       return rows.map(toPet);
+    },
+    revision() {
+      return { inserts: counter.inserts, external: externalVersion() };
     },
   };
 }

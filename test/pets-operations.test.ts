@@ -1,6 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { errorBody, json, startTestServer, type TestServer } from './support/test-server.ts';
+import { openDatabase } from '../src/database.ts';
 
 function rows(server: TestServer) {
   return server.db.prepare('SELECT id, name, CAST(category_id AS TEXT) AS categoryId, status FROM pets ORDER BY id').all();
@@ -337,4 +341,35 @@ test('the deprecation headers are not on other operations', async (t) => {
   const response = await server.request('/v1/pets');
   assert.equal(response.headers.get('deprecation'), null);
   assert.equal(response.headers.get('sunset'), null);
+});
+
+// --- answers that are cached stay right ---------------------------------------------------
+
+test('a new pet is visible on the very next list, and a full page read before it is unchanged', async (t) => {
+  const server = await startTestServer(t);
+  await createMany(server, 3);
+  const fullBefore = await (await server.request('/v1/pets?limit=2')).text();
+  assert.equal((await json(await server.request('/v1/pets'))).length, 3);
+  await server.post('/v1/pets', { name: 'late', categoryId: 9 });
+  const after = await json(await server.request('/v1/pets'));
+  assert.deepEqual(after.map((pet: { name: string }) => pet.name), ['pet 1', 'pet 2', 'pet 3', 'late']);
+  assert.equal(await (await server.request('/v1/pets?limit=2')).text(), fullBefore);
+});
+
+test('a commit by another connection is seen by the next list and get (PRAGMA data_version)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-cache-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const db = openDatabase(join(dir, 'pets.db'));
+  const other = openDatabase(join(dir, 'pets.db'));
+  t.after(() => {
+    other.close();
+    db.close();
+  });
+  const server = await startTestServer(t, { db });
+  await createMany(server, 3);
+  assert.equal((await json(await server.request('/v1/pets?limit=2'))).length, 2);
+  assert.equal((await json(await server.request('/v1/pets/1'))).name, 'pet 1');
+  other.exec("UPDATE pets SET name = 'renamed' WHERE id = 1");
+  assert.equal((await json(await server.request('/v1/pets?limit=2')))[0].name, 'renamed');
+  assert.equal((await json(await server.request('/v1/pets/1'))).name, 'renamed');
 });
