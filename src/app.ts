@@ -70,6 +70,18 @@ const COMMON_HEADERS = {
 const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
 const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
 
+/**
+ * RFC 9112 section 3.2: a request without Host (HTTP/1.1) or with more than one is answered 400.
+ * The value itself is never used: nothing is built from it (see README, Security).
+ */
+function hasOneHost(req: IncomingMessage): boolean {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i]!.length === 4 && req.rawHeaders[i]!.toLowerCase() === 'host') count++;
+  }
+  return count === 1 || (count === 0 && req.httpVersion === '1.0');
+}
+
 /** Wires the router and the operations into a request handler for node:http. */
 export function createApp(deps: AppDeps): App {
   const operations = createPetsOperations({ pets: deps.pets, clock: deps.clock, createPet: deps.createPet });
@@ -102,6 +114,7 @@ export function createApp(deps: AppDeps): App {
     const { path } = exchange;
     const method = req.method ?? 'GET';
     if (draining) throw new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
+    if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
     if (path === '/healthz') return runPublic(publicRouter.find(method, path)!, exchange, req, search);
     if (path !== '/v1' && !path.startsWith('/v1/')) throw new ApiError('not_found', 'No such path.');
 
