@@ -3,7 +3,7 @@
  * errors that Node raises before our handler runs (malformed requests, oversized headers,
  * timeouts) answered in the contract's Error shape instead of Node's bare responses.
  */
-import { createServer, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import type { App } from './app.ts';
@@ -95,17 +95,39 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
     httpConnectionListener.call(server, socket);
   });
 
+  // Sockets whose error is already being answered: Node reports the error again for every
+  // later chunk the client sends, and those must not answer twice.
+  const answering = new WeakSet<Duplex>();
   server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
     const code = rawCodeFor(error.code);
-    const response = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    // Only a parse error or a timeout can still be answered, and only while nothing of a
-    // response is on the wire: a reset or a broken pipe just closes.
-    if (code === null || !socket.writable || response?.headersSent) {
+    // Only a parse error or a timeout can still be answered: a reset or a broken pipe just closes.
+    if (code === null || !socket.writable) {
       socket.destroy();
       return;
     }
-    logger.event({ level: 'warn', event: 'client_error', code, nodeCode: error.code ?? null });
-    answerAndClose(socket, rawErrorResponse(code, RAW_MESSAGE[code]), limits.lingerMs);
+    if (answering.has(socket)) return;
+    answering.add(socket);
+    const answer = () => {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      logger.event({ level: 'warn', event: 'client_error', code, nodeCode: error.code ?? null });
+      answerAndClose(socket, rawErrorResponse(code, RAW_MESSAGE[code]), limits.lingerMs);
+    };
+    const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (inFlight && !inFlight.req.complete) {
+      // The error is in this request's own body, or its time ran out: answer it now, unless its
+      // answer has begun (then nothing well-formed can follow).
+      if (inFlight.headersSent) socket.destroy();
+      else answer();
+      return;
+    }
+    // RFC 9112 section 9.6: bytes after a request that said `Connection: close` are not a
+    // request. Node closes the connection once that request is answered; nothing to add.
+    if (error.code === 'HPE_CLOSED_CONNECTION') return;
+    // Earlier requests on this connection keep their answers, in order; the error comes last.
+    afterResponses(socket, answer);
   });
   return server;
 }
@@ -123,6 +145,20 @@ function rawCodeFor(nodeCode: string | undefined): RawCode | null {
   if (nodeCode === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') return 'payload_too_large';
   if (nodeCode?.startsWith('HPE_')) return 'bad_request';
   return null;
+}
+
+/** Runs `action` once no response is being written on `socket` (pipelined ones included). */
+function afterResponses(socket: Duplex, action: () => void): void {
+  const current = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (!current) {
+    action();
+    return;
+  }
+  // Node's own 'finish' listener runs first and hands the socket to the next queued response.
+  current.once('finish', () => setImmediate(() => afterResponses(socket, action)));
+  current.once('close', () => {
+    if (!current.writableFinished) socket.destroy();
+  });
 }
 
 /**

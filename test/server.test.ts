@@ -234,3 +234,34 @@ for (const framing of ['declared', 'chunked'] as const) {
     assert.equal(server.service.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 0);
   });
 }
+
+test('bytes after a request with Connection: close are ignored and that request keeps its 201 (found in review, RFC 9112 section 9.6)', async (t) => {
+  // The extra bytes used to make Node report HPE_CLOSED_CONNECTION, and the clientError handler
+  // answered 400 ahead of the creation, which was stored all the same.
+  const server = await startTestServer(t, { server: FAST });
+  const connection = await openRaw(server.url);
+  const body = '{"name":"Rex","categoryId":1}';
+  connection.write(
+    `POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.key}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`,
+  );
+  const response = await connection.response;
+  assert.equal(response.status, 201);
+  await connection.closed;
+  assert.equal(connection.received().match(/HTTP\/1\.1/g)?.length, 1, 'one answer only');
+  assert.equal(server.service.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 1);
+});
+
+test('a malformed request pipelined after valid ones is answered 400 only after their answers, in order', async (t) => {
+  const server = await startTestServer(t, { server: FAST });
+  const connection = await openRaw(server.url);
+  const body = '{"name":"Rex","categoryId":1}';
+  connection.write(
+    `POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+      'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n',
+  );
+  await connection.closed;
+  const statuses = [...connection.received().matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1]));
+  assert.deepEqual(statuses, [201, 200, 400]);
+  assert.match(connection.received(), /"code":"bad_request"/);
+});
