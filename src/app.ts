@@ -32,9 +32,6 @@ export interface RateLimiter {
   take(caller: string, limits: Limits): RateDecision;
 }
 
-/** A limiter that never refuses and adds no headers (for tests of other parts). */
-export const noLimits: RateLimiter = { take: () => ({ allowed: true, headers: {} }) };
-
 export interface AppDeps {
   clock: Clock;
   logger: Logger;
@@ -74,6 +71,18 @@ const shuttingDown = () => new ApiError('unavailable', 'The server is shutting d
 export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
 export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
 
+/**
+ * RFC 9112 section 3.2: a request without Host (HTTP/1.1) or with more than one is answered 400.
+ * The value itself is never used: nothing is built from it (see README, Security).
+ */
+function hasOneHost(req: IncomingMessage): boolean {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i]!.length === 4 && req.rawHeaders[i]!.toLowerCase() === 'host') count++;
+  }
+  return count === 1 || (count === 0 && req.httpVersion === '1.0');
+}
+
 /** Wires the router and the operations into a request handler for node:http. */
 export function createApp(deps: AppDeps): App {
   const operations = createPetsOperations({ pets: deps.pets, clock: deps.clock, createPet: deps.createPet });
@@ -105,6 +114,8 @@ export function createApp(deps: AppDeps): App {
   async function respond(req: IncomingMessage, exchange: Exchange, search: string): Promise<Reply> {
     const { path } = exchange;
     const method = req.method ?? 'GET';
+    // Malformed HTTP is answered like Node's own parse errors: before anything else.
+    if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
     const isApi = path === '/v1' || path.startsWith('/v1/');
     // A /v1 request is limited first, so even this 503 tells the caller where it stands.
     if (draining && !isApi) throw shuttingDown();

@@ -11,7 +11,12 @@ export const BODY_LIMIT_BYTES = 16 * 1024;
 const JSON_MEDIA_TYPE = /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i;
 /** A JSON number written as plain decimal digits: the only form accepted as an integer. */
 const INTEGER_LITERAL = /^-?(?:0|[1-9][0-9]*)$/;
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+/**
+ * Strict UTF-8. `ignoreBOM: true` keeps a leading byte-order mark in the text (the default would
+ * silently strip it), so that JSON.parse refuses it: RFC 8259 section 8.1 forbids senders to add
+ * one, and every parser then agrees on what the bytes mean.
+ */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** True when the request declares, or clearly has, a body of zero bytes. */
 function declaresEmptyBody(req: IncomingMessage): boolean {
@@ -44,12 +49,57 @@ export function parseJson(bytes: Uint8Array): unknown {
   } catch {
     throw new ApiError('invalid_json', 'The body is not valid UTF-8.');
   }
+  let value: unknown;
   try {
-    return JSON.parse(text, exactIntegers);
+    value = JSON.parse(text, exactIntegers);
   } catch {
     // Also catches a RangeError from absurdly deep nesting: still a body we will not read.
     throw new ApiError('invalid_json', 'The body is not valid JSON.');
   }
+  const repeated = typeof value === 'object' && value !== null ? repeatedMemberName(text) : null;
+  if (repeated !== null) {
+    throw new ApiError('invalid_json', `The body repeats the member name ${JSON.stringify(repeated.slice(0, 100))}.`);
+  }
+  return value;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+
+/**
+ * The first member name that an object of `text` repeats, or null. RFC 8259 says names SHOULD
+ * be unique and I-JSON (RFC 7493) says MUST: JSON.parse keeps the last value, other parsers the
+ * first, so a proxy, a log or a firewall in front of us could see another pet than the one we
+ * store. `text` is already known to be valid JSON, so one linear pass with a stack suffices
+ * (no recursion, so no depth limit of its own); names are compared after unescaping.
+ */
+function repeatedMemberName(text: string): string | null {
+  const names: (Set<string> | null)[] = []; // one entry per open object (a Set) or array (null)
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit === QUOTE) {
+      const start = i;
+      let escaped = false;
+      for (i++; text.charCodeAt(i) !== QUOTE; i++) {
+        if (text.charCodeAt(i) === BACKSLASH) {
+          escaped = true;
+          i++;
+        }
+      }
+      const members = names[names.length - 1];
+      if (!members) continue;
+      let next = i + 1;
+      while (text.charCodeAt(next) <= 0x20) next++; // JSON whitespace is all below U+0021
+      if (text.charCodeAt(next) !== COLON) continue; // a string value, not a name
+      const name = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : text.slice(start + 1, i);
+      if (members.has(name)) return name;
+      members.add(name);
+    } else if (unit === 0x7b) names.push(new Set());
+    else if (unit === 0x5b) names.push(null);
+    else if (unit === 0x7d || unit === 0x5d) names.pop();
+  }
+  return null;
 }
 
 function exactIntegers(this: unknown, _key: string, value: unknown, context?: { source?: string }): unknown {

@@ -11,6 +11,7 @@ import { createLogger } from '../../src/access-log.ts';
 import { createService, type Service, type ServiceConfig } from '../../src/service.ts';
 import type { AppDeps } from '../../src/app.ts';
 import { conformanceChecker } from './openapi-conformance.ts';
+import type { ServerOptions } from '../../src/server.ts';
 
 export interface FakeClock {
   (): number;
@@ -56,6 +57,8 @@ export interface TestServerOptions {
   config?: Partial<ServiceConfig>;
   overrides?: Partial<AppDeps>;
   maxLimiterCallers?: number;
+  /** Smaller timeouts and caps for socket tests; default the contract's. */
+  server?: ServerOptions;
 }
 
 /** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
@@ -72,6 +75,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
     config, db, clock, logger,
     ...(options.overrides ? { overrides: options.overrides } : {}),
     ...(options.maxLimiterCallers !== undefined ? { maxLimiterCallers: options.maxLimiterCallers } : {}),
+    ...(options.server ? { server: options.server } : {}),
   });
   const roomy = service.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
   const free = service.keys.create({ plan: 'free', label: 'free', now: clock() });

@@ -1,0 +1,170 @@
+/**
+ * Soak test (issue #7): `npm run soak -- [--seconds 120] [--rate 400] [--concurrency 32]`.
+ *
+ * Runs the real service in this process over a SQLite file in a temporary directory, drives it
+ * from a separate process (bench/soak-load.ts) with a bounded mixed load on 127.0.0.1 for a set
+ * time, and samples this process's RSS and event-loop delay every second. The load generator
+ * lives in another process so that its own memory and CPU do not count as the server's.
+ *
+ * RSS moves in steps that are not leaks: V8 doubles its young generation under sustained load
+ * (8, 16, then 32 MiB here, after about one and three minutes: the `new` column of --verbose)
+ * and lets the old generation grow until a major collection, and neither returns the pages at
+ * once. So the soak also compares the JavaScript heap in use, which a leak would make grow.
+ *
+ * Prints whether memory stayed flat (mean RSS of the last minute within 10 % of the first
+ * minute's; for runs shorter than two minutes, the first and last half), the same for the heap
+ * in use, and the p99 event-loop delay. Exits 1 if the heap in use grew by more than 10 % or any
+ * request got a 500.
+ */
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { getHeapSpaceStatistics } from 'node:v8';
+import type { AddressInfo } from 'node:net';
+import { openDatabase } from '../src/database.ts';
+import { createLogger } from '../src/access-log.ts';
+import { createService } from '../src/service.ts';
+import { systemClock } from '../src/clock.ts';
+import { LIMITER_FLUSH_INTERVAL_MS } from '../src/limiter-store.ts';
+import type { LoadReport, LoadSettings } from './soak-load.ts';
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '120' },
+    rate: { type: 'string', default: '400' },
+    concurrency: { type: 'string', default: '32' },
+    verbose: { type: 'boolean', default: false },
+  },
+});
+const seconds = positiveInteger('seconds', values.seconds);
+const rate = positiveInteger('rate', values.rate);
+const concurrency = positiveInteger('concurrency', values.concurrency);
+
+function positiveInteger(name: string, text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1) {
+    process.stderr.write(`--${name} must be a positive integer, got ${JSON.stringify(text)}\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const directory = mkdtempSync(join(tmpdir(), 'pets-soak-'));
+const databasePath = join(directory, 'soak.db');
+const db = openDatabase(databasePath);
+let loggedBytes = 0;
+// Access lines are built exactly as in production, then counted instead of printed.
+const logger = createLogger({ level: 'info', clock: systemClock, write: (text) => (loggedBytes += text.length) });
+const service = createService({
+  // TRUST_PROXY lets the load speak for 512 client addresses from one loopback socket.
+  config: { appEnv: 'development', trustProxy: true, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null },
+  db, clock: systemClock, logger,
+});
+const roomy = service.keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() });
+const free = service.keys.create({ plan: 'free', label: 'soak-free', now: systemClock() });
+const flushTimer = setInterval(() => service.limiterPersistence.flush(), LIMITER_FLUSH_INTERVAL_MS);
+
+const { server } = service;
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+interface Sample {
+  second: number;
+  rssMiB: number;
+  heapMiB: number;
+  /** What V8 has reserved for its heap: grows in steps (the young generation doubles under load). */
+  heapTotalMiB: number;
+  /** V8's young generation, the part of heapTotal that V8 resizes most under load. */
+  newSpaceMiB: number;
+  /** Memory outside the JavaScript heap that V8 knows of: Buffers, SQLite is not included. */
+  externalMiB: number;
+  p99DelayMs: number;
+  requests: number;
+}
+const samples: Sample[] = [];
+// The histogram records the time between two timer ticks, the sampling interval included; the
+// delay is what exceeds it.
+const RESOLUTION_MS = 10;
+const delayMs = (nanoseconds: number) => Math.max(0, nanoseconds / 1e6 - RESOLUTION_MS);
+const wholeRun = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+const perSecond = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+wholeRun.enable();
+perSecond.enable();
+let requestsSoFar = 0;
+const started = performance.now();
+const sampler = setInterval(() => {
+  const memory = process.memoryUsage();
+  const sample: Sample = {
+    second: Math.round((performance.now() - started) / 1000),
+    rssMiB: memory.rss / 2 ** 20,
+    heapMiB: memory.heapUsed / 2 ** 20,
+    heapTotalMiB: memory.heapTotal / 2 ** 20,
+    newSpaceMiB: (getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0) / 2 ** 20,
+    externalMiB: memory.external / 2 ** 20,
+    p99DelayMs: delayMs(perSecond.percentile(99)),
+    requests: requestsSoFar,
+  };
+  perSecond.reset();
+  samples.push(sample);
+  if (values.verbose) {
+    process.stdout.write(`${String(sample.second).padStart(4)} s  rss ${sample.rssMiB.toFixed(1)} MiB  heap ${sample.heapMiB.toFixed(1)}/${sample.heapTotalMiB.toFixed(1)} MiB (new ${sample.newSpaceMiB.toFixed(1)})  external ${sample.externalMiB.toFixed(1)} MiB  loop p99 ${sample.p99DelayMs.toFixed(2)} ms  requests ${sample.requests}\n`);
+  }
+}, 1_000);
+
+process.stdout.write(`soak: ${seconds} s, ${rate} requests/s target, at most ${concurrency} in flight, server ${url}, database ${databasePath}\n`);
+const settings: LoadSettings = { url, seconds, rate, concurrency, key: roomy.key, freeKey: free.key };
+const child = fork(new URL('./soak-load.ts', import.meta.url), [JSON.stringify(settings)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+const report = await new Promise<LoadReport>((resolve, reject) => {
+  child.on('message', (message: { progress?: number; report?: LoadReport }) => {
+    if (message.progress !== undefined) requestsSoFar = message.progress;
+    if (message.report) resolve(message.report);
+  });
+  child.on('exit', (code) => reject(new Error(`the load generator exited with ${code} before reporting`)));
+});
+
+clearInterval(sampler);
+clearInterval(flushTimer);
+wholeRun.disable();
+perSecond.disable();
+server.closeAllConnections();
+await new Promise((resolve) => server.close(resolve));
+service.limiterPersistence.flush();
+logger.flush();
+const databaseBytes = statSync(databasePath).size + (statSync(`${databasePath}-wal`, { throwIfNoEntry: false })?.size ?? 0);
+db.close();
+rmSync(directory, { recursive: true, force: true });
+
+// The first and last minute (or half, for a short run), leaving out the first sample.
+const window = Math.max(1, Math.min(60, Math.floor(samples.length / 2)));
+const mean = (list: Sample[], pick: (sample: Sample) => number) => list.reduce((sum, sample) => sum + pick(sample), 0) / list.length;
+const first = samples.slice(1, window + 1);
+const last = samples.slice(-window);
+const firstRss = mean(first, (sample) => sample.rssMiB);
+const lastRss = mean(last, (sample) => sample.rssMiB);
+const change = (lastRss - firstRss) / firstRss;
+const flat = Math.abs(change) <= 0.1;
+const firstHeap = mean(first, (sample) => sample.heapMiB);
+const lastHeap = mean(last, (sample) => sample.heapMiB);
+const heapChange = (lastHeap - firstHeap) / firstHeap;
+const heapFlat = heapChange <= 0.1;
+const p99 = delayMs(wholeRun.percentile(99));
+const servedErrors = report.statuses['500'] ?? 0;
+
+const lines = [
+  '',
+  `requests        ${report.total} in ${report.seconds.toFixed(1)} s (${(report.total / report.seconds).toFixed(0)}/s); client latency p50 ${report.latencyP50Ms.toFixed(1)} ms, p99 ${report.latencyP99Ms.toFixed(1)} ms`,
+  `statuses        ${Object.entries(report.statuses).sort().map(([status, count]) => `${status}: ${count}`).join(', ')}`,
+  `codes           ${Object.entries(report.codes).sort().map(([code, count]) => `${code}: ${count}`).join(', ')}`,
+  `transport       ${report.transportErrors} connection errors (expected only for refused bodies), ${report.skipped} requests skipped at the in-flight cap`,
+  `rss             first ${window} s mean ${firstRss.toFixed(1)} MiB, last ${window} s mean ${lastRss.toFixed(1)} MiB (${change >= 0 ? '+' : ''}${(change * 100).toFixed(1)} %), max ${Math.max(...samples.map((sample) => sample.rssMiB)).toFixed(1)} MiB`,
+  `heap used       first ${window} s mean ${firstHeap.toFixed(1)} MiB, last ${window} s mean ${lastHeap.toFixed(1)} MiB (${heapChange >= 0 ? '+' : ''}${(heapChange * 100).toFixed(1)} %); reserved at the end ${samples.at(-1)!.heapTotalMiB.toFixed(1)} MiB, young generation ${samples.at(-1)!.newSpaceMiB.toFixed(0)} MiB`,
+  `event loop      delay p50 ${delayMs(wholeRun.percentile(50)).toFixed(2)} ms, p99 ${p99.toFixed(2)} ms, max ${delayMs(wholeRun.max).toFixed(1)} ms (sampled every ${RESOLUTION_MS} ms)`,
+  `database        ${(databaseBytes / 2 ** 20).toFixed(1)} MiB on disk; ${(loggedBytes / 2 ** 20).toFixed(1)} MiB of access log produced`,
+  `memory flat     RSS ${flat ? 'yes' : 'NO'}, heap in use ${heapFlat ? 'yes' : 'NO'} (last within 10 % of first)`,
+  `500s            ${servedErrors}`,
+];
+process.stdout.write(lines.join('\n') + '\n');
+process.exitCode = heapFlat && servedErrors === 0 ? 0 : 1;
