@@ -1,0 +1,271 @@
+/**
+ * `npm run bench` (issue #6): the service against a bare node:http baseline, in one run, on
+ * 127.0.0.1 only.
+ *
+ * 1. Seeds a file database (N pets, one enterprise key with limits that never bind).
+ * 2. Starts the real service (`src/main.ts`, APP_ENV=production, access log on, stdout piped to
+ *    and drained by this process as a log collector would) and times spawn -> first 200.
+ * 3. Starts the baseline (bench/baseline.ts) with the service's own answer to
+ *    `GET /v1/pets?limit=20` (same header names and values, same body), timed the same way.
+ * 4. Checks keyset pagination: last page vs first page.
+ * 5. For each workload: warms both, then measures them alternately (service first in odd rounds,
+ *    baseline first in even ones), autocannon in this process.
+ * 6. Prints the table, writes results/latest.json and results/latest.md.
+ *
+ * Every step has a time limit, and the whole run a deadline derived from its options.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpus, release, tmpdir, totalmem } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { checkKeyset, type KeysetResult } from './keyset.ts';
+import { runLoad, type LoadResult } from './measure.ts';
+import { parseBenchOptions, USAGE, type BenchOptions } from './options.ts';
+import { fetchOnce, firstOk, readMemory, startServer, type ServerProcess } from './processes.ts';
+import { formatProfileSummary, summariseProfile, type CpuProfile } from './profile-summary.ts';
+import { buildChecks, formatMarkdown, formatText, summariseWorkload, type BenchReport, type ServerFacts, type WorkloadReport } from './report.ts';
+import { idBeforeLast, seedDatabase } from './seed.ts';
+import { buildWorkloads, WORKLOAD_NAMES, type Workload } from './workloads.ts';
+
+const ROOT = resolve(import.meta.dirname, '..');
+/** The request whose first 200 ends "start to first 200", and whose answer the baseline copies. */
+const FIRST_PATH = '/v1/pets?limit=20';
+/** Headers that Node writes itself on every response, so the baseline must not copy them. */
+const NODE_OWN_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding']);
+
+const progress = (text: string) => process.stderr.write(`${text}\n`);
+
+let options: BenchOptions;
+try {
+  options = parseBenchOptions(process.argv.slice(2), join(ROOT, 'bench', 'results'));
+} catch (error) {
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+  process.exit(2);
+}
+if (options.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+
+const workDir = mkdtempSync(join(tmpdir(), 'pets-bench-'));
+const children: ServerProcess[] = [];
+
+/** Ends the run at once: children killed, temporary files removed. */
+function abort(message: string, code = 1): never {
+  progress(message);
+  for (const child of children) {
+    try {
+      process.kill(child.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+  rmSync(workDir, { recursive: true, force: true });
+  process.exit(code);
+}
+process.on('SIGINT', () => abort('interrupted', 130));
+process.on('SIGTERM', () => abort('terminated', 143));
+
+const selected = options.only ?? [...WORKLOAD_NAMES];
+const loadSeconds = selected.length * 2 * (options.warmup + options.rounds * options.seconds);
+// Seeding is ~2 s per million pets; start, keyset and stop take well under a minute.
+const budgetMs = (loadSeconds + 90 + options.pets / 100_000) * 1000 * 1.5;
+const deadline = setTimeout(() => abort(`the bench exceeded its time limit of ${Math.round(budgetMs / 1000)} s`), budgetMs);
+deadline.unref();
+
+try {
+  await main();
+} catch (error) {
+  abort(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  progress(`bench: ${selected.join(', ')}; ${options.rounds} x ${options.seconds} s per server after ${options.warmup} s warm-up, ` +
+    `${options.connections} connections; about ${Math.ceil(loadSeconds / 60)} min of load`);
+
+  const databasePath = join(workDir, 'pets.db');
+  progress(`seeding ${options.pets.toLocaleString('en-US')} pets ...`);
+  const seeded = seedDatabase(databasePath, options.pets);
+  const readDb = new DatabaseSync(databasePath, { readOnly: true });
+  // A status=sold page with 20 more sold pets after it: deep in the table, full, with a next link.
+  const deepSoldAfterId = idBeforeLast(readDb, 40, 'sold');
+  readDb.close();
+  progress(`  done in ${seeded.seedMs.toFixed(0)} ms`);
+
+  const auth = { authorization: `Bearer ${seeded.key}` };
+  mkdirSync(options.out, { recursive: true });
+  const profileName = `service-${startedAt.toISOString().replace(/[:.]/g, '-')}.cpuprofile`;
+  const service = await startServer({
+    name: 'service',
+    args: [
+      ...(options.profile ? ['--cpu-prof', `--cpu-prof-dir=${options.out}`, `--cpu-prof-name=${profileName}`] : []),
+      join(ROOT, 'src', 'main.ts'),
+    ],
+    env: {
+      PATH: process.env.PATH ?? '',
+      APP_ENV: 'production',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATABASE_PATH: databasePath,
+      LOG_LEVEL: 'info',
+    },
+    timeoutMs: 10_000,
+  });
+  children.push(service);
+  const serviceFirst = await firstOk(service, FIRST_PATH, auth, 10_000);
+  progress(`service at ${service.url}: first 200 after ${serviceFirst.startToFirstOkMs.toFixed(0)} ms`);
+
+  // The baseline answers with exactly what the service answered, headers and body.
+  const canned = { headers: {} as Record<string, string>, body: serviceFirst.answer.body };
+  const raw = serviceFirst.answer.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!NODE_OWN_HEADERS.has(raw[i]!.toLowerCase())) canned.headers[raw[i]!] = raw[i + 1]!;
+  }
+  const cannedPath = join(workDir, 'baseline-response.json');
+  writeFileSync(cannedPath, JSON.stringify(canned));
+  const baseline = await startServer({
+    name: 'baseline',
+    args: [join(ROOT, 'bench', 'baseline.ts'), cannedPath],
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0' },
+    timeoutMs: 10_000,
+  });
+  children.push(baseline);
+  const baselineFirst = await firstOk(baseline, FIRST_PATH, auth, 10_000);
+  progress(`baseline at ${baseline.url}: first 200 after ${baselineFirst.startToFirstOkMs.toFixed(0)} ms`);
+
+  const workloads = buildWorkloads({ key: seeded.key, pets: options.pets, deepSoldAfterId }).filter((workload) => selected.includes(workload.name));
+  await checkWorkloads(service, workloads);
+
+  progress('keyset check ...');
+  const keyset: KeysetResult = await checkKeyset({ url: service.url, key: seeded.key, databasePath, pets: options.pets });
+  for (const keysetCase of keyset.cases) {
+    progress(`  ${keysetCase.label}: last/first ${keysetCase.http.ratio.toFixed(2)} over HTTP, ${keysetCase.store.ratio.toFixed(2)} in the store`);
+  }
+
+  let serviceResponses = 0;
+  const load = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
+    const result = await runLoad(server, workload, { seconds, connections: options.connections });
+    if (server === service) serviceResponses += result.requests + result.non2xx;
+    const exited = server.exited();
+    if (exited !== null) throw new Error(`${server.name} exited during ${workload.name} (code ${exited.code}, signal ${exited.signal})\n${server.stderrTail()}`);
+    return result;
+  };
+
+  const reports: WorkloadReport[] = [];
+  for (const workload of workloads) {
+    if (options.warmup > 0) {
+      progress(`${workload.name}: warm-up`);
+      await load(service, workload, options.warmup);
+      await load(baseline, workload, options.warmup);
+    }
+    const rounds = { service: [] as LoadResult[], baseline: [] as LoadResult[] };
+    for (let round = 1; round <= options.rounds; round++) {
+      const order = round % 2 === 1 ? [service, baseline] : [baseline, service];
+      for (const server of order) {
+        const result = await load(server, workload, options.seconds);
+        rounds[server === service ? 'service' : 'baseline'].push(result);
+        progress(
+          `${workload.name} round ${round} ${server.name.padEnd(8)}: ${Math.round(result.rps).toLocaleString('en-US').padStart(7)} req/s, ` +
+            `p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms, CPU ${result.cpu.server.toFixed(2)}, ` +
+            `generator ${result.cpu.generator.toFixed(2)}, other ${result.cpu.other.toFixed(2)}` +
+            (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : ''),
+        );
+      }
+    }
+    reports.push(summariseWorkload(workload, rounds.service, rounds.baseline));
+  }
+
+  // VmHWM must be read while the processes still exist.
+  const peak = (server: ServerProcess) => readMemory(server.pid)?.peak ?? Number.NaN;
+  const servicePeak = peak(service);
+  const baselinePeak = peak(baseline);
+  progress('stopping the servers ...');
+  const [serviceExit, baselineExit] = await Promise.all([service.stop(), baseline.stop()]);
+  children.length = 0;
+  const log = service.stdout();
+
+  const facts = (server: ServerProcess, first: { startToFirstOkMs: number }, peakRss: number, exitCode: number | null): ServerFacts => ({
+    listeningMs: server.listeningMs,
+    startToFirstOkMs: first.startToFirstOkMs,
+    peakRssBytes: peakRss,
+    exitCode,
+  });
+  const cpu = cpus();
+  const withoutChecks: Omit<BenchReport, 'checks'> = {
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    command: ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
+    machine: { cpus: cpu.length, cpuModel: cpu[0]?.model ?? 'unknown', memoryBytes: totalmem(), kernel: release(), node: process.version },
+    options: {
+      pets: options.pets,
+      seconds: options.seconds,
+      warmup: options.warmup,
+      rounds: options.rounds,
+      connections: options.connections,
+      only: options.only,
+      profile: options.profile,
+    },
+    database: { pets: options.pets, seedMs: seeded.seedMs },
+    servers: {
+      service: facts(service, serviceFirst, servicePeak, serviceExit),
+      baseline: facts(baseline, baselineFirst, baselinePeak, baselineExit),
+    },
+    accessLog: { lines: log.lines, bytes: log.bytes, requestsSent: serviceResponses },
+    keyset,
+    workloads: reports,
+    profile: null,
+  };
+  const report: BenchReport = { ...withoutChecks, checks: buildChecks(withoutChecks) };
+
+  let profileText = '';
+  if (options.profile) {
+    const file = join(options.out, profileName);
+    try {
+      statSync(file);
+      report.profile = relative(ROOT, file);
+      profileText = formatProfileSummary(summariseProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, ROOT), 25);
+    } catch {
+      const found = readdirSync(options.out).filter((name) => name.endsWith('.cpuprofile'));
+      progress(`no profile at ${file} (found: ${found.join(', ') || 'none'})`);
+    }
+  }
+
+  process.stdout.write(`\n${formatText(report)}`);
+  if (options.profile) {
+    process.stdout.write(`\nThe service ran under --cpu-prof: its figures above are lower than without it.\n`);
+    if (profileText !== '') process.stdout.write(`\nCPU profile of the service (${report.profile}):\n${profileText}`);
+  }
+  writeFileSync(join(options.out, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(
+    join(options.out, 'latest.md'),
+    `# Benchmark, ${report.startedAt}\n\n\`${report.command}\`\n\n${formatMarkdown(report)}` +
+      (profileText === '' ? '' : `\n## CPU profile of the service (${report.profile})\n\n\`\`\`\n${profileText}\`\`\`\n`),
+  );
+  progress(`\nwrote ${relative(process.cwd(), join(options.out, 'latest.json'))} and latest.md`);
+
+  rmSync(workDir, { recursive: true, force: true });
+  const invalid = reports.some((workload) => workload.problems.length > 0) || serviceExit !== 0 || baselineExit !== 0;
+  if (invalid) progress('some measurements are invalid (errors, non-2xx answers or an unclean exit): see above');
+  process.exitCode = invalid ? 1 : 0;
+}
+
+/** One request of each kind a workload sends, to the service: all must answer 2xx before any load. */
+async function checkWorkloads(service: ServerProcess, workloads: Workload[]): Promise<void> {
+  for (const workload of workloads) {
+    const requests = workload.requests();
+    for (const request of [requests[0]!, requests.at(-1)!]) {
+      const answer = await fetchOnce(service.url + request.path, {
+        method: request.method ?? 'GET',
+        headers: request.headers as Record<string, string>,
+        ...(request.body === undefined ? {} : { body: String(request.body) }),
+      });
+      if (answer.status < 200 || answer.status > 299) {
+        throw new Error(`${workload.name}: ${request.method} ${request.path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
+      }
+      if (workload.name === 'deep' && !(JSON.parse(answer.body) as unknown[]).length) {
+        throw new Error(`deep: ${request.path} answered an empty page`);
+      }
+    }
+  }
+}
