@@ -6,7 +6,7 @@
 import autocannon from 'autocannon';
 import { createHistogram } from 'node:perf_hooks';
 import type { ServerProcess } from './processes.ts';
-import { readCpuTicks, readMachineBusyTicks, readMemory, TICKS_PER_SECOND } from './processes.ts';
+import { readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND } from './processes.ts';
 import type { Workload } from './workloads.ts';
 
 export interface LoadOptions {
@@ -28,7 +28,14 @@ export interface LoadResult {
   /** Latency of 2xx responses, in milliseconds. */
   latencyMs: { p50: number; p90: number; p99: number; mean: number; max: number };
   /** CPU used during the load, in cores (1 = one core busy the whole time). */
-  cpu: { server: number; generator: number; other: number };
+  cpu: {
+    server: number;
+    generator: number;
+    /** Interrupts, softirqs (loopback networking) and kernel threads (the I/O of fsync). */
+    kernel: number;
+    /** Other processes, and time taken by the hypervisor: noise, when it is not near 0. */
+    other: number;
+  };
   /** Highest resident memory of the server seen during the load (sampled every 100 ms), bytes. */
   rssMax: number;
 }
@@ -43,7 +50,7 @@ export async function runLoad(server: ServerProcess, workload: Workload, { secon
   const sampler = setInterval(sampleRss, 100);
   const startWall = performance.now();
   const startServerTicks = readCpuTicks(server.pid);
-  const startMachineTicks = readMachineBusyTicks();
+  const startMachine = readMachineTicks();
   const startOwn = process.cpuUsage();
 
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
@@ -66,7 +73,9 @@ export async function runLoad(server: ServerProcess, workload: Workload, { secon
   const wallS = (performance.now() - startWall) / 1000;
   const own = process.cpuUsage(startOwn);
   const serverTicks = readCpuTicks(server.pid) - startServerTicks;
-  const machineTicks = readMachineBusyTicks() - startMachineTicks;
+  const endMachine = readMachineTicks();
+  const machineTicks = endMachine.busy - startMachine.busy;
+  const kernelTicks = endMachine.kernel - startMachine.kernel;
   clearInterval(sampler);
   sampleRss();
 
@@ -93,8 +102,9 @@ export async function runLoad(server: ServerProcess, workload: Workload, { secon
     cpu: {
       server: cores(serverTicks),
       generator: cores(ownTicks),
+      kernel: cores(kernelTicks),
       // Whatever else ran on the machine meanwhile (the other server is idle): a noisy neighbour shows here.
-      other: Math.max(0, cores(machineTicks - serverTicks - ownTicks)),
+      other: Math.max(0, cores(machineTicks - kernelTicks - serverTicks - ownTicks)),
     },
     rssMax,
   };

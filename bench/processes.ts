@@ -4,7 +4,7 @@
  * machine's CPU time from /proc/stat (so that load from other processes can be reported).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 
 /** Linux reports CPU times in clock ticks of 1/100 s (USER_HZ is 100 on every mainstream arch). */
@@ -193,10 +193,46 @@ export function readCpuTicks(pid: number): number {
   }
 }
 
-/** CPU time the whole machine has spent busy (all cores; not idle, not iowait), in clock ticks. */
-export function readMachineBusyTicks(): number {
+export interface MachineTicks {
+  /** All cores busy (not idle, not iowait), steal included: clock ticks since boot. */
+  busy: number;
+  /** Of which the kernel's own work: interrupts, softirqs (loopback networking) and kernel threads (I/O). */
+  kernel: number;
+}
+
+/** Where the machine's CPU time went so far, from /proc/stat and the kernel threads' /proc/<pid>/stat. */
+export function readMachineTicks(): MachineTicks {
   const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
   // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user).
   const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number) as number[];
-  return user! + nice! + system! + irq! + softirq! + steal!;
+  let kernelThreads = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    let fields: string[];
+    try {
+      fields = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    } catch {
+      continue; // Gone meanwhile.
+    }
+    // Kernel threads are kthreadd (pid 2) and its children.
+    if (entry === '2' || fields[1] === '2') kernelThreads += Number(fields[11]) + Number(fields[12]);
+  }
+  return { busy: user! + nice! + system! + irq! + softirq! + steal!, kernel: irq! + softirq! + kernelThreads };
+}
+
+/**
+ * Cores used by other processes (and taken by the hypervisor, steal) over the next `windowMs`:
+ * the machine's busy time less the kernel's and less `ownPids` and this process.
+ */
+export async function otherLoad(ownPids: readonly number[], windowMs: number): Promise<number> {
+  const own = () => ownPids.reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0);
+  const machine0 = readMachineTicks();
+  const own0 = own();
+  const self0 = process.cpuUsage();
+  const started = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, windowMs));
+  const machine1 = readMachineTicks();
+  const selfTicks = (((cpu) => cpu.user + cpu.system)(process.cpuUsage(self0)) / 1e6) * TICKS_PER_SECOND;
+  const ticks = machine1.busy - machine0.busy - (machine1.kernel - machine0.kernel) - (own() - own0) - selfTicks;
+  return Math.max(0, ticks / TICKS_PER_SECOND / ((performance.now() - started) / 1000));
 }

@@ -14,6 +14,14 @@ export const LIMITS = {
   keysetRatio: 1.2,
 } as const;
 
+/**
+ * A measured round during which other processes (or the hypervisor) took more than this many
+ * cores is discarded and measured again (bench/run.ts), and marked noisy if it still is: on 2
+ * cores, a neighbour's test run can halve the baseline (which needs both cores, with the
+ * generator) while hardly touching a service that is bound by its own core.
+ */
+export const NOISE_CORES = 0.15;
+
 /** Median of the values (mean of the middle two for an even count); NaN for none. */
 export function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
@@ -31,6 +39,13 @@ export interface ServerSummary {
   cpu: number;
   /** Highest resident memory seen in any round, bytes. */
   rssMax: number;
+}
+
+/** A round measured while other processes were busy, replaced by another. */
+export interface DiscardedRound {
+  server: string;
+  round: number;
+  result: LoadResult;
 }
 
 export interface WorkloadReport {
@@ -53,10 +68,16 @@ export interface WorkloadReport {
   /** Non-2xx answers or connection errors: a run with any is not a measurement of the workload. */
   problems: string[];
   rounds: { service: LoadResult[]; baseline: LoadResult[] };
+  discarded: DiscardedRound[];
 }
 
 /** Sums up the rounds of one workload. */
-export function summariseWorkload(workload: Pick<Workload, 'name' | 'label' | 'target'>, service: LoadResult[], baseline: LoadResult[]): WorkloadReport {
+export function summariseWorkload(
+  workload: Pick<Workload, 'name' | 'label' | 'target'>,
+  service: LoadResult[],
+  baseline: LoadResult[],
+  discarded: DiscardedRound[] = [],
+): WorkloadReport {
   const summary = (rounds: LoadResult[]): ServerSummary => ({
     rps: median(rounds.map((round) => round.rps)),
     p50Ms: median(rounds.map((round) => round.latencyMs.p50)),
@@ -90,6 +111,7 @@ export function summariseWorkload(workload: Pick<Workload, 'name' | 'label' | 't
     otherCpuMax: Math.max(0, ...all.map((round) => round.cpu.other)),
     problems,
     rounds: { service, baseline },
+    discarded,
   };
 }
 
@@ -156,7 +178,8 @@ export function buildChecks(report: Omit<BenchReport, 'checks'>): Check[] {
   return checks;
 }
 
-const HEADINGS = ['workload', 'service req/s', 'baseline req/s', 'ratio', 'target', 'p50 ms svc/base', 'p99 ms svc/base', 'p99 ratio', 'CPU svc/base', 'result'];
+const HEADINGS = ['workload', 'service req/s', 'baseline req/s', 'ratio', 'target', 'p50 ms svc/base', 'p99 ms svc/base', 'p99 ratio', 'CPU svc/base', 'RSS MiB svc/base', 'noise', 'result'];
+const RIGHT_ALIGNED = [false, true, true, true, false, true, true, true, true, true, true, false];
 
 function workloadRow(workload: WorkloadReport): string[] {
   const { service: s, baseline: b } = workload;
@@ -175,13 +198,15 @@ function workloadRow(workload: WorkloadReport): string[] {
     `${fixed(s.p99Ms)} / ${fixed(b.p99Ms)}`,
     fixed(workload.p99Ratio),
     `${fixed(s.cpu)} / ${fixed(b.cpu)}`,
-    failed.length === 0 ? 'pass' : `FAIL (${failed.join(', ')})`,
+    `${(s.rssMax / 2 ** 20).toFixed(0)} / ${(b.rssMax / 2 ** 20).toFixed(0)}`,
+    fixed(workload.otherCpuMax),
+    (failed.length === 0 ? 'pass' : `FAIL (${failed.join(', ')})`) + (workload.otherCpuMax > NOISE_CORES ? ' noisy' : ''),
   ];
 }
 
 /** The figures as the terminal shows them. */
 export function formatText(report: BenchReport): string {
-  const lines = [textTable(HEADINGS, report.workloads.map(workloadRow), [false, true, true, true, false, true, true, true, true, false]), ''];
+  const lines = [textTable(HEADINGS, report.workloads.map(workloadRow), RIGHT_ALIGNED), ''];
   lines.push(...facts(report), '', 'Checks:');
   for (const check of report.checks) lines.push(`  ${check.pass ? 'pass' : 'FAIL'}  ${check.what}: ${check.value} (${check.limit})`);
   return lines.join('\n') + '\n';
@@ -193,7 +218,7 @@ export function formatMarkdown(report: BenchReport): string {
   const row = (cells: string[]) => `| ${cells.map(escape).join(' | ')} |`;
   const lines = [
     row(HEADINGS),
-    `|${HEADINGS.map((_, i) => (i === 0 || i === 4 || i === 9 ? '---' : '---:')).join('|')}|`,
+    `|${RIGHT_ALIGNED.map((right) => (right ? '---:' : '---')).join('|')}|`,
     ...report.workloads.map((workload) => row(workloadRow(workload))),
     '',
     ...facts(report).map((line) => `- ${escape(line)}`),
@@ -224,10 +249,12 @@ function facts(report: BenchReport): string[] {
   }
   const generator = median(report.workloads.map((workload) => workload.generatorCpu));
   const other = Math.max(0, ...report.workloads.map((workload) => workload.otherCpuMax));
+  const discarded = report.workloads.reduce((sum, workload) => sum + workload.discarded.length, 0);
   lines.push(
     `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
     `Load: autocannon, ${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ` +
-      `generator used ${fixed(generator)} cores (median); other processes and kernel threads (I/O, networking) up to ${fixed(other)} cores in a round`,
+      `generator used ${fixed(generator)} cores (median)`,
+    `Noise: other processes used up to ${fixed(other)} cores in a kept round (column "noise"); ${discarded} rounds were discarded for noise and measured again`,
     `Machine: ${machine.cpus} x ${machine.cpuModel}, ${(machine.memoryBytes / 2 ** 30).toFixed(0)} GiB, Linux ${machine.kernel}, Node ${machine.node}; ${count(report.database.pets)} pets seeded in ${report.database.seedMs.toFixed(0)} ms`,
   );
   for (const workload of report.workloads) {
