@@ -1,0 +1,289 @@
+/**
+ * From rounds of measurements to the figures of issue #6 and their targets, and the tables that
+ * show them: plain text for the terminal, Markdown for the README and results/latest.md.
+ */
+import type { KeysetResult } from './keyset.ts';
+import type { LoadResult } from './measure.ts';
+import type { Workload, WorkloadName } from './workloads.ts';
+
+/** Issue #6, 2 and 3: the limits that are not per workload. */
+export const LIMITS = {
+  p99Ratio: 2,
+  peakRssRatio: 1.2,
+  startToFirstOkMs: 200,
+  keysetRatio: 1.2,
+} as const;
+
+/**
+ * A measured round during which other processes (or the hypervisor) took more than this many
+ * cores is discarded and measured again (bench/run.ts), and marked noisy if it still is: on 2
+ * cores, a neighbour's test run can halve the baseline (which needs both cores, with the
+ * generator) while hardly touching a service that is bound by its own core.
+ */
+export const NOISE_CORES = 0.15;
+
+/** Median of the values (mean of the middle two for an even count); NaN for none. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** One server's figures for one workload: medians over the measured rounds. */
+export interface ServerSummary {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Cores the server used. */
+  cpu: number;
+  /** Highest resident memory seen in any round, bytes. */
+  rssMax: number;
+}
+
+/** A round measured while other processes were busy, replaced by another. */
+export interface DiscardedRound {
+  server: string;
+  round: number;
+  result: LoadResult;
+}
+
+export interface WorkloadReport {
+  name: WorkloadName;
+  label: string;
+  target: number | null;
+  service: ServerSummary;
+  baseline: ServerSummary;
+  /** Service requests/s over baseline requests/s. */
+  ratio: number;
+  /** Service p99 over baseline p99. */
+  p99Ratio: number;
+  /** null when the workload has no throughput target. */
+  throughputPass: boolean | null;
+  p99Pass: boolean;
+  /** Cores the load generator (this process) used, median over all rounds. */
+  generatorCpu: number;
+  /** Most cores used by other processes of the machine in any round: noise when it is high. */
+  otherCpuMax: number;
+  /** Non-2xx answers or connection errors: a run with any is not a measurement of the workload. */
+  problems: string[];
+  rounds: { service: LoadResult[]; baseline: LoadResult[] };
+  discarded: DiscardedRound[];
+}
+
+/** Sums up the rounds of one workload. */
+export function summariseWorkload(
+  workload: Pick<Workload, 'name' | 'label' | 'target'>,
+  service: LoadResult[],
+  baseline: LoadResult[],
+  discarded: DiscardedRound[] = [],
+): WorkloadReport {
+  const summary = (rounds: LoadResult[]): ServerSummary => ({
+    rps: median(rounds.map((round) => round.rps)),
+    p50Ms: median(rounds.map((round) => round.latencyMs.p50)),
+    p99Ms: median(rounds.map((round) => round.latencyMs.p99)),
+    cpu: median(rounds.map((round) => round.cpu.server)),
+    rssMax: Math.max(0, ...rounds.map((round) => round.rssMax)),
+  });
+  const s = summary(service);
+  const b = summary(baseline);
+  const ratio = s.rps / b.rps;
+  const p99Ratio = s.p99Ms / b.p99Ms;
+  const problems: string[] = [];
+  for (const [server, rounds] of [['service', service], ['baseline', baseline]] as const) {
+    const non2xx = rounds.reduce((sum, round) => sum + round.non2xx, 0);
+    const errors = rounds.reduce((sum, round) => sum + round.errors, 0);
+    if (non2xx > 0) problems.push(`${server}: ${non2xx} non-2xx answers`);
+    if (errors > 0) problems.push(`${server}: ${errors} connection errors`);
+  }
+  const all = [...service, ...baseline];
+  return {
+    name: workload.name,
+    label: workload.label,
+    target: workload.target,
+    service: s,
+    baseline: b,
+    ratio,
+    p99Ratio,
+    throughputPass: workload.target === null ? null : ratio >= workload.target,
+    p99Pass: p99Ratio <= LIMITS.p99Ratio,
+    generatorCpu: median(all.map((round) => round.cpu.generator)),
+    otherCpuMax: Math.max(0, ...all.map((round) => round.cpu.other)),
+    problems,
+    rounds: { service, baseline },
+    discarded,
+  };
+}
+
+export interface ServerFacts {
+  /** From the spawn to the listening line (median). */
+  listeningMs: number;
+  /** From the spawn to the first 200 of `GET /v1/pets?limit=20` with the bench key: median of `starts`. */
+  startToFirstOkMs: number;
+  /** Each start's time to first 200, in order; the last start is the one that was loaded. */
+  starts: number[];
+  /** Peak resident memory over the process's life (VmHWM), bytes. */
+  peakRssBytes: number;
+  exitCode: number | null;
+}
+
+export interface Check {
+  what: string;
+  value: string;
+  limit: string;
+  pass: boolean;
+}
+
+export interface BenchReport {
+  startedAt: string;
+  finishedAt: string;
+  command: string;
+  machine: { cpus: number; cpuModel: string; memoryBytes: number; kernel: string; node: string };
+  options: { pets: number; seconds: number; warmup: number; rounds: number; connections: number; only: string[] | null; profile: boolean };
+  database: { pets: number; seedMs: number };
+  servers: { service: ServerFacts; baseline: ServerFacts };
+  /** What the service wrote on stdout: the access log, one line per request. */
+  accessLog: { lines: number; bytes: number; requestsSent: number };
+  keyset: KeysetResult | null;
+  workloads: WorkloadReport[];
+  checks: Check[];
+  /** The CPU profile written with --profile. */
+  profile: string | null;
+}
+
+/** The pass/fail list of issue #6, 2 and 3, for what this run measured. */
+export function buildChecks(report: Omit<BenchReport, 'checks'>): Check[] {
+  const checks: Check[] = [];
+  for (const workload of report.workloads) {
+    if (workload.target !== null) {
+      checks.push({ what: `${workload.label}: req/s ratio`, value: fixed(workload.ratio), limit: `>= ${workload.target}`, pass: workload.throughputPass! });
+    }
+    checks.push({ what: `${workload.label}: p99 ratio`, value: fixed(workload.p99Ratio), limit: `<= ${LIMITS.p99Ratio}`, pass: workload.p99Pass });
+  }
+  const { service, baseline } = report.servers;
+  const rssRatio = service.peakRssBytes / baseline.peakRssBytes;
+  checks.push({ what: 'peak RSS ratio (VmHWM)', value: fixed(rssRatio), limit: `<= ${LIMITS.peakRssRatio}`, pass: rssRatio <= LIMITS.peakRssRatio });
+  checks.push({
+    what: 'service start to first 200',
+    value: `${service.startToFirstOkMs.toFixed(0)} ms`,
+    limit: `< ${LIMITS.startToFirstOkMs} ms`,
+    pass: service.startToFirstOkMs < LIMITS.startToFirstOkMs,
+  });
+  for (const keysetCase of report.keyset?.cases ?? []) {
+    checks.push({
+      what: `keyset ${keysetCase.label}: last page / first page (HTTP)`,
+      value: fixed(keysetCase.http.ratio),
+      limit: `<= ${LIMITS.keysetRatio}`,
+      pass: keysetCase.http.ratio <= LIMITS.keysetRatio,
+    });
+  }
+  return checks;
+}
+
+const HEADINGS = ['workload', 'service req/s', 'baseline req/s', 'ratio', 'target', 'p50 ms svc/base', 'p99 ms svc/base', 'p99 ratio', 'CPU svc/base', 'RSS MiB svc/base', 'noise', 'result'];
+const RIGHT_ALIGNED = [false, true, true, true, false, true, true, true, true, true, true, false];
+
+function workloadRow(workload: WorkloadReport): string[] {
+  const { service: s, baseline: b } = workload;
+  const failed = [
+    workload.throughputPass === false ? 'req/s' : null,
+    workload.p99Pass ? null : 'p99',
+    workload.problems.length > 0 ? 'errors' : null,
+  ].filter((item) => item !== null);
+  return [
+    workload.label,
+    count(s.rps),
+    count(b.rps),
+    fixed(workload.ratio),
+    workload.target === null ? '-' : `>= ${workload.target.toFixed(2)}`,
+    `${fixed(s.p50Ms)} / ${fixed(b.p50Ms)}`,
+    `${fixed(s.p99Ms)} / ${fixed(b.p99Ms)}`,
+    fixed(workload.p99Ratio),
+    `${fixed(s.cpu)} / ${fixed(b.cpu)}`,
+    `${(s.rssMax / 2 ** 20).toFixed(0)} / ${(b.rssMax / 2 ** 20).toFixed(0)}`,
+    fixed(workload.otherCpuMax),
+    (failed.length === 0 ? 'pass' : `FAIL (${failed.join(', ')})`) + (workload.otherCpuMax > NOISE_CORES ? ' noisy' : ''),
+  ];
+}
+
+/** The figures as the terminal shows them. */
+export function formatText(report: BenchReport): string {
+  const lines = [textTable(HEADINGS, report.workloads.map(workloadRow), RIGHT_ALIGNED), ''];
+  lines.push(...facts(report), '', 'Checks:');
+  for (const check of report.checks) lines.push(`  ${check.pass ? 'pass' : 'FAIL'}  ${check.what}: ${check.value} (${check.limit})`);
+  return lines.join('\n') + '\n';
+}
+
+/** The same figures as Markdown. */
+export function formatMarkdown(report: BenchReport): string {
+  const escape = (cell: string) => cell.replaceAll('|', '\\|').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+  const row = (cells: string[]) => `| ${cells.map(escape).join(' | ')} |`;
+  const lines = [
+    row(HEADINGS),
+    `|${RIGHT_ALIGNED.map((right) => (right ? '---:' : '---')).join('|')}|`,
+    ...report.workloads.map((workload) => row(workloadRow(workload))),
+    '',
+    ...facts(report).map((line) => `- ${escape(line)}`),
+    '',
+    row(['check', 'value', 'limit', 'result']),
+    '|---|---:|---|---|',
+    ...report.checks.map((check) => row([check.what, check.value, check.limit, check.pass ? 'pass' : 'FAIL'])),
+  ];
+  return lines.join('\n') + '\n';
+}
+
+function facts(report: BenchReport): string[] {
+  const { service, baseline } = report.servers;
+  const { machine, options } = report;
+  const lines = [
+    `Peak RSS (VmHWM): service ${mib(service.peakRssBytes)}, baseline ${mib(baseline.peakRssBytes)}, ratio ${fixed(service.peakRssBytes / baseline.peakRssBytes)}`,
+    `Start to first 200 (median of ${service.starts.length} starts): service ${startup(service)}, baseline ${startup(baseline)}`,
+  ];
+  if (report.keyset) {
+    const { keyset } = report;
+    for (const keysetCase of keyset.cases) {
+      lines.push(
+        `Keyset, ${count(keyset.pets)} pets, limit ${keyset.limit}, ${keysetCase.label}: last page / first page = ${fixed(keysetCase.http.ratio)} over HTTP ` +
+          `(${(keysetCase.http.lastUs / 1000).toFixed(3)} vs ${(keysetCase.http.firstUs / 1000).toFixed(3)} ms), ` +
+          `${fixed(keysetCase.store.ratio)} in the store (${keysetCase.store.lastUs.toFixed(1)} vs ${keysetCase.store.firstUs.toFixed(1)} us)`,
+      );
+    }
+  }
+  const generator = median(report.workloads.map((workload) => workload.generatorCpu));
+  const other = Math.max(0, ...report.workloads.map((workload) => workload.otherCpuMax));
+  const discarded = report.workloads.reduce((sum, workload) => sum + workload.discarded.length, 0);
+  lines.push(
+    `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
+    `Load: autocannon, ${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ` +
+      `generator used ${fixed(generator)} cores (median)`,
+    `Noise: other processes used up to ${fixed(other)} cores in a kept round (column "noise"); ${discarded} rounds were discarded for noise and measured again`,
+    `Machine: ${machine.cpus} x ${machine.cpuModel}, ${(machine.memoryBytes / 2 ** 30).toFixed(0)} GiB, Linux ${machine.kernel}, Node ${machine.node}; ${count(report.database.pets)} pets seeded in ${report.database.seedMs.toFixed(0)} ms`,
+  );
+  for (const workload of report.workloads) {
+    for (const problem of workload.problems) lines.push(`INVALID ${workload.label}: ${problem}`);
+  }
+  return lines;
+}
+
+function startup(server: ServerFacts): string {
+  const range = `${Math.min(...server.starts).toFixed(0)}-${Math.max(...server.starts).toFixed(0)}`;
+  return `${server.startToFirstOkMs.toFixed(0)} ms (${range}; listening after ${server.listeningMs.toFixed(0)} ms)`;
+}
+
+function textTable(headings: string[], rows: string[][], right: boolean[]): string {
+  const widths = headings.map((heading, i) => Math.max(heading.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => cells.map((cell, i) => (right[i] ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(headings), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
+}
+
+function fixed(value: number): string {
+  return Number.isFinite(value) ? value.toFixed(2) : '-';
+}
+
+function count(value: number): string {
+  return Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '-';
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}

@@ -1,0 +1,65 @@
+/**
+ * The bench's database: N pets and one enterprise key, written before the service starts, with
+ * the service's own migrations (openDatabase) and key store, so the file is exactly what a
+ * production server would open.
+ */
+import type { DatabaseSync } from 'node:sqlite';
+import { openDatabase, transaction } from '../src/database.ts';
+import { createKeysStore } from '../src/keys-store.ts';
+
+/**
+ * The bench key's own limits. High enough never to refuse a request in a run (a run sends a
+ * few million requests at most), and low enough for the limiter's exact integer arithmetic
+ * (per-day limits up to about 100 million, see src/limiter.ts).
+ */
+export const BENCH_KEY_LIMITS = { perMinute: 10_000_000, perDay: 100_000_000 } as const;
+
+/** Every third pet is sold (id % 3 = 0), the others are available or pending. */
+const STATUS_OF_N = `CASE n % 3 WHEN 0 THEN 'sold' WHEN 1 THEN 'available' ELSE 'pending' END`;
+
+export interface SeededDatabase {
+  pets: number;
+  /** The bench's enterprise key (production prefix) and its id. */
+  key: string;
+  keyId: string;
+  /** Highest pet id. */
+  maxId: number;
+  seedMs: number;
+}
+
+/** Creates the database at `path` (migrated) with `pets` pets and the bench key. */
+export function seedDatabase(path: string, pets: number): SeededDatabase {
+  const started = performance.now();
+  const db = openDatabase(path);
+  try {
+    // One statement, one transaction: a million pets take seconds, not minutes.
+    transaction(db, () => {
+      db.prepare(
+        `WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < ?)
+         INSERT INTO pets (name, category_id, status)
+         SELECT 'Pet ' || n, 1 + (n * 7) % 40, ${STATUS_OF_N} FROM seq`,
+      ).run(pets);
+    });
+    const issued = createKeysStore(db, { appEnv: 'production' }).create({
+      plan: 'enterprise',
+      label: 'bench',
+      ...BENCH_KEY_LIMITS,
+      now: Date.now(),
+    });
+    const maxId = Number((db.prepare('SELECT coalesce(max(id), 0) AS id FROM pets').get() as { id: number }).id);
+    return { pets, key: issued.key, keyId: issued.record.id, maxId, seedMs: performance.now() - started };
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The id after which the last `fromEnd` pets (of `status`, or of all) follow: a cursor there
+ * gives a page at the end of the traversal. 0 when there are not that many.
+ */
+export function idBeforeLast(db: DatabaseSync, fromEnd: number, status?: string): number {
+  const row = (status === undefined
+    ? db.prepare('SELECT id FROM pets ORDER BY id DESC LIMIT 1 OFFSET ?').get(fromEnd)
+    : db.prepare('SELECT id FROM pets WHERE status = ? ORDER BY id DESC LIMIT 1 OFFSET ?').get(status, fromEnd)) as { id: number } | undefined;
+  return row === undefined ? 0 : Number(row.id);
+}

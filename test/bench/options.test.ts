@@ -1,0 +1,22 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseBenchOptions } from '../../bench/options.ts';
+
+test('with no options the bench runs every workload with the issue\'s settings', () => {
+  assert.deepEqual(parseBenchOptions([], '/out'), {
+    pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, out: '/out', help: false,
+  });
+});
+
+test('--only keeps the standard order and refuses an unknown workload', () => {
+  assert.deepEqual(parseBenchOptions(['--only', 'mix,list20'], '/out').only, ['list20', 'mix']);
+  assert.throws(() => parseBenchOptions(['--only', 'list20,lsit100'], '/out'), /unknown workload "lsit100"/);
+});
+
+test('numbers are positive integers, with _ separators allowed', () => {
+  assert.equal(parseBenchOptions(['--pets', '1_000_000'], '/out').pets, 1_000_000);
+  for (const bad of ['0', '-1', '1e6', '2.5', '']) {
+    assert.throws(() => parseBenchOptions([`--pets=${bad}`], '/out'), /--pets must be an integer/, bad);
+  }
+  assert.throws(() => parseBenchOptions(['--petz', '1'], '/out'), /Unknown option '--petz'/);
+});

@@ -1,0 +1,31 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../../src/database.ts';
+import { createKeysStore } from '../../src/keys-store.ts';
+import { BENCH_KEY_LIMITS, idBeforeLast, seedDatabase } from '../../bench/seed.ts';
+
+test('the bench database holds the pets and a production enterprise key with limits that never bind', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'seed-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'pets.db');
+  const seeded = seedDatabase(path, 300);
+  assert.equal(seeded.maxId, 300);
+  assert.match(seeded.key, /^pk_live_/);
+
+  const db = openDatabase(path);
+  t.after(() => db.close());
+  const counts = db.prepare('SELECT status, count(*) AS n FROM pets GROUP BY status ORDER BY status').all();
+  assert.deepEqual(counts.map((row) => [row.status, row.n]), [['available', 100], ['pending', 100], ['sold', 100]]);
+  const record = createKeysStore(db, { appEnv: 'production' }).findByKey(seeded.key, Date.now());
+  assert.equal(record?.id, seeded.keyId);
+  assert.equal(record?.perMinute, BENCH_KEY_LIMITS.perMinute);
+  assert.equal(record?.perDay, BENCH_KEY_LIMITS.perDay);
+
+  // Sold pets are ids 3, 6, ..., 300: the one before the last 5 is 285.
+  assert.equal(idBeforeLast(db, 5, 'sold'), 285);
+  assert.equal(idBeforeLast(db, 20), 280);
+  assert.equal(idBeforeLast(db, 1000), 0);
+});
