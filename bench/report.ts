@@ -216,7 +216,8 @@ export function formatText(report: BenchReport): string {
 
 /** The same figures as Markdown. */
 export function formatMarkdown(report: BenchReport): string {
-  const escape = (cell: string) => cell.replaceAll('|', '\\|').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+  // Only what Markdown would misread: a pipe ends a cell, <deep> would be an HTML tag.
+  const escape = (cell: string) => cell.replaceAll('|', '\\|').replaceAll('<', '&lt;');
   const row = (cells: string[]) => `| ${cells.map(escape).join(' | ')} |`;
   const lines = [
     row(HEADINGS),
