@@ -114,13 +114,38 @@ export function transaction<T>(db: DatabaseSync, work: () => T): T {
   }
 }
 
+const watchers = new WeakMap<DatabaseSync, () => number>();
+
 /**
- * Reads `PRAGMA data_version` of this connection: it changes when another connection (the keys
+ * `PRAGMA data_version` of this connection: it changes when another connection (the keys
  * command, another process) commits, never for this connection's own writes. Caches compare it
- * to know whether what they hold may be stale (about 2 µs a read, measured).
+ * to know whether what they hold may be stale.
+ *
+ * It is read at most once per turn of the event loop, and shared by every store on the
+ * connection, because each read starts a WAL read transaction (about 5 µs under load, measured:
+ * 31% of the list workload when read twice per request). That loses nothing: every request
+ * handled in a turn had already arrived when the turn's poll returned, so a commit that finished
+ * before a request arrived finished before the turn's first read, and that request sees it.
  */
 export function dataVersion(db: DatabaseSync): () => number {
+  let watcher = watchers.get(db);
+  if (watcher) return watcher;
   const statement = db.prepare('PRAGMA data_version');
   statement.setReturnArrays(true);
-  return () => (statement.get() as unknown as [number])[0];
+  let version = 0;
+  let fresh = false;
+  const expire = () => {
+    fresh = false;
+  };
+  watcher = () => {
+    if (!fresh) {
+      version = (statement.get() as unknown as [number])[0];
+      fresh = true;
+      // The check phase ends this turn; the next turn's first caller reads again.
+      setImmediate(expire);
+    }
+    return version;
+  };
+  watchers.set(db, watcher);
+  return watcher;
 }

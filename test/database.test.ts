@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { migrate, MIGRATIONS, openDatabase } from '../src/database.ts';
+import { dataVersion, migrate, MIGRATIONS, openDatabase } from '../src/database.ts';
 
 test('a new database is migrated to the latest version', () => {
   const db = openDatabase(':memory:');
@@ -39,4 +39,26 @@ test('a file database commits in WAL mode with synchronous=FULL, so a commit is 
   assert.equal((db.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous, 2); // FULL
   assert.equal((db.prepare('PRAGMA busy_timeout').get() as { timeout: number }).timeout, 1234);
   db.close();
+});
+
+test('data_version is read once per event-loop turn and shows another connection\'s commit in the next turn', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'data-version-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const db = openDatabase(join(dir, 'a.db'));
+  const other = openDatabase(join(dir, 'a.db'));
+  t.after(() => {
+    other.close();
+    db.close();
+  });
+  const version = dataVersion(db);
+  assert.equal(dataVersion(db), version, 'one watcher per connection, shared by its stores');
+  const before = version();
+  other.exec('INSERT INTO pets (name, category_id, status) VALUES (\'x\', 1, \'sold\')');
+  assert.equal(version(), before, 'the same turn keeps the value it read');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.notEqual(version(), before);
+  const after = version();
+  db.exec('INSERT INTO pets (name, category_id, status) VALUES (\'y\', 1, \'sold\')');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(version(), after, "the connection's own commits do not change it");
 });
