@@ -73,3 +73,30 @@ export function createLogger({ level, write, clock, highWaterMark = 64 * 1024 }:
     flush,
   };
 }
+
+/** What boundedWriter needs of a stream: Node's Writable has both. */
+export interface LogStream {
+  readonly writableLength: number;
+  write(text: string): unknown;
+}
+
+/**
+ * Writes log text to a stream without ever holding more than `limitBytes` of it: stdout to a
+ * pipe is asynchronous, and a log reader slower than the server would otherwise grow memory
+ * without bound. Lines that do not fit are dropped, never waited for, and counted in a
+ * `log_lines_dropped` line once the stream has room again.
+ */
+export function boundedWriter(stream: LogStream, limitBytes: number, clock: () => number): (text: string) => void {
+  let dropped = 0;
+  return (text) => {
+    if (stream.writableLength > limitBytes) {
+      for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) dropped++;
+      return;
+    }
+    if (dropped > 0) {
+      stream.write(`{"time":"${new Date(clock()).toISOString()}","level":"warn","event":"log_lines_dropped","count":${dropped}}\n`);
+      dropped = 0;
+    }
+    stream.write(text);
+  };
+}

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openDatabase } from './database.ts';
 import { systemClock } from './clock.ts';
-import { createLogger } from './access-log.ts';
+import { boundedWriter, createLogger } from './access-log.ts';
 import { ensureDevelopmentKey } from './keys-store.ts';
 import { LIMITER_FLUSH_INTERVAL_MS } from './limiter-store.ts';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './pet-creations.ts';
@@ -30,7 +30,8 @@ function readConfig(): Config {
 }
 
 const config = readConfig();
-const logger = createLogger({ level: config.logLevel, clock: systemClock, write: (text) => process.stdout.write(text) });
+// At most 1 MiB of log text waits for a slow reader; beyond that lines are dropped and counted.
+const logger = createLogger({ level: config.logLevel, clock: systemClock, write: boundedWriter(process.stdout, 1024 * 1024, systemClock) });
 
 // A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
 process.on('uncaughtException', (error) => {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createLogger } from '../src/access-log.ts';
+import { boundedWriter, createLogger } from '../src/access-log.ts';
 
 const entry = { time: 0, requestId: 'r', method: 'GET', path: '/v1/pets', status: 200, durationMs: 1.5, keyId: 'key_1' };
 
@@ -37,4 +37,20 @@ test('a full buffer is written at once, without waiting for the turn to end', ()
   const logger = createLogger({ level: 'info', clock: () => 0, write: (text) => writes.push(text), highWaterMark: 100 });
   logger.access(entry);
   assert.equal(writes.length, 1);
+});
+
+test('a slow log reader never makes the writer hold more than its limit: lines are dropped and counted', () => {
+  const written: string[] = [];
+  const stream = { writableLength: 0, write: (text: string) => written.push(text) };
+  const write = boundedWriter(stream, 100, () => 0);
+  write('a\n');
+  stream.writableLength = 101;
+  write('b\nc\n');
+  write('d\n');
+  assert.deepEqual(written, ['a\n']);
+  stream.writableLength = 0;
+  write('e\n');
+  assert.equal(written.length, 3);
+  assert.deepEqual(JSON.parse(written[1]!), { time: '1970-01-01T00:00:00.000Z', level: 'warn', event: 'log_lines_dropped', count: 3 });
+  assert.equal(written[2], 'e\n');
 });
