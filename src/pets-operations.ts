@@ -50,9 +50,12 @@ export interface PetsOperationsDeps {
 }
 
 /** Builds the operations over a pets store and a clock. */
-/** Bounds on the answer caches: a list page is at most ~11 KiB, one pet well under 1 KiB. */
-const LIST_CACHE_ENTRIES = 1_000;
-const PET_CACHE_ENTRIES = 10_000;
+/**
+ * Bounds on the answer caches (a list page is at most ~11 KiB, one pet well under 1 KiB): small,
+ * so that they are full within a minute of steady traffic and memory stays flat after that.
+ */
+const LIST_CACHE_ENTRIES = 256;
+const PET_CACHE_ENTRIES = 1_024;
 
 export function createPetsOperations({ pets, clock, createPet }: PetsOperationsDeps) {
   const store = createPet ?? createPetCreations({ pets, clock, groupCommit: false }).create;
