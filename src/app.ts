@@ -65,6 +65,10 @@ export const COMMON_HEADERS = {
   'Content-Type': 'application/json; charset=utf-8',
 } as const;
 
+/** 405 for a path that exists with other methods, listed in `Allow`. */
+const methodNotAllowed = (method: string, allow: string) =>
+  new ApiError('method_not_allowed', `${method} is not allowed here; use ${allow}.`, { Allow: allow });
+
 /** The answer to a request that arrives on an open connection after shutdown began. */
 const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
 
@@ -152,9 +156,7 @@ export function createApp(deps: AppDeps): App {
     // 4. Routing.
     const match = router.find(method, path);
     if (match === null) throw new ApiError('not_found', 'No such path.');
-    if (match.kind === 'method_not_allowed') {
-      throw new ApiError('method_not_allowed', `${method} is not allowed here; use ${match.allow}.`, { Allow: match.allow });
-    }
+    if (match.kind === 'method_not_allowed') throw methodNotAllowed(method, match.allow);
 
     // 5-6. Validation and the operation.
     exchange.routeHeaders = match.handler.headers;
@@ -162,9 +164,7 @@ export function createApp(deps: AppDeps): App {
   }
 
   function runPublic(match: NonNullable<ReturnType<typeof publicRouter.find>>, exchange: Exchange, req: IncomingMessage, search: string): Reply | Promise<Reply> {
-    if (match.kind === 'method_not_allowed') {
-      throw new ApiError('method_not_allowed', `${req.method} is not allowed here; use ${match.allow}.`, { Allow: match.allow });
-    }
+    if (match.kind === 'method_not_allowed') throw methodNotAllowed(req.method ?? '', match.allow);
     return match.handler.run({ req, params: match.params, search, keyId: exchange.keyId ?? '' });
   }
 

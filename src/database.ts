@@ -89,15 +89,10 @@ export function openDatabase(path: string, options: OpenOptions = {}): DatabaseS
 export function migrate(db: DatabaseSync, migrations: readonly string[] = MIGRATIONS): void {
   const row = db.prepare('PRAGMA user_version').get() as { user_version: number };
   for (let version = row.user_version; version < migrations.length; version++) {
-    db.exec('BEGIN IMMEDIATE');
-    try {
+    transaction(db, () => {
       db.exec(migrations[version]!);
       db.exec(`PRAGMA user_version = ${version + 1}`);
-      db.exec('COMMIT');
-    } catch (error) {
-      db.exec('ROLLBACK');
-      throw error;
-    }
+    });
   }
 }
 

@@ -20,9 +20,7 @@ export type ErrorLog = (fields: Record<string, unknown>) => void;
 
 /** Turns any thrown value into a Reply. `log` receives one record for unexpected errors. */
 export function toErrorReply(error: unknown, log: ErrorLog): Reply {
-  if (error instanceof ApiError) {
-    return { status: error.status, body: errorJson(error.code, error.message, error.status), headers: { ...error.headers } };
-  }
+  if (error instanceof ApiError) return reply(error);
   const sqliteCode = sqlitePrimaryCode(error);
   if (sqliteCode !== undefined && UNAVAILABLE_SQLITE_CODES.has(sqliteCode)) {
     log({ level: 'error', event: 'database_unavailable', sqliteCode });
@@ -31,10 +29,15 @@ export function toErrorReply(error: unknown, log: ErrorLog): Reply {
   log({
     level: 'error',
     event: 'internal_error',
-    error: error instanceof Error ? error.name : typeof error,
+    error: errorName(error),
     ...(sqliteCode !== undefined ? { sqliteCode } : {}),
   });
   return reply(new ApiError('internal_error', 'Something went wrong on our side.'));
+}
+
+/** What may be logged of an unexpected error: its name, never its message or stack. */
+export function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
 }
 
 function reply(error: ApiError): Reply {

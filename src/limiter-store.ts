@@ -8,6 +8,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { Limiter, LimiterChanges, SavedCaller } from './limiter.ts';
+import { transaction } from './database.ts';
 
 /** How often `main.ts` should call `flush`: well inside the contract's 5 s of allowed lag. */
 export const LIMITER_FLUSH_INTERVAL_MS = 1000;
@@ -70,8 +71,7 @@ export function createLimiterStore(db: DatabaseSync): LimiterStore {
     save(changes) {
       // IMMEDIATE takes the write lock up front, so busy_timeout applies instead of a mid-way
       // SQLITE_BUSY; and a flush never nests inside someone else's transaction unnoticed.
-      db.exec('BEGIN IMMEDIATE');
-      try {
+      transaction(db, () => {
         // Deletes first: a caller listed in both (after a requeue) must end up saved.
         for (const caller of changes.removed) remove.run(caller);
         for (const saved of changes.saved) {
@@ -87,11 +87,7 @@ export function createLimiterStore(db: DatabaseSync): LimiterStore {
             JSON.stringify(saved.recentRejections),
           );
         }
-        db.exec('COMMIT');
-      } catch (error) {
-        db.exec('ROLLBACK');
-        throw error;
-      }
+      });
     },
   };
 }

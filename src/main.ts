@@ -13,6 +13,7 @@ import { ensureDevelopmentKey } from './keys-store.ts';
 import { LIMITER_FLUSH_INTERVAL_MS } from './limiter-store.ts';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './pet-creations.ts';
 import { createService } from './service.ts';
+import { errorName } from './error-mapper.ts';
 
 /** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -35,7 +36,7 @@ const logger = createLogger({ level: config.logLevel, clock: systemClock, write:
 
 // A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
 process.on('uncaughtException', (error) => {
-  logger.event({ level: 'error', event: 'crash', error: error instanceof Error ? error.name : typeof error });
+  logger.event({ level: 'error', event: 'crash', error: errorName(error) });
   logger.flush();
   process.exit(1);
 });
@@ -57,7 +58,7 @@ const saveLimiterState = () => {
   try {
     limiterPersistence.flush();
   } catch (error) {
-    logger.event({ level: 'error', event: 'limiter_save_failed', error: error instanceof Error ? error.name : typeof error });
+    logger.event({ level: 'error', event: 'limiter_save_failed', error: errorName(error) });
   }
 };
 const limiterTimer = setInterval(saveLimiterState, LIMITER_FLUSH_INTERVAL_MS);
@@ -67,7 +68,7 @@ limiterTimer.unref();
 // a small chunk per transaction so that requests run in between. Once at start, then on a timer.
 const purgeIdempotencyRecords = () => {
   petCreations.purgeExpired().catch((error: unknown) => {
-    logger.event({ level: 'error', event: 'idempotency_purge_failed', error: error instanceof Error ? error.name : typeof error });
+    logger.event({ level: 'error', event: 'idempotency_purge_failed', error: errorName(error) });
   });
 };
 const purgeTimer = setInterval(purgeIdempotencyRecords, IDEMPOTENCY_PURGE_INTERVAL_MS);
