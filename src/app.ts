@@ -39,7 +39,7 @@ export interface AppDeps {
   authenticate: (token: string) => ApiKeyIdentity | null;
   limiter: RateLimiter;
   pets: PetsOperationsDeps['pets'];
-  createPet?: PetsOperationsDeps['createPet'];
+  createPet: PetsOperationsDeps['createPet'];
   trustProxy?: boolean;
   /** The serialised OpenAPI document served at /v1/openapi.json, when there is one. */
   openapi?: string;

@@ -7,7 +7,6 @@ import { ApiError } from './api-error.ts';
 import type { Clock } from './clock.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from './idempotency.ts';
-import { createPetCreations } from './pet-creations.ts';
 import type { NewPet, PetsStore } from './pets-store.ts';
 import { petJson, petsJson, type Reply } from './reply.ts';
 import type { Params } from './router.ts';
@@ -43,10 +42,10 @@ export interface PetsOperationsDeps {
   pets: PetsStore;
   clock: Clock;
   /**
-   * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer;
-   * defaults to the idempotent create path without group commit.
+   * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer:
+   * the service's create path (pet-creations.ts).
    */
-  createPet?: (pet: NewPet, context: OperationContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
+  createPet: (pet: NewPet, context: OperationContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
 }
 
 /** Builds the operations over a pets store and a clock. */
@@ -57,8 +56,7 @@ export interface PetsOperationsDeps {
 const LIST_CACHE_ENTRIES = 256;
 const PET_CACHE_ENTRIES = 1_024;
 
-export function createPetsOperations({ pets, clock, createPet }: PetsOperationsDeps) {
-  const store = createPet ?? createPetCreations({ pets, clock, groupCommit: false }).create;
+export function createPetsOperations({ pets, clock, createPet: store }: PetsOperationsDeps) {
 
   // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
   // since only valid requests ever produce an entry.
