@@ -6,7 +6,8 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
-import type { App } from './app.ts';
+import { COMMON_HEADERS, type App } from './app.ts';
+import { ERROR_STATUS } from './api-error.ts';
 import type { Logger } from './access-log.ts';
 import { errorJson } from './reply.ts';
 
@@ -173,8 +174,6 @@ function answerAndClose(socket: Duplex, response: string, lingerMs: number): voi
   socket.once('close', () => clearTimeout(timer));
 }
 
-const RAW_STATUS = { bad_request: 400, request_timeout: 408, payload_too_large: 413, headers_too_large: 431, unavailable: 503 } as const;
-type RawCode = keyof typeof RAW_STATUS;
 const RAW_MESSAGE = {
   bad_request: 'The request is not valid HTTP.',
   request_timeout: 'The request took too long to arrive.',
@@ -182,17 +181,19 @@ const RAW_MESSAGE = {
   headers_too_large: 'The request headers are larger than 16 KiB.',
   unavailable: 'The server cannot take this connection.',
 } as const;
+type RawCode = keyof typeof RAW_MESSAGE;
+
+/** The headers every answer carries, as the app sends them, in raw form. */
+const RAW_COMMON_HEADERS = Object.entries(COMMON_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('');
 
 /** A complete HTTP/1.1 response for errors raised while Node was still parsing the request. */
 function rawErrorResponse(code: RawCode, message: string, extraHeaders = ''): string {
-  const status = RAW_STATUS[code];
+  const status = ERROR_STATUS[code];
   const body = errorJson(code, message, status);
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
-    'Content-Type: application/json; charset=utf-8\r\n' +
+    RAW_COMMON_HEADERS +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-    'Cache-Control: no-store\r\n' +
-    'X-Content-Type-Options: nosniff\r\n' +
     `X-Request-Id: ${randomUUID()}\r\n` +
     extraHeaders +
     'Connection: close\r\n\r\n' +
