@@ -38,9 +38,9 @@ else await main();
 
 /** The child: the real service over a file database, reporting transactions over IPC. */
 async function serve(groupCommit: boolean, databasePath: string): Promise<void> {
-  const { openDatabase } = await import('../src/database.ts');
-  const { createLogger } = await import('../src/access-log.ts');
-  const { createPetsStore } = await import('../src/pets-store.ts');
+  const { openDatabase } = await import('../src/storage/sqlite/database.ts');
+  const { createLogger } = await import('../src/http/access-log.ts');
+  const { createPetsStore } = await import('../src/storage/sqlite/pets-store.ts');
   const { createService } = await import('../src/service.ts');
   const { systemClock } = await import('../src/clock.ts');
   const db = openDatabase(databasePath);

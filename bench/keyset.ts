@@ -7,9 +7,9 @@
  */
 import { Agent, request as httpRequest } from 'node:http';
 import { DatabaseSync } from 'node:sqlite';
-import { encodeCursor } from '../src/cursor.ts';
-import { createPetsStore } from '../src/pets-store.ts';
-import type { PetStatus } from '../src/schemas.ts';
+import { encodeCursor } from '../src/api/cursor.ts';
+import { createPetsStore } from '../src/storage/sqlite/pets-store.ts';
+import type { PetStatus } from '../src/api/schemas.ts';
 import { idBeforeLast } from './seed.ts';
 import { median } from './report.ts';
 

@@ -4,8 +4,8 @@
  * production server would open.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { openDatabase, transaction } from '../src/database.ts';
-import { createKeysStore } from '../src/keys-store.ts';
+import { openDatabase, transaction } from '../src/storage/sqlite/database.ts';
+import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
 
 /**
  * The bench key's own limits. High enough never to refuse a request in a run (a run sends a

@@ -27,11 +27,11 @@ import { parseArgs } from 'node:util';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { AddressInfo } from 'node:net';
-import { openDatabase } from '../src/database.ts';
-import { createLogger } from '../src/access-log.ts';
+import { openDatabase } from '../src/storage/sqlite/database.ts';
+import { createLogger } from '../src/http/access-log.ts';
 import { createService } from '../src/service.ts';
 import { systemClock } from '../src/clock.ts';
-import { LIMITER_FLUSH_INTERVAL_MS } from '../src/limiter-store.ts';
+import { LIMITER_FLUSH_INTERVAL_MS } from '../src/storage/sqlite/limiter-store.ts';
 import type { LoadReport, LoadSettings } from './soak-load.ts';
 
 const { values } = parseArgs({

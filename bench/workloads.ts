@@ -3,7 +3,7 @@
  * same requests (the baseline ignores what they ask for); only the service's answers differ.
  */
 import type autocannon from 'autocannon';
-import { encodeCursor } from '../src/cursor.ts';
+import { encodeCursor } from '../src/api/cursor.ts';
 
 export const WORKLOAD_NAMES = ['list20', 'list100', 'deep', 'get', 'create', 'mix'] as const;
 export type WorkloadName = (typeof WORKLOAD_NAMES)[number];

@@ -5,15 +5,15 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { ApiError } from './api-error.ts';
+import { ApiError } from './http/api-error.ts';
 import type { Clock } from './clock.ts';
-import { toErrorReply } from './error-mapper.ts';
-import { clientAddress, readCredentials, requestId } from './identify.ts';
-import type { Logger } from './access-log.ts';
-import { ANONYMOUS_LIMITS, type Limits } from './plans.ts';
-import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOperationsDeps } from './pets-operations.ts';
-import type { Reply } from './reply.ts';
-import { createRouter } from './router.ts';
+import { toErrorReply } from './http/error-mapper.ts';
+import { clientAddress, readCredentials, requestId } from './http/identify.ts';
+import type { Logger } from './http/access-log.ts';
+import { ANONYMOUS_LIMITS, type Limits } from './limits/plans.ts';
+import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOperationsDeps } from './api/pets-operations.ts';
+import type { Reply } from './http/reply.ts';
+import { createRouter } from './http/router.ts';
 
 /** An authenticated API key, as the pipeline needs it. */
 export interface ApiKeyIdentity extends Limits {

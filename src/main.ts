@@ -6,14 +6,14 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { openDatabase } from './database.ts';
+import { openDatabase } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
-import { boundedWriter, createLogger } from './access-log.ts';
-import { ensureDevelopmentKey } from './keys-store.ts';
-import { LIMITER_FLUSH_INTERVAL_MS } from './limiter-store.ts';
-import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './pet-creations.ts';
+import { boundedWriter, createLogger } from './http/access-log.ts';
+import { ensureDevelopmentKey } from './storage/sqlite/keys-store.ts';
+import { LIMITER_FLUSH_INTERVAL_MS } from './storage/sqlite/limiter-store.ts';
+import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pet-creations.ts';
 import { createService } from './service.ts';
-import { errorName } from './error-mapper.ts';
+import { errorName } from './http/error-mapper.ts';
 
 /** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
 const SHUTDOWN_GRACE_MS = 10_000;

@@ -7,15 +7,15 @@ import type { DatabaseSync } from 'node:sqlite';
 import type { Server } from 'node:http';
 import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
-import type { Logger } from './access-log.ts';
-import { createKeysStore, type KeysStore } from './keys-store.ts';
-import { createLimiter, type Limiter } from './limiter.ts';
-import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './limiter-store.ts';
-import { createPetsStore, type PetsStore } from './pets-store.ts';
-import { createPetCreations, type PetCreations } from './pet-creations.ts';
+import type { Logger } from './http/access-log.ts';
+import { createKeysStore, type KeysStore } from './storage/sqlite/keys-store.ts';
+import { createLimiter, type Limiter } from './limits/limiter.ts';
+import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
+import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
+import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
 import { createApp, type App, type AppDeps } from './app.ts';
-import { createHttpServer, type ServerOptions } from './server.ts';
-import { buildOpenApiDocument } from './openapi.ts';
+import { createHttpServer, type ServerOptions } from './http/server.ts';
+import { buildOpenApiDocument } from './api/openapi.ts';
 
 export type ServiceConfig = Pick<
   Config,

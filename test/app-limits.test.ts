@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errorBody, fakeClock, startTestServer, type TestServer } from './support/test-server.ts';
-import { openDatabase } from '../src/database.ts';
+import { openDatabase } from '../src/storage/sqlite/database.ts';
 
 const LIMIT_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit-policy', 'ratelimit'];
 

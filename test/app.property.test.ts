@@ -12,11 +12,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { RateLimiter } from '../src/app.ts';
-import { createLimiter } from '../src/limiter.ts';
+import { createLimiter } from '../src/limits/limiter.ts';
 import { startTestServer, type TestServer } from './support/test-server.ts';
 import { openRaw, rawRequest, type RawResponse } from './support/raw-http.ts';
 import { anyCodePoint, CONTRACT_ERRORS, INT64_MAX, settings } from './support/property.ts';
-import { encodeCursor } from '../src/cursor.ts';
+import { encodeCursor } from '../src/api/cursor.ts';
 
 const encoder = new TextEncoder();
 

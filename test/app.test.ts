@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { errorBody, startTestServer } from './support/test-server.ts';
-import type { PetsStore } from '../src/pets-store.ts';
-import { createPetsStore } from '../src/pets-store.ts';
-import { openDatabase } from '../src/database.ts';
+import type { PetsStore } from '../src/storage/sqlite/pets-store.ts';
+import { createPetsStore } from '../src/storage/sqlite/pets-store.ts';
+import { openDatabase } from '../src/storage/sqlite/database.ts';
 
 test('GET /healthz answers ok without a key', async (t) => {
   const server = await startTestServer(t);

@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { openDatabase } from '../src/database.ts';
-import { createKeysStore } from '../src/keys-store.ts';
+import { openDatabase } from '../src/storage/sqlite/database.ts';
+import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CREATES = 300;

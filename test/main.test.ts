@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { openDatabase } from '../src/database.ts';
+import { openDatabase } from '../src/storage/sqlite/database.ts';
 
 const MAIN = new URL('../src/main.ts', import.meta.url).pathname;
 

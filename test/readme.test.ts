@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { ERROR_STATUS } from '../src/api-error.ts';
+import { ERROR_STATUS } from '../src/http/api-error.ts';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 

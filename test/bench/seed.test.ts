@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../../src/database.ts';
-import { createKeysStore } from '../../src/keys-store.ts';
+import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
 import { BENCH_KEY_LIMITS, idBeforeLast, seedDatabase } from '../../bench/seed.ts';
 
 test('the bench database holds the pets and a production enterprise key with limits that never bind', (t) => {

@@ -6,12 +6,12 @@
 import type { TestContext } from 'node:test';
 import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
-import { openDatabase } from '../../src/database.ts';
-import { createLogger } from '../../src/access-log.ts';
+import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { createLogger } from '../../src/http/access-log.ts';
 import { createService, type Service, type ServiceConfig } from '../../src/service.ts';
 import type { AppDeps } from '../../src/app.ts';
 import { conformanceChecker } from './openapi-conformance.ts';
-import type { ServerOptions } from '../../src/server.ts';
+import type { ServerOptions } from '../../src/http/server.ts';
 
 export interface FakeClock {
   (): number;

@@ -1,0 +1,120 @@
+/**
+ * The operations of the API. Each receives the request context after identification, limiting,
+ * authentication and routing, validates its own input with the schemas, and returns a Reply.
+ */
+import type { IncomingMessage } from 'node:http';
+import { ApiError } from '../http/api-error.ts';
+import type { Clock } from '../clock.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
+import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from './idempotency.ts';
+import type { NewPet, PetsStore } from '../storage/sqlite/pets-store.ts';
+import { petJson, petsJson, type Reply } from '../http/reply.ts';
+import type { Params } from '../http/router.ts';
+import { getPetParameters, listPetsParameters, newPetSchema, type PetStatus } from './schemas.ts';
+import { readJsonBody } from '../http/request-body.ts';
+import { createReplyCache } from './reply-cache.ts';
+import { validateBody, validatePath, validateQuery } from './validator.ts';
+
+export interface OperationContext {
+  req: IncomingMessage;
+  params: Params;
+  /** The query string without `?`. */
+  search: string;
+  /** The authenticated API key's id. */
+  keyId: string;
+}
+
+export type Operation = (context: OperationContext) => Reply | Promise<Reply>;
+
+/** `GET /v1/pets/{petId}` is deprecated (RFC 9745) and sunsets (RFC 8594) on this instant. */
+export const SUNSET_MS = Date.UTC(2030, 11, 5);
+/** When the deprecation was announced: the users' text of version 1.0.0. */
+export const DEPRECATED_MS = Date.UTC(2025, 11, 5);
+
+/** Headers on every response of the deprecated operation, errors included. */
+export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
+  Deprecation: `@${DEPRECATED_MS / 1000}`,
+  Sunset: new Date(SUNSET_MS).toUTCString(),
+  Link: '</v1/pets>; rel="successor-version"',
+};
+
+export interface PetsOperationsDeps {
+  pets: PetsStore;
+  clock: Clock;
+  /**
+   * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer:
+   * the service's create path (pet-creations.ts).
+   */
+  createPet: (pet: NewPet, context: OperationContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
+}
+
+/** Builds the operations over a pets store and a clock. */
+/**
+ * Bounds on the answer caches (a list page is at most ~11 KiB, one pet well under 1 KiB): small,
+ * so that they are full within a minute of steady traffic and memory stays flat after that.
+ */
+const LIST_CACHE_ENTRIES = 256;
+const PET_CACHE_ENTRIES = 1_024;
+
+export function createPetsOperations({ pets, clock, createPet: store }: PetsOperationsDeps) {
+
+  // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
+  // since only valid requests ever produce an entry.
+  const listCache = createReplyCache(LIST_CACHE_ENTRIES);
+  const petCache = createReplyCache(PET_CACHE_ENTRIES);
+
+  return {
+    listPets(context: OperationContext): Reply {
+      const revision = pets.revision();
+      const cached = listCache.get(context.search, revision);
+      if (cached) return cached;
+      const query = validateQuery(new URLSearchParams(context.search), listPetsParameters);
+      const limit = query.limit as number;
+      const status = query.status as PetStatus | undefined;
+      const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
+      // One row more than asked tells whether a next page exists without a COUNT.
+      const page = pets.list({ afterId, status, limit: limit + 1 });
+      const headers: Record<string, string> = {};
+      const full = page.length > limit;
+      if (full) {
+        page.length = limit;
+        const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
+        headers.Link = `<${next}>; rel="next"`;
+      }
+      const reply: Reply = { status: 200, body: petsJson(page), headers };
+      // A full page ends before pets that already exist, so later inserts cannot change it.
+      listCache.set(context.search, reply, full, revision);
+      return reply;
+    },
+
+    async createPet(context: OperationContext): Promise<Reply> {
+      // The Idempotency-Key header is the first check of step 5, before the body is looked at.
+      const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
+      const body = await readJsonBody(context.req);
+      const pet = validateBody(body, newPetSchema) as unknown as NewPet;
+      // Fingerprinted as sent, before defaults: an omitted status differs from "available".
+      return store(pet, context, key === null ? null : { key, fingerprint: fingerprintBody(body) });
+    },
+
+    getPet(context: OperationContext): Reply {
+      if (clock() >= SUNSET_MS) {
+        throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
+      }
+      const revision = pets.revision();
+      const raw = context.params.petId!;
+      const cached = petCache.get(raw, revision);
+      if (cached) return cached;
+      const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
+      const pet = pets.get(petId);
+      if (!pet) throw new ApiError('pet_not_found', `No pet has id ${petId}.`);
+      const reply: Reply = { status: 200, body: petJson(pet) };
+      // A stored pet never changes through the service.
+      petCache.set(raw, reply, true, revision);
+      return reply;
+    },
+
+    listOrders(): Reply {
+      throw new ApiError('not_implemented', 'Store orders are not available in this version.');
+    },
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * Structured logging: one JSON line per request on stdout, buffered and written once per
+ * event-loop turn instead of one synchronous write per request. Never the key or the
+ * Authorization header: only the fields listed in AccessEntry exist.
+ */
+
+import { LOG_LEVELS, type LogLevel } from '../config.ts';
+
+export interface AccessEntry {
+  time: number;
+  requestId: string;
+  method: string;
+  path: string;
+  status: number;
+  durationMs: number;
+  keyId: string | null;
+}
+
+export interface Logger {
+  /** One line for a finished request (level info). */
+  access(entry: AccessEntry): void;
+  /** Anything else: `{ level, event, ... }`; fields must already be free of secrets. */
+  event(fields: Record<string, unknown>): void;
+  /** Writes whatever is buffered now (used at shutdown). */
+  flush(): void;
+}
+
+export interface LoggerOptions {
+  level: LogLevel;
+  write: (text: string) => void;
+  clock: () => number;
+  /** Bytes buffered before a write is forced within the same turn. */
+  highWaterMark?: number;
+}
+
+/** Creates a logger that batches lines and hands them to `write`. */
+export function createLogger({ level, write, clock, highWaterMark = 64 * 1024 }: LoggerOptions): Logger {
+  const threshold = LOG_LEVELS.indexOf(level);
+  let buffer = '';
+  let scheduled = false;
+
+  const flush = () => {
+    scheduled = false;
+    if (buffer === '') return;
+    const text = buffer;
+    buffer = '';
+    write(text);
+  };
+  const push = (line: string) => {
+    buffer += line + '\n';
+    if (buffer.length >= highWaterMark) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+  const enabled = (wanted: LogLevel) => LOG_LEVELS.indexOf(wanted) >= threshold && level !== 'silent';
+
+  return {
+    access(entry) {
+      if (!enabled('info')) return;
+      push(
+        `{"time":"${new Date(entry.time).toISOString()}","level":"info","requestId":"${entry.requestId}",` +
+          `"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(entry.path)},"status":${entry.status},` +
+          `"durationMs":${entry.durationMs},"keyId":${entry.keyId === null ? 'null' : JSON.stringify(entry.keyId)}}`,
+      );
+    },
+    event(fields) {
+      const wanted = (LOG_LEVELS as readonly unknown[]).includes(fields.level) ? (fields.level as LogLevel) : 'info';
+      if (!enabled(wanted)) return;
+      push(JSON.stringify({ time: new Date(clock()).toISOString(), ...fields, level: wanted }));
+    },
+    flush,
+  };
+}
+
+/** What boundedWriter needs of a stream: Node's Writable has both. */
+export interface LogStream {
+  readonly writableLength: number;
+  write(text: string): unknown;
+}
+
+/**
+ * Writes log text to a stream without ever holding more than `limitBytes` of it: stdout to a
+ * pipe is asynchronous, and a log reader slower than the server would otherwise grow memory
+ * without bound. Lines that do not fit are dropped, never waited for, and counted in a
+ * `log_lines_dropped` line once the stream has room again.
+ */
+export function boundedWriter(stream: LogStream, limitBytes: number, clock: () => number): (text: string) => void {
+  let dropped = 0;
+  return (text) => {
+    if (stream.writableLength > limitBytes) {
+      for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) dropped++;
+      return;
+    }
+    if (dropped > 0) {
+      stream.write(`{"time":"${new Date(clock()).toISOString()}","level":"warn","event":"log_lines_dropped","count":${dropped}}\n`);
+      dropped = 0;
+    }
+    stream.write(text);
+  };
+}

@@ -1,0 +1,481 @@
+/**
+ * Per-caller rate limiting (contract, "Rate limits"): a minute and a day token bucket per caller,
+ * and escalating temporary bans for callers that keep hammering after a 429.
+ *
+ * Tokens are counted in integer "token-milliseconds": a bucket with a window of W ms holds
+ * `tokens * W` units and gains `capacity` units per elapsed millisecond. Refill, take and clamp
+ * then stay exact integer arithmetic (for per-day limits up to about 100 million), so a header
+ * never shows 58 where 59 is due because of a float rounding.
+ *
+ * Everything is in memory and synchronous; `take` does no I/O. Persistence reads the changed
+ * callers through `exportChanges` (see limiter-store.ts), so the database is written once a
+ * second, not once per request.
+ */
+import type { Clock } from '../clock.ts';
+import type { Limits } from './plans.ts';
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+/** Contract: `RATE_LIMIT_BAN_THRESHOLD` 429s "within 60 s" trigger a ban. */
+const REJECTION_WINDOW_MS = 60_000;
+/** Contract: bans double "at most 24 h". */
+const MAX_BAN_MS = DAY_MS;
+/** A caller's ban count (the doubling) is forgotten once a full day passes after its last ban ended. */
+const BAN_MEMORY_MS = DAY_MS;
+/** Callers examined at the LRU end to make room for a new caller before giving up. */
+const EVICTION_PROBES = 32;
+/**
+ * Callers the idle sweep examines per request. Two, not one: each request moves at most one
+ * caller to the recent end, so two steps make the sweep catch up with that end and start over.
+ */
+const SWEEP_STEPS = 2;
+
+export type LimitCode = 'rate_limited' | 'temporarily_banned';
+
+export interface LimiterOptions {
+  clock: Clock;
+  /** Rejections (429 `rate_limited`) within 60 s that ban a caller (`RATE_LIMIT_BAN_THRESHOLD`). */
+  banThreshold: number;
+  /** Length of a caller's first ban, in seconds (`RATE_LIMIT_BAN_SECONDS`). */
+  banSeconds: number;
+  /** Most callers held in memory; default 100 000. */
+  maxCallers?: number;
+}
+
+export interface Decision {
+  allowed: boolean;
+  /** Set when !allowed. */
+  code?: LimitCode;
+  /** Whole seconds, >= 1, set when !allowed. */
+  retryAfter?: number;
+  /**
+   * Ready-to-send response headers: X-RateLimit-Limit, X-RateLimit-Remaining,
+   * X-RateLimit-Reset, RateLimit-Policy, RateLimit, plus Retry-After when !allowed.
+   */
+  headers: Record<string, string>;
+}
+
+/** One caller's state as persisted: plain values, times in ms since the epoch. */
+export interface SavedCaller {
+  caller: string;
+  /** The limits of the caller's last request; they decide when its buckets count as full. */
+  perMinute: number;
+  perDay: number;
+  /** Tokens (fractional) in each bucket at `updatedAt`. */
+  minuteTokens: number;
+  dayTokens: number;
+  updatedAt: number;
+  /** End of the caller's last ban; 0 if never banned. */
+  bannedUntil: number;
+  /** Bans so far, the doubling exponent of the next one. */
+  banCount: number;
+  /** Times of the caller's 429 `rate_limited` answers within the last 60 s, ascending. */
+  recentRejections: number[];
+}
+
+/** What changed since the previous `exportChanges`: callers to upsert and callers to delete. */
+export interface LimiterChanges {
+  saved: SavedCaller[];
+  removed: string[];
+}
+
+export interface Limiter {
+  /**
+   * Counts one request of `caller` (an opaque id such as `key:<key id>` or `ip:<address>`;
+   * never a plain API key, since it is persisted) against `limits`, which may differ from the
+   * previous call's. Never throws for a well-formed `limits`.
+   */
+  take(caller: string, limits: Limits): Decision;
+  /** Callers held in memory. */
+  size(): number;
+  /** Changes since the last call, for the store; tracking restarts empty. */
+  exportChanges(): LimiterChanges;
+  /** Puts back changes that could not be saved, so the next export carries them again. */
+  requeue(changes: LimiterChanges): void;
+  /**
+   * Loads saved state at startup (oldest `updatedAt` first, so the LRU order survives). Time
+   * that passed since `updatedAt` refills the buckets as usual. A caller already in memory keeps
+   * its (newer) state.
+   */
+  restore(saved: Iterable<SavedCaller>): void;
+}
+
+interface CallerState {
+  readonly caller: string;
+  /** Limits of the last request: they decide when the caller is idle or being rejected. */
+  perMinute: number;
+  perDay: number;
+  /** Token-milliseconds at `updatedAt`. */
+  minute: number;
+  day: number;
+  updatedAt: number;
+  bannedUntil: number;
+  banCount: number;
+  /** Ring of the last `banThreshold` rejection times; allocated on the first rejection only. */
+  rejections: number[] | null;
+  /** Next slot to write, which is also the oldest of the ring's times. */
+  rejectionHead: number;
+  lastRejectedAt: number;
+  /** Changed since the last export. */
+  dirty: boolean;
+  /** May have a row in the store, so forgetting it must delete that row. */
+  persisted: boolean;
+  /** Neighbours in the recency list. */
+  older: CallerState | null;
+  newer: CallerState | null;
+}
+
+/**
+ * Creates an in-memory limiter. Programmer errors in `options` throw here, at boot.
+ *
+ * Choices the contract leaves open:
+ * - The 429 that reaches `banThreshold` already answers `temporarily_banned`, with the ban's
+ *   Retry-After, since that is when a request will next be accepted. Answers during a ban are
+ *   not counted towards the next ban (otherwise every ban would renew itself when it ends).
+ * - Ban n (from 0) lasts `banSeconds * 2^n`, at most 24 h. The count is forgotten when a new
+ *   ban starts 24 h or more after the previous one ended; until then the caller is kept (in
+ *   memory and in the store) even with full buckets.
+ * - At `maxCallers`, the least recently used caller that is neither banned nor being rejected
+ *   (a bucket under one token) is evicted: it comes back with full buckets, and its ban count
+ *   is forgotten. If the 32 oldest are all protected, the new caller is answered as a fresh
+ *   caller without being remembered: memory stays bounded and no limited caller is released.
+ * - Callers whose buckets are full again and who have nothing else to remember are dropped by
+ *   a sweep that looks at two entries per request.
+ */
+export function createLimiter(options: LimiterOptions): Limiter {
+  const { clock, banThreshold, banSeconds } = options;
+  const maxCallers = options.maxCallers ?? 100_000;
+  if (!Number.isSafeInteger(banThreshold) || banThreshold < 1) {
+    throw new RangeError(`banThreshold must be a positive integer, got ${banThreshold}`);
+  }
+  if (!(Number.isFinite(banSeconds) && banSeconds > 0)) {
+    throw new RangeError(`banSeconds must be a positive number, got ${banSeconds}`);
+  }
+  if (!Number.isSafeInteger(maxCallers) || maxCallers < 1) {
+    throw new RangeError(`maxCallers must be a positive integer, got ${maxCallers}`);
+  }
+  // Whole milliseconds, so a ban end fits the store's INTEGER column.
+  const banMs = Math.round(banSeconds * 1000);
+
+  const callers = new Map<string, CallerState>();
+  // Recency is an intrusive doubly linked list, oldest first. Not the Map's insertion order
+  // (delete + set on touch): V8 leaves deleted slots in place until a rehash, so reading the
+  // Map's first entry scans them all, and a flood of new callers made eviction cost ~10 us.
+  let oldest: CallerState | null = null;
+  let newest: CallerState | null = null;
+  // The next caller the idle sweep looks at, walking from oldest to newest.
+  let sweepAt: CallerState | null = null;
+  const dirty = new Set<CallerState>();
+  const removed = new Set<string>();
+
+  function unlink(state: CallerState): void {
+    if (sweepAt === state) sweepAt = state.newer;
+    if (state.older === null) oldest = state.newer;
+    else state.older.newer = state.newer;
+    if (state.newer === null) newest = state.older;
+    else state.newer.older = state.older;
+    state.older = null;
+    state.newer = null;
+  }
+
+  function append(state: CallerState): void {
+    state.older = newest;
+    if (newest === null) oldest = state;
+    else newest.newer = state;
+    newest = state;
+  }
+
+  function touch(state: CallerState): void {
+    if (state === newest) return;
+    unlink(state);
+    append(state);
+  }
+
+  function markDirty(state: CallerState): void {
+    if (!state.dirty) {
+      state.dirty = true;
+      dirty.add(state);
+    }
+  }
+
+  function forget(state: CallerState): void {
+    callers.delete(state.caller);
+    unlink(state);
+    if (state.dirty) {
+      state.dirty = false;
+      dirty.delete(state);
+    }
+    if (state.persisted) removed.add(state.caller);
+  }
+
+  function isIdle(state: CallerState, now: number): boolean {
+    refill(state, now, state.perMinute, state.perDay);
+    return (
+      state.minute >= state.perMinute * MINUTE_MS &&
+      state.day >= state.perDay * DAY_MS &&
+      now >= state.bannedUntil &&
+      (state.banCount === 0 || now >= state.bannedUntil + BAN_MEMORY_MS) &&
+      now - state.lastRejectedAt >= REJECTION_WINDOW_MS
+    );
+  }
+
+  function isProtected(state: CallerState, now: number): boolean {
+    refill(state, now, state.perMinute, state.perDay);
+    return now < state.bannedUntil || state.minute < MINUTE_MS || state.day < DAY_MS;
+  }
+
+  function sweep(now: number): void {
+    for (let step = 0; step < SWEEP_STEPS; step++) {
+      if (sweepAt === null) sweepAt = oldest;
+      const state = sweepAt;
+      if (state === null) return;
+      sweepAt = state.newer;
+      if (isIdle(state, now)) forget(state);
+    }
+  }
+
+  /** Frees a slot at the LRU end; false when only protected callers were found there. */
+  function makeRoom(now: number): boolean {
+    for (let probe = 0; probe < EVICTION_PROBES && callers.size >= maxCallers; probe++) {
+      const state = oldest;
+      if (state === null) break;
+      // Rotate a protected caller out of the way so the next probe sees another candidate.
+      if (isProtected(state, now)) touch(state);
+      else forget(state);
+    }
+    return callers.size < maxCallers;
+  }
+
+  function admit(caller: string, perMinute: number, perDay: number, now: number): CallerState | null {
+    if (callers.size >= maxCallers && !makeRoom(now)) return null;
+    const state = newState(caller, perMinute, perDay, now);
+    // Its row is still in the store, waiting to be deleted: overwrite it instead.
+    if (removed.delete(caller)) state.persisted = true;
+    callers.set(caller, state);
+    append(state);
+    return state;
+  }
+
+  function reject(state: CallerState, now: number, perMinute: number, perDay: number): Decision {
+    let ring = state.rejections;
+    if (ring === null) {
+      ring = new Array<number>(banThreshold).fill(-Infinity);
+      state.rejections = ring;
+    }
+    ring[state.rejectionHead] = now;
+    state.rejectionHead = (state.rejectionHead + 1) % banThreshold;
+    state.lastRejectedAt = now;
+    markDirty(state);
+    // After the write, the head slot holds the oldest of the last `banThreshold` rejections.
+    if (now - ring[state.rejectionHead]! < REJECTION_WINDOW_MS) {
+      if (now >= state.bannedUntil + BAN_MEMORY_MS) state.banCount = 0;
+      const duration = Math.min(banMs * 2 ** Math.min(state.banCount, 32), MAX_BAN_MS);
+      state.bannedUntil = now + duration;
+      state.banCount++;
+      state.rejections = null;
+      state.rejectionHead = 0;
+      return decide(state, perMinute, perDay, 'temporarily_banned', secondsUntil(state.bannedUntil, now));
+    }
+    const waitMs = Math.max(
+      msUntilToken(state.minute, MINUTE_MS, perMinute),
+      msUntilToken(state.day, DAY_MS, perDay),
+    );
+    return decide(state, perMinute, perDay, 'rate_limited', secondsUntil(state.updatedAt + waitMs, now));
+  }
+
+  return {
+    take(caller, limits) {
+      const { perMinute, perDay } = limits;
+      if (!Number.isSafeInteger(perMinute) || perMinute < 1 || !Number.isSafeInteger(perDay) || perDay < 1) {
+        throw new RangeError(`limits must be positive integers, got ${perMinute}/min ${perDay}/day`);
+      }
+      const now = clock();
+      sweep(now);
+      let state = callers.get(caller);
+      if (state === undefined) {
+        const admitted = admit(caller, perMinute, perDay, now);
+        if (admitted === null) {
+          // Memory is full of protected callers: answer as a fresh caller, remember nothing.
+          const fresh = newState(caller, perMinute, perDay, now);
+          fresh.minute -= MINUTE_MS;
+          fresh.day -= DAY_MS;
+          return decide(fresh, perMinute, perDay, undefined, 0);
+        }
+        state = admitted;
+      } else {
+        touch(state);
+      }
+      refill(state, now, perMinute, perDay);
+      state.perMinute = perMinute;
+      state.perDay = perDay;
+      if (now < state.bannedUntil) {
+        return decide(state, perMinute, perDay, 'temporarily_banned', secondsUntil(state.bannedUntil, now));
+      }
+      if (state.minute < MINUTE_MS || state.day < DAY_MS) return reject(state, now, perMinute, perDay);
+      state.minute -= MINUTE_MS;
+      state.day -= DAY_MS;
+      markDirty(state);
+      return decide(state, perMinute, perDay, undefined, 0);
+    },
+
+    size() {
+      return callers.size;
+    },
+
+    exportChanges() {
+      const now = clock();
+      const saved: SavedCaller[] = [];
+      for (const state of dirty) {
+        saved.push(snapshot(state, now, banThreshold));
+        state.dirty = false;
+        state.persisted = true;
+      }
+      dirty.clear();
+      const gone = [...removed];
+      removed.clear();
+      return { saved, removed: gone };
+    },
+
+    requeue(changes) {
+      for (const caller of [...changes.removed, ...changes.saved.map((saved) => saved.caller)]) {
+        const state = callers.get(caller);
+        if (state === undefined) {
+          // Whether or not its row was written, deleting it is right: absent means full.
+          removed.add(caller);
+        } else {
+          state.persisted = true;
+          markDirty(state);
+        }
+      }
+    },
+
+    restore(saved) {
+      const now = clock();
+      for (const entry of saved) {
+        if (callers.has(entry.caller)) continue;
+        const state = fromSaved(entry, banThreshold);
+        if (isIdle(state, now) || (callers.size >= maxCallers && !makeRoom(now))) {
+          removed.add(entry.caller);
+          continue;
+        }
+        removed.delete(entry.caller);
+        callers.set(entry.caller, state);
+        append(state);
+      }
+    },
+  };
+}
+
+function newState(caller: string, perMinute: number, perDay: number, now: number): CallerState {
+  return {
+    caller,
+    perMinute,
+    perDay,
+    minute: perMinute * MINUTE_MS,
+    day: perDay * DAY_MS,
+    updatedAt: now,
+    bannedUntil: 0,
+    banCount: 0,
+    rejections: null,
+    rejectionHead: 0,
+    lastRejectedAt: -Infinity,
+    dirty: false,
+    persisted: false,
+    older: null,
+    newer: null,
+  };
+}
+
+/** Brings both buckets to `now` under the given limits, clamping to a lowered capacity. */
+function refill(state: CallerState, now: number, perMinute: number, perDay: number): void {
+  const minuteCapacity = perMinute * MINUTE_MS;
+  const dayCapacity = perDay * DAY_MS;
+  const elapsed = now - state.updatedAt;
+  if (elapsed > 0) {
+    // Past a whole window the bucket is full whatever it held; this also keeps
+    // `elapsed * rate` from growing without bound after a long absence.
+    state.minute = elapsed >= MINUTE_MS ? minuteCapacity : Math.min(minuteCapacity, state.minute + elapsed * perMinute);
+    state.day = elapsed >= DAY_MS ? dayCapacity : Math.min(dayCapacity, state.day + elapsed * perDay);
+    state.updatedAt = now;
+  } else {
+    // Same instant, or the clock stepped back: no refill, so no token is handed out twice.
+    if (state.minute > minuteCapacity) state.minute = minuteCapacity;
+    if (state.day > dayCapacity) state.day = dayCapacity;
+  }
+}
+
+/** Milliseconds after the state's `updatedAt` until the bucket holds one whole token. */
+function msUntilToken(units: number, windowMs: number, rate: number): number {
+  return units >= windowMs ? 0 : (windowMs - units) / rate;
+}
+
+/** Whole seconds from `now` until `at`, rounded up, at least 1 (a Retry-After). */
+function secondsUntil(at: number, now: number): number {
+  return Math.max(1, Math.ceil((at - now) / 1000));
+}
+
+function decide(
+  state: CallerState,
+  perMinute: number,
+  perDay: number,
+  code: LimitCode | undefined,
+  retryAfter: number,
+): Decision {
+  const minuteLeft = Math.floor(state.minute / MINUTE_MS);
+  const dayLeft = Math.floor(state.day / DAY_MS);
+  const minuteMsToFull = (perMinute * MINUTE_MS - state.minute) / perMinute;
+  const dayMsToFull = (perDay * DAY_MS - state.day) / perDay;
+  const minuteBinds = minuteLeft <= dayLeft;
+  const headers: Record<string, string> = {
+    'X-RateLimit-Limit': String(minuteBinds ? perMinute : perDay),
+    'X-RateLimit-Remaining': String(minuteBinds ? minuteLeft : dayLeft),
+    'X-RateLimit-Reset': String(Math.ceil((state.updatedAt + (minuteBinds ? minuteMsToFull : dayMsToFull)) / 1000)),
+    'RateLimit-Policy': `"minute";q=${perMinute};w=60, "day";q=${perDay};w=86400`,
+    RateLimit: `"minute";r=${minuteLeft};t=${Math.ceil(minuteMsToFull / 1000)}, "day";r=${dayLeft};t=${Math.ceil(dayMsToFull / 1000)}`,
+  };
+  if (code === undefined) return { allowed: true, headers };
+  headers['Retry-After'] = String(retryAfter);
+  return { allowed: false, code, retryAfter, headers };
+}
+
+function snapshot(state: CallerState, now: number, banThreshold: number): SavedCaller {
+  const recentRejections: number[] = [];
+  const ring = state.rejections;
+  if (ring !== null) {
+    for (let i = 0; i < banThreshold; i++) {
+      const at = ring[(state.rejectionHead + i) % banThreshold]!;
+      if (now - at < REJECTION_WINDOW_MS) recentRejections.push(at);
+    }
+  }
+  return {
+    caller: state.caller,
+    perMinute: state.perMinute,
+    perDay: state.perDay,
+    minuteTokens: state.minute / MINUTE_MS,
+    dayTokens: state.day / DAY_MS,
+    updatedAt: state.updatedAt,
+    bannedUntil: state.bannedUntil,
+    banCount: state.banCount,
+    recentRejections,
+  };
+}
+
+function fromSaved(saved: SavedCaller, banThreshold: number): CallerState {
+  const state = newState(saved.caller, saved.perMinute, saved.perDay, saved.updatedAt);
+  // Units are integers; rounding undoes the division done by `snapshot`.
+  state.minute = Math.round(saved.minuteTokens * MINUTE_MS);
+  state.day = Math.round(saved.dayTokens * DAY_MS);
+  state.bannedUntil = saved.bannedUntil;
+  state.banCount = saved.banCount;
+  state.persisted = true;
+  // The threshold may have changed since the save: keep the newest that still fit.
+  const times = saved.recentRejections.slice(-banThreshold);
+  if (times.length > 0) {
+    const ring = new Array<number>(banThreshold).fill(-Infinity);
+    for (let i = 0; i < times.length; i++) ring[i] = times[i]!;
+    state.rejections = ring;
+    state.rejectionHead = times.length % banThreshold;
+    state.lastRejectedAt = times[times.length - 1]!;
+  }
+  return state;
+}

@@ -1,0 +1,88 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ApiError } from '../../src/http/api-error.ts';
+import { validateBody, validatePath, validateQuery } from '../../src/api/validator.ts';
+import { getPetParameters, listPetsParameters, newPetSchema } from '../../src/api/schemas.ts';
+
+function rejects(run: () => unknown, code: string, ...named: string[]): void {
+  assert.throws(run, (error: unknown) => {
+    assert.ok(error instanceof ApiError);
+    assert.equal(error.code, code);
+    for (const name of named) assert.match(error.message, new RegExp(name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    return true;
+  });
+}
+
+test('a valid new pet passes and an omitted status defaults to available', () => {
+  assert.deepEqual(validateBody({ name: 'Rex', categoryId: 3n }, newPetSchema), { name: 'Rex', categoryId: 3n, status: 'available' });
+  assert.deepEqual(validateBody({ status: 'sold', categoryId: 9223372036854775807n, name: ' a ' }, newPetSchema), {
+    name: ' a ', categoryId: 9223372036854775807n, status: 'sold',
+  });
+});
+
+test('a body that is not an object is invalid_body', () => {
+  for (const value of [null, [], 'x', 1n, true]) rejects(() => validateBody(value, newPetSchema), 'invalid_body');
+});
+
+test('the message names every bad field at once', () => {
+  rejects(() => validateBody({ name: '', categoryId: 0n, status: null, id: 1n, extra: 1 }, newPetSchema),
+    'invalid_body', 'name', 'categoryId', 'status', '"id"', '"extra"');
+  rejects(() => validateBody({}, newPetSchema), 'invalid_body', 'name is required', 'categoryId is required');
+});
+
+test('name: 1 to 100 code points, not blank, no control characters, no lone surrogates', () => {
+  const ok = (name: string) => validateBody({ name, categoryId: 1n }, newPetSchema);
+  assert.equal(ok('x'.repeat(100)).name, 'x'.repeat(100));
+  assert.equal(ok('🐶'.repeat(100)).name, '🐶'.repeat(100), 'an astral character counts once');
+  assert.equal(ok('Zoë  the\tcat'.replace('\t', ' ')).name, 'Zoë  the cat');
+  for (const name of ['', ' ', '\u00a0\u2003', 'x'.repeat(101), '🐶'.repeat(101), 'a\u0000', 'a\nb', 'a\u007f', 'a\u0085', 'a\u009f', 'a\ud800', '\udc00b']) {
+    rejects(() => ok(name), 'invalid_body', 'name');
+  }
+  for (const name of [1n, null, ['x'], { x: 1 }]) rejects(() => validateBody({ name, categoryId: 1n }, newPetSchema), 'invalid_body', 'name');
+});
+
+test('categoryId must be an int64 bigint of at least 1, never a number or a string', () => {
+  for (const categoryId of [0n, -1n, 9223372036854775808n, 1, 1.5, '5', null, true]) {
+    rejects(() => validateBody({ name: 'x', categoryId }, newPetSchema), 'invalid_body', 'categoryId');
+  }
+});
+
+test('status must be one of the three values; null is not a value', () => {
+  for (const status of ['AVAILABLE', 'adopted', '', null, 1n]) {
+    rejects(() => validateBody({ name: 'x', categoryId: 1n, status }, newPetSchema), 'invalid_body', 'status');
+  }
+});
+
+test('__proto__ and friends are unknown properties, not prototype changes', () => {
+  const body = JSON.parse('{"name":"x","categoryId":1,"__proto__":{"admin":true}}');
+  body.categoryId = 1n;
+  rejects(() => validateBody(body, newPetSchema), 'invalid_body', '"__proto__"');
+});
+
+test('list query: defaults, leading zeros, each value checked', () => {
+  assert.deepEqual(validateQuery(new URLSearchParams(''), listPetsParameters), { limit: 20 });
+  assert.deepEqual(validateQuery(new URLSearchParams('limit=05&status=sold&cursor=abc'), listPetsParameters), {
+    limit: 5, status: 'sold', cursor: 'abc',
+  });
+  assert.deepEqual(validateQuery(new URLSearchParams('limit=100'), listPetsParameters), { limit: 100 });
+  for (const limit of ['0', '101', '-1', '+5', '5.0', '1e1', '', ' 5', 'abc', '99999999999999999999999']) {
+    rejects(() => validateQuery(new URLSearchParams({ limit }), listPetsParameters), 'invalid_query', 'limit');
+  }
+  rejects(() => validateQuery(new URLSearchParams('status=lost'), listPetsParameters), 'invalid_query', 'status');
+  rejects(() => validateQuery(new URLSearchParams('cursor='), listPetsParameters), 'invalid_query', 'cursor');
+});
+
+test('list query: unknown and repeated parameters are named', () => {
+  rejects(() => validateQuery(new URLSearchParams('offset=5'), listPetsParameters), 'invalid_query', '"offset"');
+  rejects(() => validateQuery(new URLSearchParams('limit=5&limit=6'), listPetsParameters), 'invalid_query', '"limit" is repeated');
+  rejects(() => validateQuery(new URLSearchParams('status=sold&status=sold'), listPetsParameters), 'invalid_query', '"status"');
+});
+
+test('petId: an int64 in decimal with optional minus and leading zeros', () => {
+  assert.deepEqual(validatePath({ petId: '42' }, getPetParameters), { petId: 42n });
+  assert.deepEqual(validatePath({ petId: '-0007' }, getPetParameters), { petId: -7n });
+  assert.deepEqual(validatePath({ petId: '000000000000000000000009223372036854775807' }, getPetParameters), { petId: 9223372036854775807n });
+  for (const petId of ['', 'abc', '1.0', '+1', '9223372036854775808', '-9223372036854775809', '1e3', '%31', ' 1']) {
+    rejects(() => validatePath({ petId }, getPetParameters), 'invalid_path', 'petId');
+  }
+});
