@@ -10,7 +10,7 @@ import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
 /**
  * The bench key's own limits. High enough never to refuse a request in a run (a run sends a
  * few million requests at most), and low enough for the limiter's exact integer arithmetic
- * (per-day limits up to about 100 million, see src/limiter.ts).
+ * (per-day limits up to about 100 million, see src/limits/limiter.ts).
  */
 export const BENCH_KEY_LIMITS = { perMinute: 10_000_000, perDay: 100_000_000 } as const;
 

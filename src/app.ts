@@ -8,11 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { ApiError } from './http/api-error.ts';
 import type { Clock } from './clock.ts';
 import { toErrorReply } from './http/error-mapper.ts';
-import { clientAddress, readCredentials, requestId } from './http/identify.ts';
+import { clientAddress, INVALID_TOKEN_CHALLENGE, readCredentials, requestId, UNAUTHENTICATED_CHALLENGE } from './http/identify.ts';
 import type { Logger } from './http/access-log.ts';
 import { ANONYMOUS_LIMITS, type Limits } from './limits/plans.ts';
 import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOperationsDeps } from './api/pets-operations.ts';
-import type { Reply } from './http/reply.ts';
+import { COMMON_HEADERS, type Reply } from './http/reply.ts';
+import type { App } from './http/server.ts';
 import { createRouter } from './http/router.ts';
 
 /** An authenticated API key, as the pipeline needs it. */
@@ -52,28 +53,12 @@ interface Route {
   headers?: Readonly<Record<string, string>>;
 }
 
-export interface App {
-  handle(req: IncomingMessage, res: ServerResponse): void;
-  /** From now on every response asks the client to close its connection (shutdown). */
-  drain(): void;
-}
-
-/** Headers on every response (the OpenAPI document describes them from here). */
-export const COMMON_HEADERS = {
-  'Cache-Control': 'no-store',
-  'X-Content-Type-Options': 'nosniff',
-  'Content-Type': 'application/json; charset=utf-8',
-} as const;
-
 /** 405 for a path that exists with other methods, listed in `Allow`. */
 const methodNotAllowed = (method: string, allow: string) =>
   new ApiError('method_not_allowed', `${method} is not allowed here; use ${allow}.`, { Allow: allow });
 
 /** The answer to a request that arrives on an open connection after shutdown began. */
 const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
-
-export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
-export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
 
 /**
  * RFC 9112 section 3.2: a request without Host (HTTP/1.1) or with more than one is answered 400.

@@ -13,7 +13,8 @@ import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
 import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
-import { createApp, type App, type AppDeps } from './app.ts';
+import { createApp, type AppDeps } from './app.ts';
+import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument } from './api/openapi.ts';
 

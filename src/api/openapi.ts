@@ -8,7 +8,8 @@
  * one convention of ours (int64 values arrive as bigints) is invisible on the wire.
  */
 import { ERROR_STATUS, type ErrorCode } from '../http/api-error.ts';
-import { COMMON_HEADERS, INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../app.ts';
+import { COMMON_HEADERS } from '../http/reply.ts';
+import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../http/identify.ts';
 import { CLIENT_REQUEST_ID } from '../http/identify.ts';
 import { DEPRECATION_HEADERS, SUNSET_MS } from './pets-operations.ts';
 import {

@@ -13,7 +13,8 @@ import type { Clock } from '../clock.ts';
 import { createGroupCommit } from '../storage/group-commit.ts';
 import type { IdempotentRequest } from './idempotency.ts';
 import type { NewPet, Pet, PetCreation, PetsStore, StoredResponse } from '../storage/sqlite/pets-store.ts';
-import { created, type Reply } from '../http/reply.ts';
+import type { Reply } from '../http/reply.ts';
+import { created } from './pet-json.ts';
 
 /** How often main.ts purges expired idempotency records (lookups ignore them before that). */
 export const IDEMPOTENCY_PURGE_INTERVAL_MS = 10 * 60 * 1000;

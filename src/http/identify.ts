@@ -41,3 +41,7 @@ export const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export function requestId(header: string | string[] | undefined, generate: () => string): string {
   return typeof header === 'string' && CLIENT_REQUEST_ID.test(header) ? header : generate();
 }
+
+/** `WWW-Authenticate` of a 401 without a usable key, and of one with an invalid key (RFC 6750). */
+export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
+export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';

@@ -6,10 +6,16 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
-import { COMMON_HEADERS, type App } from '../app.ts';
 import { ERROR_STATUS } from './api-error.ts';
 import type { Logger } from './access-log.ts';
-import { errorJson } from './reply.ts';
+import { COMMON_HEADERS, errorJson } from './reply.ts';
+
+/** The request handler the server drives (the pipeline in `app.ts`). */
+export interface App {
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  /** From now on every response asks the client to close its connection (shutdown). */
+  drain(): void;
+}
 
 export const SERVER_LIMITS = {
   /** Request headers must arrive within 10 s ... */

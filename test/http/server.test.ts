@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import type { Socket } from 'node:net';
 import { createHttpServer, SERVER_LIMITS } from '../../src/http/server.ts';
 import { createLogger } from '../../src/http/access-log.ts';
-import type { App } from '../../src/app.ts';
+import type { App } from '../../src/http/server.ts';
 import { startTestServer, type TestServer } from '../support/test-server.ts';
 import { errorCode, openRaw, rawRequest } from '../support/raw-http.ts';
 

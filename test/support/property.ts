@@ -21,7 +21,7 @@ export function settings<T>(runs: number): Parameters<T> {
 
 /**
  * The contract's error table (CONTRACT.md, Errors), written out here rather than imported from
- * src/api-error.ts so that a wrong entry in the code cannot also be the test's expectation.
+ * src/http/api-error.ts so that a wrong entry in the code cannot also be the test's expectation.
  */
 export const CONTRACT_ERRORS: Readonly<Record<string, number>> = {
   invalid_json: 400, invalid_body: 400, invalid_query: 400, invalid_path: 400, invalid_idempotency_key: 400, bad_request: 400,
