@@ -1,0 +1,80 @@
+/**
+ * Connecting to PostgreSQL, bringing its schema up to date, and turning the driver's failures
+ * into the service's: a database that cannot be reached is `DatabaseUnavailableError` (503).
+ */
+import { DatabaseUnavailableError } from '../unavailable.ts';
+import { loadDriver, type PostgresSql } from './driver.ts';
+import { MIGRATIONS } from './migrations.ts';
+
+export interface PostgresOptions {
+  /** Most connections this instance opens (`DATABASE_POOL_SIZE`). */
+  poolSize: number;
+  /** Seconds to wait for a connection before a request fails with 503; default 5. */
+  connectTimeoutSeconds?: number;
+}
+
+/**
+ * A pool over `url`. Nothing connects until the first query. Server notices are not printed
+ * (the driver's default is console.log, which would break the one-JSON-line-per-entry log).
+ */
+export async function connectPostgres(url: string, options: PostgresOptions): Promise<PostgresSql> {
+  const postgres = await loadDriver();
+  return postgres(url, {
+    max: options.poolSize,
+    connect_timeout: options.connectTimeoutSeconds ?? 5,
+    onnotice: () => {},
+    // Statements are ours and fixed: prepared once per connection, then only bound.
+    prepare: true,
+    connection: { application_name: 'pets' },
+  }) as unknown as PostgresSql;
+}
+
+/** Any constant; instances starting together queue on it so that one of them migrates. */
+const MIGRATION_LOCK = 0x7065_7473_6d69_67n; // "petsmig"
+
+/**
+ * Runs every migration the database has not seen, in order, in one transaction under a
+ * transaction-level advisory lock: instances starting at the same moment wait for the first,
+ * then find nothing left to do. Returns the versions this call applied.
+ */
+export async function migratePostgres(sql: PostgresSql, migrations: readonly string[] = MIGRATIONS): Promise<number[]> {
+  return guard(() =>
+    sql.begin(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::bigint)`;
+      await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
+      const [row] = await tx<{ version: number }[]>`SELECT coalesce(max(version), 0)::integer AS version FROM schema_migrations`;
+      const applied: number[] = [];
+      for (let version = row!.version; version < migrations.length; version++) {
+        await tx.unsafe(migrations[version]!);
+        await tx`INSERT INTO schema_migrations (version) VALUES (${version + 1})`;
+        applied.push(version + 1);
+      }
+      return applied;
+    }),
+  );
+}
+
+/** SQLSTATE classes and codes that mean "not now" rather than "wrong": answered 503, retried. */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P|58|40001|40P01|25006)/;
+/** The driver's and Node's codes for a connection that failed or was lost. */
+const UNAVAILABLE_CONNECTION = new Set([
+  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+]);
+
+/** The error to throw for a driver failure: unavailable ones become DatabaseUnavailableError. */
+export function classifyError(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return error;
+  if (UNAVAILABLE_CONNECTION.has(code) || UNAVAILABLE_SQLSTATE.test(code)) return new DatabaseUnavailableError(code);
+  return error;
+}
+
+/** Runs `work`, rethrowing its failure classified (see classifyError). */
+export async function guard<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw classifyError(error);
+  }
+}
