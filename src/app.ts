@@ -29,15 +29,18 @@ export interface RateDecision {
   headers: Record<string, string>;
 }
 
+/** Takes a token for a caller: at once (in memory) or after a round trip (PostgreSQL). */
 export interface RateLimiter {
-  take(caller: string, limits: Limits): RateDecision;
+  take(caller: string, limits: Limits): RateDecision | Promise<RateDecision>;
 }
 
 export interface AppDeps {
   clock: Clock;
   logger: Logger;
   /** Returns the key a bearer token belongs to when it is valid now, else null. */
-  authenticate: (token: string) => ApiKeyIdentity | null;
+  authenticate: (token: string) => ApiKeyIdentity | null | Promise<ApiKeyIdentity | null>;
+  /** Whether the database can be reached, for /healthz; absent means always (SQLite). */
+  health?: () => boolean | Promise<boolean>;
   limiter: RateLimiter;
   pets: PetsOperationsDeps['pets'];
   createPet: PetsOperationsDeps['createPet'];
@@ -52,6 +55,10 @@ interface Route {
   /** Headers on every response of this route, errors included. */
   headers?: Readonly<Record<string, string>>;
 }
+
+const HEALTHY: Reply = { status: 200, body: '{"status":"ok"}' };
+/** A load balancer stops sending traffic to an instance whose database cannot be reached. */
+const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', headers: { 'Retry-After': '1' } };
 
 /** 405 for a path that exists with other methods, listed in `Allow`. */
 const methodNotAllowed = (method: string, allow: string) =>
@@ -81,7 +88,10 @@ export function createApp(deps: AppDeps): App {
   router.add('GET', '/v1/pets/{petId}', { run: operations.getPet, headers: DEPRECATION_HEADERS });
   router.add('GET', '/v1/store/orders', { run: operations.listOrders });
   const publicRouter = createRouter<Route>();
-  publicRouter.add('GET', '/healthz', { run: () => ({ status: 200, body: '{"status":"ok"}' }) });
+  const health = deps.health;
+  publicRouter.add('GET', '/healthz', {
+    run: health === undefined ? () => HEALTHY : async () => ((await health()) ? HEALTHY : UNHEALTHY),
+  });
   if (deps.openapi !== undefined) {
     const document = deps.openapi;
     publicRouter.add('GET', '/v1/openapi.json', { run: () => ({ status: 200, body: document }) });
@@ -113,12 +123,16 @@ export function createApp(deps: AppDeps): App {
 
     // 1. Identification: a valid key is the caller; otherwise the client address is.
     const credentials = readCredentials(req.headers.authorization);
-    const apiKey = credentials.kind === 'bearer' ? deps.authenticate(credentials.token) : null;
+    // The stores answer at once (SQLite) or later (PostgreSQL): await only a promise, so the
+    // synchronous engine's requests take no extra microtask turn.
+    const found = credentials.kind === 'bearer' ? deps.authenticate(credentials.token) : null;
+    const apiKey = found instanceof Promise ? await found : found;
     exchange.keyId = apiKey?.id ?? null;
 
     // 2. Rate limiting: every request that gets here counts, whatever its outcome.
     const caller = apiKey ? `key:${apiKey.id}` : `ip:${clientAddress(req, trustProxy)}`;
-    const decision = deps.limiter.take(caller, apiKey ?? ANONYMOUS_LIMITS);
+    const taken = deps.limiter.take(caller, apiKey ?? ANONYMOUS_LIMITS);
+    const decision = taken instanceof Promise ? await taken : taken;
     exchange.rateHeaders = decision.headers;
     if (!decision.allowed) {
       throw decision.code === 'temporarily_banned'

@@ -1,56 +1,93 @@
 /**
- * Wires the parts into one service over an open database: keys, limiter (restored from its
- * saved state), pets, the app and its HTTP server. No environment, no files, no timers, no
- * listening: main.ts does those, and tests call this with `:memory:` and a fake clock.
+ * Wires the parts into one service over an open database: keys, limiter, pets, the app and its
+ * HTTP server. No environment, no files, no timers, no listening: main.ts does those, and tests
+ * call this with `:memory:` (or a test PostgreSQL) and a fake clock.
+ *
+ * Two engines stand behind the same storage interfaces:
+ * - SQLite (`createService`): one process owns the file; the limiter lives in memory and is saved
+ *   every second; caches of keys and answers are checked against PRAGMA data_version.
+ * - PostgreSQL (`createPostgresService`): every instance shares the database; the limiter takes
+ *   each token in the database, keys are read per request, and nothing about pets is cached, so
+ *   what one instance or the keys command committed is seen by the next request everywhere.
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { Server } from 'node:http';
 import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
 import type { Logger } from './http/access-log.ts';
-import { createKeysStore, type KeysStore } from './storage/sqlite/keys-store.ts';
+import { createKeysStore, type SqliteKeysStore } from './storage/sqlite/keys-store.ts';
 import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
-import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
+import { createPetsStore, type SqlitePetsStore } from './storage/sqlite/pets-store.ts';
 import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
-import { createApp, type AppDeps } from './app.ts';
+import { createApp, type AppDeps, type RateLimiter } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument } from './api/openapi.ts';
+import type { KeysStore } from './storage/keys.ts';
+import type { PetsStore } from './storage/pets.ts';
+import type { PostgresSql } from './storage/postgres/driver.ts';
+import { createPostgresKeysStore } from './storage/postgres/keys-store.ts';
+import { createPostgresPetsStore } from './storage/postgres/pets-store.ts';
+import { createPostgresLimiter, type PostgresLimiter } from './storage/postgres/limiter.ts';
+import { createHealthCheck } from './storage/postgres/health.ts';
 
 export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
 >;
 
-export interface ServiceDeps {
+interface CommonDeps {
   config: ServiceConfig;
-  db: DatabaseSync;
   clock: Clock;
   logger: Logger;
   /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
   overrides?: Partial<AppDeps>;
   server?: ServerOptions;
-  maxLimiterCallers?: number;
   /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
 }
 
-export interface Service {
+export interface ServiceDeps extends CommonDeps {
+  db: DatabaseSync;
+  maxLimiterCallers?: number;
+}
+
+export interface PostgresServiceDeps extends CommonDeps {
+  /** A pool on a migrated database (see storage/postgres/database.ts). */
+  sql: PostgresSql;
+}
+
+/** What either engine's service offers main.ts and the tests. */
+export interface BaseService {
   app: App;
   server: Server;
   keys: KeysStore;
   pets: PetsStore;
-  limiter: Limiter;
-  /** Saves the limiter's changes since the last save (main.ts calls it every second and at exit). */
-  limiterPersistence: LimiterPersistence;
   /** The OpenAPI document served at /v1/openapi.json, serialised once. */
   openapi: string;
   /** The create path; main.ts calls its purgeExpired on an interval. */
   petCreations: PetCreations;
+  /** Periodic clean-up beside the idempotency purge (PostgreSQL: idle limiter rows). */
+  purgeIdle(): Promise<void>;
 }
 
-/** Builds the service; the limiter's saved state is loaded before the first request. */
+export interface Service extends BaseService {
+  keys: SqliteKeysStore;
+  pets: SqlitePetsStore;
+  limiter: Limiter;
+  /** Saves the limiter's changes since the last save (main.ts calls it every second and at exit). */
+  limiterPersistence: LimiterPersistence;
+}
+
+export interface PostgresService extends BaseService {
+  limiter: PostgresLimiter;
+}
+
+/** Limiter rows deleted per statement of the idle purge. */
+const LIMITER_PURGE_CHUNK = 1000;
+
+/** Builds the SQLite service; the limiter's saved state is loaded before the first request. */
 export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers, groupCommit = true }: ServiceDeps): Service {
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
@@ -62,6 +99,29 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
+  const assembled = assemble({ config, clock, logger, overrides, server, groupCommit }, { keys, pets, limiter });
+  return { ...assembled, keys, pets, limiter, limiterPersistence, purgeIdle: async () => {} };
+}
+
+/** Builds the PostgreSQL service over a pool on a migrated database. */
+export function createPostgresService({ config, sql, clock, logger, overrides = {}, server, groupCommit = true }: PostgresServiceDeps): PostgresService {
+  const keys = createPostgresKeysStore(sql, { appEnv: config.appEnv });
+  const pets = createPostgresPetsStore(sql);
+  const limiter = createPostgresLimiter({ sql, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds });
+  const health = createHealthCheck(sql, clock);
+  const assembled = assemble({ config, clock, logger, overrides: { health, ...overrides }, server, groupCommit }, { keys, pets, limiter });
+  return {
+    ...assembled, keys, pets, limiter,
+    async purgeIdle() {
+      while ((await limiter.purgeIdle(LIMITER_PURGE_CHUNK)) === LIMITER_PURGE_CHUNK);
+    },
+  };
+}
+
+function assemble(
+  { config, clock, logger, overrides = {}, server, groupCommit = true }: CommonDeps,
+  { keys, pets, limiter }: { keys: KeysStore; pets: PetsStore; limiter: RateLimiter },
+) {
   const openapi = JSON.stringify(buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
@@ -76,8 +136,5 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     openapi,
     ...overrides,
   });
-  return {
-    app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence,
-    openapi: overrides.openapi ?? openapi, petCreations,
-  };
+  return { app, server: createHttpServer(app, logger, server), openapi: overrides.openapi ?? openapi, petCreations };
 }

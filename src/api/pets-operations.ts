@@ -7,7 +7,7 @@ import { ApiError } from '../http/api-error.ts';
 import type { Clock } from '../clock.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from './idempotency.ts';
-import type { NewPet, PetsStore } from '../storage/sqlite/pets-store.ts';
+import type { NewPet, PetsStore } from '../storage/pets.ts';
 import type { Reply } from '../http/reply.ts';
 import { petJson, petsJson } from './pet-json.ts';
 import type { Params } from '../http/router.ts';
@@ -15,6 +15,7 @@ import { getPetParameters, listPetsParameters, newPetSchema, type PetStatus } fr
 import { readJsonBody } from '../http/request-body.ts';
 import { createReplyCache } from './reply-cache.ts';
 import { validateBody, validatePath, validateQuery } from './validator.ts';
+import { andThen } from '../storage/maybe-promise.ts';
 
 export interface OperationContext {
   req: IncomingMessage;
@@ -65,27 +66,30 @@ export function createPetsOperations({ pets, clock, createPet: store }: PetsOper
   const petCache = createReplyCache(PET_CACHE_ENTRIES);
 
   return {
-    listPets(context: OperationContext): Reply {
+    listPets(context: OperationContext): Reply | Promise<Reply> {
       const revision = pets.revision();
-      const cached = listCache.get(context.search, revision);
-      if (cached) return cached;
+      if (revision !== null) {
+        const cached = listCache.get(context.search, revision);
+        if (cached) return cached;
+      }
       const query = validateQuery(new URLSearchParams(context.search), listPetsParameters);
       const limit = query.limit as number;
       const status = query.status as PetStatus | undefined;
       const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
       // One row more than asked tells whether a next page exists without a COUNT.
-      const page = pets.list({ afterId, status, limit: limit + 1 });
-      const headers: Record<string, string> = {};
-      const full = page.length > limit;
-      if (full) {
-        page.length = limit;
-        const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
-        headers.Link = `<${next}>; rel="next"`;
-      }
-      const reply: Reply = { status: 200, body: petsJson(page), headers };
-      // A full page ends before pets that already exist, so later inserts cannot change it.
-      listCache.set(context.search, reply, full, revision);
-      return reply;
+      return andThen(pets.list({ afterId, status, limit: limit + 1 }), (page) => {
+        const headers: Record<string, string> = {};
+        const full = page.length > limit;
+        if (full) {
+          page.length = limit;
+          const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
+          headers.Link = `<${next}>; rel="next"`;
+        }
+        const reply: Reply = { status: 200, body: petsJson(page), headers };
+        // A full page ends before pets that already exist, so later inserts cannot change it.
+        if (revision !== null) listCache.set(context.search, reply, full, revision);
+        return reply;
+      });
     },
 
     async createPet(context: OperationContext): Promise<Reply> {
@@ -97,21 +101,24 @@ export function createPetsOperations({ pets, clock, createPet: store }: PetsOper
       return store(pet, context, key === null ? null : { key, fingerprint: fingerprintBody(body) });
     },
 
-    getPet(context: OperationContext): Reply {
+    getPet(context: OperationContext): Reply | Promise<Reply> {
       if (clock() >= SUNSET_MS) {
         throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
       }
       const revision = pets.revision();
       const raw = context.params.petId!;
-      const cached = petCache.get(raw, revision);
-      if (cached) return cached;
+      if (revision !== null) {
+        const cached = petCache.get(raw, revision);
+        if (cached) return cached;
+      }
       const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
-      const pet = pets.get(petId);
-      if (!pet) throw new ApiError('pet_not_found', `No pet has id ${petId}.`);
-      const reply: Reply = { status: 200, body: petJson(pet) };
-      // A stored pet never changes through the service.
-      petCache.set(raw, reply, true, revision);
-      return reply;
+      return andThen(pets.get(petId), (pet) => {
+        if (!pet) throw new ApiError('pet_not_found', `No pet has id ${petId}.`);
+        const reply: Reply = { status: 200, body: petJson(pet) };
+        // A stored pet never changes through the service.
+        if (revision !== null) petCache.set(raw, reply, true, revision);
+        return reply;
+      });
     },
 
     listOrders(): Reply {

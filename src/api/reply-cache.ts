@@ -6,7 +6,7 @@
  *   pet by id) stays valid until another connection commits (PRAGMA data_version changes);
  * - any other answer (the last page of a list) is valid only until the next insert.
  */
-import type { PetsRevision } from '../storage/sqlite/pets-store.ts';
+import type { PetsRevision } from '../storage/pets.ts';
 import type { Reply } from '../http/reply.ts';
 
 interface Entry {

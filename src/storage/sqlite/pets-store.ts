@@ -3,84 +3,19 @@
  * domain values, so another storage engine can stand behind the same functions.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import type { PetStatus } from '../../api/schemas.ts';
 import { dataVersion, transaction } from './database.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
+import type { IdempotencyRecord, ListOptions, Pet, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
+import { toPet } from '../pets.ts';
 
-export interface NewPet {
-  name: string;
-  categoryId: bigint;
-  status: PetStatus;
-}
-
-export interface Pet extends NewPet {
-  id: number;
-}
-
-/** A response as it is remembered under an Idempotency-Key and replayed. */
-export interface StoredResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** What a creation remembers under its Idempotency-Key, written in the pet's transaction. */
-export interface IdempotencyWrite {
-  apiKeyId: string;
-  key: string;
-  fingerprint: string;
-  /** The record expires IDEMPOTENCY_TTL_MS after this instant (ms). */
-  createdAt: number;
-  /** The response to remember, built once the pet has its id. */
-  respond(pet: Pet): StoredResponse;
-}
-
-/** A pet to insert, with the idempotency record to write alongside it when it has one. */
-export interface PetCreation extends NewPet {
-  idempotency?: IdempotencyWrite;
-}
-
-/** A remembered response and the fingerprint of the request body that produced it. */
-export interface IdempotencyRecord {
-  fingerprint: string;
-  createdAt: number;
-  response: StoredResponse;
-}
-
-export interface ListOptions {
-  /** Only ids greater than this (keyset pagination); 0 for the first page. */
-  afterId: bigint;
-  status: PetStatus | undefined;
-  limit: number;
-}
-
-export interface PetsStore {
-  /**
-   * Inserts the pets, and the idempotency record of each creation that has one, in one
-   * transaction (all or none), and returns the pets with their ids. Returns only once the
-   * transaction is committed, which with synchronous=FULL means durable.
-   */
+/** The SQLite pets store answers synchronously; its inserts never meet a conflict (see insertMany). */
+export interface SqlitePetsStore extends PetsStore {
   insertMany(pets: readonly PetCreation[]): Pet[];
-  /** The live (younger than 24 h at `now`) record of an API key's Idempotency-Key, or null. */
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
-  /** Deletes up to `limit` records that have expired at `now`, oldest first; returns how many. */
   purgeIdempotencyRecords(now: number, limit: number): number;
   get(id: bigint): Pet | null;
-  /** Up to `limit` pets after `afterId`, by id ascending. */
   list(options: ListOptions): Pet[];
-  /** What may have changed since an earlier revision, for caches of pets (see PetsRevision). */
   revision(): PetsRevision;
-}
-
-/**
- * Through this store a pet is only ever inserted, with an id above every existing one, and never
- * changed or deleted. So a cache of pets needs to know two things: whether this store inserted
- * pets since (`inserts`), and whether another connection committed anything (`external`, from
- * PRAGMA data_version), after which nothing can be assumed.
- */
-export interface PetsRevision {
-  inserts: number;
-  external: number;
 }
 
 interface IdempotencyRow {
@@ -89,13 +24,6 @@ interface IdempotencyRow {
   response_headers: string;
   response_body: string;
   created_at: number;
-}
-
-interface PetRow {
-  id: number;
-  name: string;
-  category_id: string;
-  status: PetStatus;
 }
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
@@ -110,7 +38,7 @@ function insertCounter(db: DatabaseSync): { inserts: number } {
 }
 
 /** Prepares every statement once; the returned functions are the only way to pets. */
-export function createPetsStore(db: DatabaseSync): PetsStore {
+export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id');
   const byId = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id = ?`);
   const page = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`);
@@ -190,6 +118,3 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
   };
 }
 
-function toPet(row: PetRow): Pet {
-  return { id: row.id, name: row.name, categoryId: BigInt(row.category_id), status: row.status };
-}

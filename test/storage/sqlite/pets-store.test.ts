@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../../../src/storage/sqlite/database.ts';
-import { createPetsStore, type IdempotencyWrite } from '../../../src/storage/sqlite/pets-store.ts';
+import { createPetsStore } from '../../../src/storage/sqlite/pets-store.ts';
+import type { IdempotencyWrite } from '../../../src/storage/pets.ts';
 
 function store() {
   const db = openDatabase(':memory:');

@@ -1,0 +1,176 @@
+/**
+ * Pets and Idempotency-Key records in PostgreSQL, shared by every instance.
+ *
+ * A batch of creates (group commit) is one INSERT ... SELECT FROM unnest(...) statement. When a
+ * batch holds creates with an Idempotency-Key it runs in one transaction that first claims each
+ * key with a transaction-level advisory lock: a key claimed by another instance's transaction is
+ * "in flight" there (409), a key whose record exists meanwhile is replayed, and the claim ends
+ * with the commit or with the connection, so a crashed instance leaves no key stuck.
+ *
+ * categoryId travels as text both ways (`::bigint` in, `::text` out): no JS number holds it.
+ */
+import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
+import type { CreationResult, IdempotencyRecord, Pet, PetCreation, PetRow, PetsStore } from '../pets.ts';
+import { toPet } from '../pets.ts';
+import { guard } from './database.ts';
+import type { PostgresSql } from './driver.ts';
+
+interface IdempotencyRow {
+  api_key_id: string;
+  idempotency_key: string;
+  fingerprint: string;
+  response_status: number;
+  response_headers: string;
+  response_body: string;
+  created_at: number;
+}
+
+const PET_COLUMNS = 'id::float8 AS id, name, category_id::text AS category_id, status';
+
+/** The pets store over a migrated database. */
+export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
+  /** Inserts the pets in one statement; returns them in the order given. */
+  async function insertPets(tx: PostgresSql, creations: readonly PetCreation[]): Promise<Pet[]> {
+    if (creations.length === 0) return [];
+    // Rows are inserted in `ord` order, so the identity hands out ascending ids in that order.
+    const rows = await tx.unsafe<PetRow[]>(
+      `INSERT INTO pets (name, category_id, status)
+       SELECT name, category_id::bigint, status
+         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(name, category_id, status, ord)
+        ORDER BY ord
+       RETURNING ${PET_COLUMNS}`,
+      [creations.map((c) => c.name), creations.map((c) => c.categoryId.toString()), creations.map((c) => c.status)],
+      { prepare: true },
+    );
+    const pets = rows.map(toPet).sort((a, b) => a.id - b.id);
+    pets.forEach((pet, index) => {
+      const creation = creations[index]!;
+      if (pet.name !== creation.name || pet.categoryId !== creation.categoryId) throw new Error('inserted pets came back out of order');
+    });
+    return pets;
+  }
+
+  async function insertIdempotent(creations: readonly PetCreation[]): Promise<CreationResult[]> {
+    return sql.begin(async (transaction) => {
+      const tx = transaction as unknown as PostgresSql;
+      const claimed = creations.map((creation) => creation.idempotency);
+      const slots = claimed.flatMap((record) => (record ? [`${record.apiKeyId} ${record.key}`] : []));
+      // One lock per (API key, Idempotency-Key), held until this transaction ends.
+      const locks = await tx.unsafe<{ got: boolean }[]>(
+        `SELECT pg_try_advisory_xact_lock(hashtextextended(slot, 0)) AS got
+           FROM unnest($1::text[]) WITH ORDINALITY AS t(slot, ord) ORDER BY ord`,
+        [slots],
+        { prepare: true },
+      );
+      const records = claimed.filter((record) => record !== undefined);
+      const existing = await tx.unsafe<IdempotencyRow[]>(
+        `SELECT k.* FROM idempotency_keys k
+           JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS t(api_key_id, idempotency_key, since)
+             ON k.api_key_id = t.api_key_id AND k.idempotency_key = t.idempotency_key AND k.created_at > t.since`,
+        [records.map((r) => r.apiKeyId), records.map((r) => r.key), records.map((r) => r.createdAt - IDEMPOTENCY_TTL_MS)],
+        { prepare: true },
+      );
+      const recorded = new Map(existing.map((row) => [`${row.api_key_id} ${row.idempotency_key}`, toRecord(row)]));
+
+      const results = new Array<CreationResult | undefined>(creations.length);
+      const toInsert: PetCreation[] = [];
+      const positions: number[] = [];
+      let lock = 0;
+      creations.forEach((creation, index) => {
+        const record = creation.idempotency;
+        if (record) {
+          const slot = `${record.apiKeyId} ${record.key}`;
+          if (!locks[lock++]!.got) {
+            results[index] = { conflict: 'in_flight' };
+            return;
+          }
+          const found = recorded.get(slot);
+          if (found) {
+            results[index] = { conflict: 'recorded', record: found };
+            return;
+          }
+        }
+        toInsert.push(creation);
+        positions.push(index);
+      });
+
+      const pets = await insertPets(tx, toInsert);
+      const remembered = pets.flatMap((pet, i) => {
+        const record = toInsert[i]!.idempotency;
+        results[positions[i]!] = pet;
+        return record ? [{ record, response: record.respond(pet) }] : [];
+      });
+      if (remembered.length > 0) {
+        // An expired record not yet purged is replaced; a live one cannot exist (checked under
+        // the lock), and if it did the count would fail the whole batch.
+        const written = await tx.unsafe(
+          `INSERT INTO idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::bigint[])
+           ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
+             fingerprint = excluded.fingerprint, response_status = excluded.response_status,
+             response_headers = excluded.response_headers, response_body = excluded.response_body,
+             created_at = excluded.created_at
+           WHERE k.created_at <= excluded.created_at - ${IDEMPOTENCY_TTL_MS}`,
+          [
+            remembered.map((r) => r.record.apiKeyId),
+            remembered.map((r) => r.record.key),
+            remembered.map((r) => r.record.fingerprint),
+            remembered.map((r) => r.response.status),
+            remembered.map((r) => JSON.stringify(r.response.headers)),
+            remembered.map((r) => r.response.body),
+            remembered.map((r) => r.record.createdAt),
+          ],
+          { prepare: true },
+        );
+        if (written.count !== remembered.length) throw new Error('a live idempotency record already exists for this key');
+      }
+      return results as CreationResult[];
+    }) as Promise<CreationResult[]>;
+  }
+
+  return {
+    insertMany(creations) {
+      return guard(() => (creations.some((creation) => creation.idempotency) ? insertIdempotent(creations) : insertPets(sql, creations)));
+    },
+
+    async findIdempotencyRecord(apiKeyId, key, now) {
+      const rows = await guard(() => sql<IdempotencyRow[]>`
+        SELECT * FROM idempotency_keys
+         WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
+      return rows.length === 0 ? null : toRecord(rows[0]!);
+    },
+
+    async purgeIdempotencyRecords(now, limit) {
+      const result = await guard(() => sql`
+        DELETE FROM idempotency_keys WHERE (api_key_id, idempotency_key) IN (
+          SELECT api_key_id, idempotency_key FROM idempotency_keys
+           WHERE created_at <= ${now - IDEMPOTENCY_TTL_MS}::bigint ORDER BY created_at LIMIT ${limit})`);
+      return result.count;
+    },
+
+    async get(id) {
+      const rows = await guard(() => sql.unsafe<PetRow[]>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = $1::bigint`, [id.toString()], { prepare: true }));
+      return rows.length === 0 ? null : toPet(rows[0]!);
+    },
+
+    async list({ afterId, status, limit }) {
+      const rows = await guard(() =>
+        status === undefined
+          ? sql.unsafe<PetRow[]>(`SELECT ${PET_COLUMNS} FROM pets WHERE id > $1::bigint ORDER BY id LIMIT $2`, [afterId.toString(), limit], { prepare: true })
+          : sql.unsafe<PetRow[]>(`SELECT ${PET_COLUMNS} FROM pets WHERE status = $1 AND id > $2::bigint ORDER BY id LIMIT $3`, [status, afterId.toString(), limit], { prepare: true }),
+      );
+      return rows.map(toPet);
+    },
+
+    // Other instances write too, and nothing cheap tells this one when: no answer is cached.
+    revision: () => null,
+  };
+}
+
+function toRecord(row: IdempotencyRow): IdempotencyRecord {
+  return {
+    fingerprint: row.fingerprint,
+    createdAt: Number(row.created_at),
+    response: { status: row.response_status, headers: JSON.parse(row.response_headers) as Record<string, string>, body: row.response_body },
+  };
+}
