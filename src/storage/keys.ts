@@ -69,16 +69,19 @@ export interface KeysStoreOptions {
   randomBytes?: RandomBytes;
 }
 
-/** A key's row, as both engines store it (times in ms since the epoch). */
+/**
+ * A key's row, as both engines store it (times in ms since the epoch). PostgreSQL's driver
+ * hands bigints over as text; `toRecord` turns either into numbers.
+ */
 export interface ApiKeyRow {
   id: string;
   label: string;
   plan: Plan;
-  per_minute: number | null;
-  per_day: number | null;
-  created_at: number;
-  expires_at: number | null;
-  revoked_at: number | null;
+  per_minute: number | string | null;
+  per_day: number | string | null;
+  created_at: number | string;
+  expires_at: number | string | null;
+  revoked_at: number | string | null;
 }
 
 /** A validated new key: its row, the plain key to show once, and the hash to store. */

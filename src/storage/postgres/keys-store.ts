@@ -14,8 +14,8 @@ import {
 import { guard } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 
-/** Every column in the shared row shape; times and limits stay far below 2^53, so float8 is exact. */
-const COLUMNS = 'id, label, plan, per_minute::float8 AS per_minute, per_day::float8 AS per_day, created_at::float8 AS created_at, expires_at::float8 AS expires_at, revoked_at::float8 AS revoked_at';
+/** Every column in the shared row shape; bigints come as text and toRecord makes them numbers. */
+const COLUMNS = 'id, label, plan, per_minute, per_day, created_at, expires_at, revoked_at';
 /** Serialises writers that must see "no key yet" atomically (the first development key). */
 const FIRST_KEY_LOCK = '7370646576';
 

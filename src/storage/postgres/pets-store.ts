@@ -25,7 +25,9 @@ interface IdempotencyRow {
   created_at: number;
 }
 
-const PET_COLUMNS = 'id::float8 AS id, name, category_id::text AS category_id, status';
+// id comes as text (the driver leaves int8 alone) and becomes a Number in toPet; casting to float8
+// in SQL measured several times slower per row.
+const PET_COLUMNS = 'id, name, category_id::text AS category_id, status';
 
 /** The pets store over a migrated database. */
 export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
