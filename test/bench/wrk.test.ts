@@ -1,6 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { correctionInterval, parseWrkOutput, percentile, rawHistogram, wrkArgs, WRK_SCRIPTS, type Histogram } from '../../bench/wrk.ts';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { correctionInterval, parseWrkOutput, percentile, rawHistogram, runWrk, wrkArgs, WRK_SCRIPTS, type Histogram } from '../../bench/wrk.ts';
+import { findExecutable } from '../../bench/cpu.ts';
+import { buildWorkloads, WORKLOADS } from '../../bench/workloads.ts';
 
 /** wrk 4.x's stats_correct (src/stats.c), applied to a histogram: what done() is given. */
 function wrkCorrect(raw: Histogram, interval: number): Array<[number, number]> {
@@ -104,4 +108,91 @@ test('wrk runs the workload\'s script with its arguments after --, one thread pe
     '--threads', '1', '--connections', '50', '--duration', '5s', '--timeout', '10s',
     '--script', `${WRK_SCRIPTS}/get.lua`, 'http://127.0.0.1:8080', '--', '/a', '/b',
   ]);
+});
+
+const wrk = findExecutable('wrk');
+
+interface Seen {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  contentType: string | undefined;
+  body: string;
+}
+
+/** A server that records what it is sent and answers 200, or `status(request)`. */
+async function recordingServer(t: import('node:test').TestContext, status: (request: IncomingMessage) => number = () => 200) {
+  const seen: Seen[] = [];
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      seen.push({
+        method: request.method!,
+        path: request.url!,
+        authorization: request.headers.authorization,
+        contentType: request.headers['content-type'],
+        body: Buffer.concat(chunks).toString('utf8'),
+      });
+      response.writeHead(status(request), { 'content-type': 'application/json' }).end('[]');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+}
+
+/** Skips a test that needs wrk on a machine without it, but fails it in CI (common.md). */
+function needsWrk(t: import('node:test').TestContext): boolean {
+  if (wrk !== null) return true;
+  if (process.env.CI === 'true') assert.fail('wrk is not installed (apt-get install wrk), and CI needs it');
+  t.skip('wrk is not installed: apt-get install wrk to run this test');
+  return false;
+}
+
+test('every workload\'s wrk script sends exactly the requests of its autocannon sequence, in the same proportions', async (t) => {
+  if (!needsWrk(t)) return;
+  const fixture = { pets: 1000, deepSoldAfterId: 600, authorization: 'Bearer pk_test_wrkscripts' };
+  const workloads = buildWorkloads(fixture);
+  assert.deepEqual(workloads.map((workload) => workload.name), WORKLOADS.map((row) => row.name));
+  // All at once: each wrk runs its one second alongside the others.
+  await Promise.all(workloads.map(async (workload) => {
+    const server = await recordingServer(t);
+    const result = await runWrk(wrk!, { url: server.url, script: workload.wrk.script, args: workload.wrk.args, threads: 1, seconds: 1, connections: 2, timeoutSeconds: 10 }, null, fixture.authorization);
+    assert.ok(result.responses > 0, workload.name);
+    assert.deepEqual([result.non2xx, result.errors, result.timeouts], [0, 0, 0], workload.name);
+
+    const expected = workload.autocannon().map((request): Seen => ({
+      method: request.method!,
+      path: request.path!,
+      authorization: (request.headers as Record<string, string>).authorization,
+      contentType: (request.headers as Record<string, string>)['content-type'],
+      body: request.body === undefined ? '' : String(request.body),
+    }));
+    const key = (request: Seen) => JSON.stringify(request);
+    const sent = new Map<string, number>();
+    for (const request of server.seen) sent.set(key(request), (sent.get(key(request)) ?? 0) + 1);
+    const wanted = new Map<string, number>();
+    for (const request of expected) wanted.set(key(request), (wanted.get(key(request)) ?? 0) + 1);
+    assert.deepEqual([...sent.keys()].sort(), [...wanted.keys()].sort(), `${workload.name}: the requests sent`);
+    // Each kind in its share of the sequence (to within one pass of it: wrk stops mid-sequence).
+    const passes = server.seen.length / expected.length;
+    for (const [request, count] of wanted) {
+      assert.ok(Math.abs(sent.get(request)! - passes * count) <= count + 1, `${workload.name}: ${sent.get(request)} of ${request} in ${server.seen.length}`);
+    }
+  }));
+});
+
+test('wrk counts the answers of 400 and more as non-2xx, and its figures add up on a real run', async (t) => {
+  if (!needsWrk(t)) return;
+  const server = await recordingServer(t, (request) => (request.method === 'POST' ? 503 : 200));
+  const mix = buildWorkloads({ pets: 10, deepSoldAfterId: 0, authorization: '' }, ['mix'])[0]!;
+  const result = await runWrk(wrk!, { url: server.url, script: mix.wrk.script, args: mix.wrk.args, threads: 1, seconds: 1, connections: 3, timeoutSeconds: 10 }, null, '');
+  const posts = server.seen.filter((request) => request.method === 'POST').length;
+  // wrk stops with up to one request per connection unanswered.
+  assert.ok(result.non2xx <= posts && result.non2xx >= posts - 3, `${result.non2xx} non-2xx, ${posts} POSTs seen`);
+  assert.ok(result.responses <= server.seen.length && result.responses >= server.seen.length - 3);
+  assert.equal(server.seen[0]!.authorization, undefined, 'no Authorization header when the bench has none');
+  assert.ok(result.latencyMs.p50 > 0 && result.latencyMs.p50 <= result.latencyMs.p99 && result.latencyMs.p99 <= result.latencyMs.max);
+  assert.ok(result.cpuTicks >= 0);
 });
