@@ -270,7 +270,7 @@ function workloadRow(workload: WorkloadReport): string[] {
     `${(s.rssMax / 2 ** 20).toFixed(0)} / ${(b.rssMax / 2 ** 20).toFixed(0)}`,
     fixed(workload.otherCpuMax),
     (workload.unusableRounds > 0
-      ? `UNUSABLE (generator over ${percent(GENERATOR_BUSY_LIMIT)} % in ${workload.unusableRounds} rounds)${workload.problems.length > 0 ? ' errors' : ''}`
+      ? `UNUSABLE (generator over ${percent(GENERATOR_BUSY_LIMIT)} % in ${workload.unusableRounds} round${workload.unusableRounds === 1 ? '' : 's'})${workload.problems.length > 0 ? ' errors' : ''}`
       : failed.length === 0 ? 'pass' : `FAIL (${failed.join(', ')})`) + (workload.otherCpuMax > NOISE_CORES ? ' noisy' : ''),
   ];
 }
