@@ -17,11 +17,14 @@ import { createApp, type AppDeps } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument } from './api/openapi.ts';
+import { createCors } from './http/cors.ts';
 
 export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
->;
+> &
+  /** Absent means unset: no CORS header. */
+  Partial<Pick<Config, 'corsAllowedOrigins'>>;
 
 export interface ServiceDeps {
   config: ServiceConfig;
@@ -74,6 +77,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     createPet: petCreations.create,
     trustProxy: config.trustProxy,
     openapi,
+    cors: createCors(config.corsAllowedOrigins ?? null),
     ...overrides,
   });
   return {
