@@ -48,6 +48,8 @@ export interface AppDeps {
   generateRequestId?: () => string;
   /** The CORS policy of `CORS_ALLOWED_ORIGINS`; absent or null: no CORS header is ever sent. */
   cors?: Cors | null;
+  /** The API reference page served at /docs, built once at start, when there is one. */
+  docs?: Reply;
 }
 
 interface Route {
@@ -89,6 +91,10 @@ export function createApp(deps: AppDeps): App {
     const document = deps.openapi;
     publicRouter.add('GET', '/v1/openapi.json', { run: () => ({ status: 200, body: document }) });
   }
+  if (deps.docs !== undefined) {
+    const page = deps.docs;
+    publicRouter.add('GET', '/docs', { run: () => page });
+  }
   const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
   const trustProxy = deps.trustProxy ?? false;
@@ -113,7 +119,8 @@ export function createApp(deps: AppDeps): App {
     const isApi = path === '/v1' || path.startsWith('/v1/');
     // A /v1 request is limited first, so even this 503 tells the caller where it stands.
     if (draining && !isApi) throw shuttingDown();
-    if (path === '/healthz') return runPublic(publicRouter.find(method, path)!, exchange, req, search);
+    const outside = isApi ? null : publicRouter.find(method, path);
+    if (outside) return runPublic(outside, exchange, req, search);
     if (!isApi) throw new ApiError('not_found', 'No such path.');
 
     // A CORS preflight asks before the request is sent, without the key: it is answered here,

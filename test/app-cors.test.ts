@@ -28,7 +28,7 @@ const corsNames = (response: Response) => [...response.headers.keys()].filter((n
 
 test('unset CORS_ALLOWED_ORIGINS: no CORS header on any answer, whatever the Origin', async (t) => {
   const server = await withCors(t, null);
-  for (const [path, key] of [['/v1/pets', server.key], ['/v1/pets', null], ['/v1/nowhere', server.key], ['/healthz', null]] as const) {
+  for (const [path, key] of [['/v1/pets', server.key], ['/v1/pets', null], ['/v1/nowhere', server.key], ['/healthz', null], ['/docs', null]] as const) {
     const response = await server.request(path, { key, headers: { origin: SHOP } });
     assert.deepEqual(corsNames(response), [], path);
     assert.equal(response.headers.get('vary'), null, path);
