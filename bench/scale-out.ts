@@ -7,8 +7,10 @@
  *    measure the service and the protocol, not this machine's disk) and seeds both engines with
  *    the same pets and an enterprise key whose limits never bind.
  * 2. For each configuration starts real `src/main.ts` processes (APP_ENV=production, access log
- *    on and drained) and runs each workload for --seconds with autocannon, its connections split
- *    evenly over the instances; requests/s are summed, latencies merged.
+ *    on and drained) and runs each workload of bench/workloads.ts for --seconds, its connections
+ *    split evenly over the instances; requests/s are summed, latencies merged. The load is the
+ *    workloads' autocannon drive, in this process: one histogram over all instances, which
+ *    separate wrk processes would not give.
  * 3. Measures the limiter alone in this process: the in-memory `take`, and the PostgreSQL
  *    `take` one at a time (a round trip each) and 50 at once (batched per event-loop turn).
  *
@@ -28,10 +30,10 @@ import { createPostgresKeysStore } from '../src/storage/postgres/keys-store.ts';
 import { createPostgresLimiter } from '../src/storage/postgres/limiter.ts';
 import { startPostgres } from '../test/support/postgres.ts';
 import { BENCH_KEY_LIMITS, seedDatabase } from './seed.ts';
-import { buildWorkloads, type Workload } from './workloads.ts';
+import { buildWorkloads, type Workload, type WorkloadName } from './workloads.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const WORKLOADS = ['list20', 'get', 'create', 'mix'];
+const WORKLOADS: readonly WorkloadName[] = ['list20', 'get', 'create', 'mix'];
 
 const { values } = parseArgs({
   options: {
@@ -107,7 +109,7 @@ async function measure(urls: string[], workload: Workload): Promise<Figures> {
   const latency = createHistogram();
   const results = await Promise.all(urls.map((url, index) => new Promise<autocannon.Result>((done, fail) => {
     const share = Math.floor(connections / urls.length) + (index < connections % urls.length ? 1 : 0);
-    const instance = autocannon({ url, connections: share, duration: seconds, pipelining: 1, timeout: 10, requests: workload.requests() },
+    const instance = autocannon({ url, connections: share, duration: seconds, pipelining: 1, timeout: 10, requests: workload.autocannon() },
       (error: unknown, result: autocannon.Result) => (error ? fail(error) : done(result)));
     instance.on('response', (_client, status, _bytes, responseTime) => {
       if (status >= 200 && status < 300) latency.record(Math.max(1, Math.round(responseTime * 1000)));
@@ -137,7 +139,7 @@ const configurations: { name: string; instances: number; env: Record<string, str
 const table: string[][] = [];
 for (const configuration of configurations) {
   const urls = await Promise.all(Array.from({ length: configuration.instances }, () => startInstance(configuration.env)));
-  const workloads = buildWorkloads({ key: configuration.key, pets, deepSoldAfterId: 0 }).filter((workload) => WORKLOADS.includes(workload.name));
+  const workloads = buildWorkloads({ authorization: `Bearer ${configuration.key}`, pets, deepSoldAfterId: 0 }, WORKLOADS);
   for (const workload of workloads) {
     await measure(urls, workload); // warm-up: discarded
     const figures = await measure(urls, workload);

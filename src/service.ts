@@ -31,11 +31,15 @@ import { createPostgresKeysStore } from './storage/postgres/keys-store.ts';
 import { createPostgresPetsStore } from './storage/postgres/pets-store.ts';
 import { createPostgresLimiter, type PostgresLimiter } from './storage/postgres/limiter.ts';
 import { createHealthCheck } from './storage/postgres/health.ts';
+import { referencePageReply } from './api/docs/reference-page.ts';
+import { createCors } from './http/cors.ts';
 
 export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
->;
+> &
+  /** Absent means unset: no CORS header. */
+  Partial<Pick<Config, 'corsAllowedOrigins'>>;
 
 interface CommonDeps {
   config: ServiceConfig;
@@ -122,7 +126,10 @@ function assemble(
   { config, clock, logger, overrides = {}, server, groupCommit = true }: CommonDeps,
   { keys, pets, limiter }: { keys: KeysStore; pets: PetsStore; limiter: RateLimiter },
 ) {
-  const openapi = JSON.stringify(buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
+  const document = buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
+  const openapi = JSON.stringify(document);
+  // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
+  const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
   const app = createApp({
@@ -134,6 +141,8 @@ function assemble(
     createPet: petCreations.create,
     trustProxy: config.trustProxy,
     openapi,
+    docs,
+    cors: createCors(config.corsAllowedOrigins ?? null),
     ...overrides,
   });
   return { app, server: createHttpServer(app, logger, server), openapi: overrides.openapi ?? openapi, petCreations };
