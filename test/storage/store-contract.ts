@@ -166,6 +166,23 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     });
   }
 
+  test('reads asked at once (one batch on PostgreSQL) each get their own answer', async (t) => {
+    const { pets } = await open(t);
+    const stored = await insert(pets, ['a', 'b', 'c', 'd'].map((name, i) => pet(name, BigInt(i + 1), i % 2 === 0 ? 'available' : 'sold')));
+    const ids = stored.map((p) => BigInt(p.id));
+    const [pages, found] = await Promise.all([
+      Promise.all([
+        pets.list({ afterId: 0n, status: undefined, limit: 2 }),
+        pets.list({ afterId: ids[0]!, status: 'sold', limit: 10 }),
+        pets.list({ afterId: ids[3]!, status: undefined, limit: 10 }),
+        pets.list({ afterId: 0n, status: 'pending', limit: 10 }),
+      ]),
+      Promise.all([...ids, 999_999n, ids[2]!].map((id) => pets.get(id))),
+    ]);
+    assert.deepEqual(pages.map((page) => page.map((p) => p.name)), [['a', 'b'], ['b', 'd'], [], []]);
+    assert.deepEqual(found.map((p) => p?.name ?? null), ['a', 'b', 'c', 'd', null, 'c']);
+  });
+
   test('a failing batch stores neither pets nor idempotency records', async (t) => {
     const { pets } = await open(t);
     await assert.rejects(async () => pets.insertMany([
