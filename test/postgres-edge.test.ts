@@ -3,13 +3,13 @@
  * by DATABASE_URL, refuse a missing driver or an unreachable database in one line, and the keys
  * command works the same on PostgreSQL as on SQLite.
  */
-import { after, before, describe, test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { connectPostgres } from '../src/storage/postgres/database.ts';
 import { createPostgresKeysStore } from '../src/storage/postgres/keys-store.ts';
-import { postgresSkip, startPostgres, type PostgresCluster } from './support/postgres.ts';
+import { describeWithPostgres } from './support/postgres.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const WITHOUT_DRIVER = fileURLToPath(new URL('./support/without-postgres-driver.ts', import.meta.url));
@@ -51,15 +51,10 @@ test('an unreachable database stops the server at start with one line, exit 1', 
   assert.match(result.stderr, /PostgreSQL.*ECONNREFUSED/);
 });
 
-describe('the keys command on DATABASE_URL', { skip: postgresSkip }, () => {
-  let cluster: PostgresCluster;
-  before(async () => {
-    cluster = await startPostgres();
-  });
-  after(() => cluster.remove());
+describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
 
   test('creates, lists, rotates and revokes keys with the same output and exit codes', async (t) => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const env = { DATABASE_URL: url, APP_ENV: 'staging' };
     const keys = (...args: string[]) => run('src/keys/keys-cli.ts', args, env);
 

@@ -14,6 +14,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before, describe } from 'node:test';
 import { connectPostgres, migratePostgres } from '../../src/storage/postgres/database.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 
@@ -129,4 +130,19 @@ export async function openTestDatabase(
   t.after(() => sql.end({ timeout: 1 }));
   await migratePostgres(sql);
   return { sql, url };
+}
+
+/**
+ * A `describe` whose tests share one cluster (started before them, removed after), skipped with
+ * one line where PostgreSQL is not installed. `cluster()` is the running cluster, inside tests.
+ */
+export function describeWithPostgres(name: string, body: (cluster: () => PostgresCluster) => void): void {
+  describe(name, { skip: postgresSkip }, () => {
+    let cluster: PostgresCluster | undefined;
+    before(async () => {
+      cluster = await startPostgres();
+    });
+    after(() => cluster?.remove());
+    body(() => cluster!);
+  });
 }

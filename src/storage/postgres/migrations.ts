@@ -60,6 +60,14 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX rate_limit_callers_updated_at ON rate_limit_callers (updated_at);
 
+  -- Writes back a caller's row that take_tokens locked and changed.
+  CREATE FUNCTION store_caller(r rate_limit_callers) RETURNS void LANGUAGE sql AS $fn$
+    UPDATE rate_limit_callers
+       SET (per_minute, per_day, minute_units, day_units, updated_at, banned_until, ban_count, recent_rejections)
+         = (r.per_minute, r.per_day, r.minute_units, r.day_units, r.updated_at, r.banned_until, r.ban_count, r.recent_rejections)
+     WHERE caller = r.caller;
+  $fn$;
+
   -- Takes one token for each entry of a batch (the requests of one event-loop turn of one
   -- instance), in the batch's order per caller, and returns each entry's state after it. Each
   -- caller's row is locked for the rest of the transaction, so concurrent batches of every
@@ -86,12 +94,7 @@ export const MIGRATIONS: readonly string[] = [
        ORDER BY p_callers[i], i
     LOOP
       IF current_caller IS DISTINCT FROM e.caller THEN
-        IF current_caller IS NOT NULL THEN
-          UPDATE rate_limit_callers SET per_minute = r.per_minute, per_day = r.per_day,
-                 minute_units = r.minute_units, day_units = r.day_units, updated_at = r.updated_at,
-                 banned_until = r.banned_until, ban_count = r.ban_count, recent_rejections = r.recent_rejections
-           WHERE caller = current_caller;
-        END IF;
+        IF current_caller IS NOT NULL THEN PERFORM store_caller(r); END IF;
         current_caller := e.caller;
         LOOP
           SELECT * INTO r FROM rate_limit_callers WHERE caller = e.caller FOR UPDATE;
@@ -153,12 +156,7 @@ export const MIGRATIONS: readonly string[] = [
       updated_at := r.updated_at;
       RETURN NEXT;
     END LOOP;
-    IF current_caller IS NOT NULL THEN
-      UPDATE rate_limit_callers SET per_minute = r.per_minute, per_day = r.per_day,
-             minute_units = r.minute_units, day_units = r.day_units, updated_at = r.updated_at,
-             banned_until = r.banned_until, ban_count = r.ban_count, recent_rejections = r.recent_rejections
-       WHERE caller = current_caller;
-    END IF;
+    IF current_caller IS NOT NULL THEN PERFORM store_caller(r); END IF;
   END;
   $fn$;
   `,

@@ -1,20 +1,15 @@
 /** Connecting and migrating PostgreSQL, on a real cluster. */
-import { after, before, describe, test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { classifyError, connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
 import { MIGRATIONS } from '../../../src/storage/postgres/migrations.ts';
 import { DatabaseUnavailableError } from '../../../src/storage/unavailable.ts';
-import { postgresSkip, startPostgres, type PostgresCluster } from '../../support/postgres.ts';
+import { describeWithPostgres } from '../../support/postgres.ts';
 
-describe('PostgreSQL schema migrations', { skip: postgresSkip }, () => {
-  let cluster: PostgresCluster;
-  before(async () => {
-    cluster = await startPostgres();
-  });
-  after(() => cluster.remove());
+describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
 
   test('instances that start together migrate the schema once', async (t) => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const pools = [0, 1, 2, 3].map(() => connectPostgres(url, { poolSize: 1 }));
     const sqls = await Promise.all(pools);
     t.after(() => Promise.all(sqls.map((sql) => sql.end())));
@@ -26,7 +21,7 @@ describe('PostgreSQL schema migrations', { skip: postgresSkip }, () => {
   });
 
   test('a later start applies only the new versions, in order, and a failed one applies nothing', async (t) => {
-    const url = await cluster.createDatabase();
+    const url = await cluster().createDatabase();
     const sql = await connectPostgres(url, { poolSize: 1 });
     t.after(() => sql.end());
     const first = ['CREATE TABLE a (x integer)'];
@@ -44,6 +39,7 @@ describe('PostgreSQL schema migrations', { skip: postgresSkip }, () => {
     await assert.rejects(migratePostgres(sql), (error: unknown) => error instanceof DatabaseUnavailableError && error.reason === 'ECONNREFUSED');
     assert.ok(classifyError(Object.assign(new Error('x'), { code: '57P01' })) instanceof DatabaseUnavailableError, 'admin shutdown');
     assert.ok(classifyError(Object.assign(new Error('x'), { code: '08006' })) instanceof DatabaseUnavailableError, 'connection failure');
+    assert.ok(classifyError(Object.assign(new Error('x'), { code: '57014' })) instanceof DatabaseUnavailableError, 'statement timeout');
     const duplicate = Object.assign(new Error('x'), { code: '23505' });
     assert.equal(classifyError(duplicate), duplicate);
   });

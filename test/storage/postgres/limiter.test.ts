@@ -2,23 +2,18 @@
  * The shared limiter on a real PostgreSQL: it decides exactly as the in-memory limiter does
  * (same units, same headers, same bans), and several instances together hand out one quota.
  */
-import { after, before, describe, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLimiter } from '../../../src/limits/limiter.ts';
 import { createPostgresLimiter } from '../../../src/storage/postgres/limiter.ts';
 import { PLANS } from '../../../src/limits/plans.ts';
 import { fakeClock } from '../../support/test-server.ts';
-import { openTestDatabase, postgresSkip, startPostgres, type PostgresCluster } from '../../support/postgres.ts';
+import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
-describe('the PostgreSQL limiter', { skip: postgresSkip }, () => {
-  let cluster: PostgresCluster;
-  before(async () => {
-    cluster = await startPostgres();
-  });
-  after(() => cluster.remove());
+describeWithPostgres('the PostgreSQL limiter', (cluster) => {
 
   test('it answers every request exactly as the in-memory limiter does, bans included', async (t) => {
-    const { sql } = await openTestDatabase(t, cluster);
+    const { sql } = await openTestDatabase(t, cluster());
     const clock = fakeClock();
     const options = { clock, banThreshold: 5, banSeconds: 30 };
     const memory = createLimiter(options);
@@ -43,7 +38,7 @@ describe('the PostgreSQL limiter', { skip: postgresSkip }, () => {
   });
 
   test('the takes of one turn go as one batch and keep their order per caller', async (t) => {
-    const { sql } = await openTestDatabase(t, cluster);
+    const { sql } = await openTestDatabase(t, cluster());
     const clock = fakeClock();
     const memory = createLimiter({ clock, banThreshold: 30, banSeconds: 900 });
     const shared = createPostgresLimiter({ sql, clock, banThreshold: 30, banSeconds: 900 });
@@ -54,10 +49,10 @@ describe('the PostgreSQL limiter', { skip: postgresSkip }, () => {
   });
 
   test('three instances on one database give a free key exactly 60 requests a minute, also concurrently', async (t) => {
-    const { url } = await openTestDatabase(t, cluster);
+    const { url } = await openTestDatabase(t, cluster());
     const clock = fakeClock();
     const instances = await Promise.all([0, 1, 2].map(async () => {
-      const { sql } = await openTestDatabase(t, cluster, { url, poolSize: 3 });
+      const { sql } = await openTestDatabase(t, cluster(), { url, poolSize: 3 });
       return createPostgresLimiter({ sql, clock, banThreshold: 1_000, banSeconds: 900 });
     }));
     const decisions = await Promise.all(
@@ -72,10 +67,10 @@ describe('the PostgreSQL limiter', { skip: postgresSkip }, () => {
   });
 
   test('a ban is shared: the instance that did not see the 429s refuses too', async (t) => {
-    const { url } = await openTestDatabase(t, cluster);
+    const { url } = await openTestDatabase(t, cluster());
     const clock = fakeClock();
     const [first, second] = await Promise.all([0, 1].map(async () => {
-      const { sql } = await openTestDatabase(t, cluster, { url });
+      const { sql } = await openTestDatabase(t, cluster(), { url });
       return createPostgresLimiter({ sql, clock, banThreshold: 3, banSeconds: 60 });
     }));
     const limits = { perMinute: 1, perDay: 100 };
@@ -89,7 +84,7 @@ describe('the PostgreSQL limiter', { skip: postgresSkip }, () => {
   });
 
   test('the idle purge deletes only callers untouched for a day', async (t) => {
-    const { sql } = await openTestDatabase(t, cluster);
+    const { sql } = await openTestDatabase(t, cluster());
     const clock = fakeClock();
     const limiter = createPostgresLimiter({ sql, clock, banThreshold: 30, banSeconds: 900 });
     await limiter.take('ip:old', PLANS.free);

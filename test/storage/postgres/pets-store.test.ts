@@ -1,9 +1,9 @@
 /** What only a shared engine meets: another instance holding or having used an Idempotency-Key. */
-import { after, before, describe, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPostgresPetsStore } from '../../../src/storage/postgres/pets-store.ts';
 import { isConflict, type IdempotencyWrite, type Pet } from '../../../src/storage/pets.ts';
-import { openTestDatabase, postgresSkip, startPostgres, type PostgresCluster } from '../../support/postgres.ts';
+import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 
@@ -11,16 +11,11 @@ function remembering(key: string): IdempotencyWrite {
   return { apiKeyId: 'key_a', key, fingerprint: 'fp', createdAt: T0, respond: (pet: Pet) => ({ status: 201, headers: {}, body: String(pet.id) }) };
 }
 
-describe('PostgreSQL pets: idempotency across instances', { skip: postgresSkip }, () => {
-  let cluster: PostgresCluster;
-  before(async () => {
-    cluster = await startPostgres();
-  });
-  after(() => cluster.remove());
+describeWithPostgres('PostgreSQL pets: idempotency across instances', (cluster) => {
 
   test('a key claimed by another transaction is in flight; once committed it is recorded', async (t) => {
-    const { sql, url } = await openTestDatabase(t, cluster);
-    const { sql: other } = await openTestDatabase(t, cluster, { url });
+    const { sql, url } = await openTestDatabase(t, cluster());
+    const { sql: other } = await openTestDatabase(t, cluster(), { url });
     const pets = createPostgresPetsStore(sql);
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -45,8 +40,8 @@ describe('PostgreSQL pets: idempotency across instances', { skip: postgresSkip }
   });
 
   test('the same key sent to three instances at once creates one pet', async (t) => {
-    const { url, sql } = await openTestDatabase(t, cluster);
-    const stores = await Promise.all([0, 1, 2].map(async () => createPostgresPetsStore((await openTestDatabase(t, cluster, { url })).sql)));
+    const { url, sql } = await openTestDatabase(t, cluster());
+    const stores = await Promise.all([0, 1, 2].map(async () => createPostgresPetsStore((await openTestDatabase(t, cluster(), { url })).sql)));
     for (let round = 0; round < 10; round++) {
       const results = (await Promise.all(stores.map((store) => store.insertMany([{ name: `r${round}`, categoryId: 1n, status: 'available', idempotency: remembering(`round-${round}`) }])))).flat();
       assert.equal(results.filter((result) => !isConflict(result)).length, 1, `round ${round}: ${JSON.stringify(results, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);
