@@ -218,4 +218,20 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     assert.equal(await countPets('after outage'), 3);
     for (const instance of instances) assert.equal(instance.child.exitCode, null, 'no instance stopped');
   });
+
+  // Last but one: it leaves 127.0.0.1 without tokens, which would turn later 401s into 429s.
+  test('callers without a valid key share one per-address bucket across instances', async () => {
+    const started = Date.now();
+    const answers: number[] = [];
+    for (let i = 0; i < 75; i++) answers.push((await call(i, '/v1/pets', null)).status);
+    const seconds = Math.ceil((Date.now() - started) / 1000);
+    const counted = answers.filter((status) => status === 401).length;
+    // The free plan's 60 a minute for 127.0.0.1, plus what refilled while the loop ran.
+    assert.ok(counted >= 60 && counted <= 60 + seconds, `${counted} answered 401 in ${seconds} s`);
+    assert.equal(answers.at(-1), 429);
+  });
+
+  test('SIGTERM stops each instance cleanly, exit 0', async () => {
+    for (const instance of instances) assert.equal(await instance.stop(), 0);
+  });
 });
