@@ -139,7 +139,9 @@ function failingStore(error: unknown): PetsStore {
   const fail = () => {
     throw error;
   };
-  return { insertMany: fail, get: fail, list: fail, findIdempotencyRecord: fail, purgeIdempotencyRecords: fail, revision: fail };
+  return {
+    insertMany: fail, get: fail, list: fail, changeMany: fail, findIdempotencyRecord: fail, purgeIdempotencyRecords: fail, revision: fail, writtenSince: fail,
+  };
 }
 
 test('an unexpected error is 500 internal_error with no detail, logged by name only', async (t) => {

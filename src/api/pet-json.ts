@@ -10,6 +10,16 @@ export function petJson(pet: Pet): string {
   return `{"id":${pet.id},"name":${JSON.stringify(pet.name)},"categoryId":${pet.categoryId},"status":"${pet.status}"}`;
 }
 
+/**
+ * The pet's ETag: a strong validator (RFC 9110, section 8.8.3), opaque to clients. It is made of
+ * the id, which is never reused, and the version, which every change bumps, so two different
+ * states of any pets never share a tag, even across a deletion and a new pet. Migration 4 in
+ * src/storage/sqlite/database.ts writes this format into remembered responses: keep them in step.
+ */
+export function petETag(pet: Pick<Pet, 'id' | 'version'>): string {
+  return `"${pet.id}.${pet.version}"`;
+}
+
 /** The 201 answer for a stored pet. */
 export function created(pet: Pet): Reply {
   return { status: 201, body: petJson(pet), headers: { Location: `/v1/pets/${pet.id}` } };

@@ -61,8 +61,8 @@ export function createPetsOperations({ pets, clock, createPet: store }: PetsOper
 
   // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
   // since only valid requests ever produce an entry.
-  const listCache = createReplyCache(LIST_CACHE_ENTRIES);
-  const petCache = createReplyCache(PET_CACHE_ENTRIES);
+  const listCache = createReplyCache(LIST_CACHE_ENTRIES, pets);
+  const petCache = createReplyCache(PET_CACHE_ENTRIES, pets);
 
   return {
     listPets(context: OperationContext): Reply {
@@ -76,15 +76,15 @@ export function createPetsOperations({ pets, clock, createPet: store }: PetsOper
       // One row more than asked tells whether a next page exists without a COUNT.
       const page = pets.list({ afterId, status, limit: limit + 1 });
       const headers: Record<string, string> = {};
-      const full = page.length > limit;
-      if (full) {
+      // The answer depends on the pets up to that extra row, or on every later one without it.
+      const through = page.length > limit ? page[limit]!.id : Infinity;
+      if (page.length > limit) {
         page.length = limit;
         const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
         headers.Link = `<${next}>; rel="next"`;
       }
       const reply: Reply = { status: 200, body: petsJson(page), headers };
-      // A full page ends before pets that already exist, so later inserts cannot change it.
-      listCache.set(context.search, reply, full, revision);
+      listCache.set(context.search, reply, { after: afterId, through }, revision);
       return reply;
     },
 
@@ -109,8 +109,7 @@ export function createPetsOperations({ pets, clock, createPet: store }: PetsOper
       const pet = pets.get(petId);
       if (!pet) throw new ApiError('pet_not_found', `No pet has id ${petId}.`);
       const reply: Reply = { status: 200, body: petJson(pet) };
-      // A stored pet never changes through the service.
-      petCache.set(raw, reply, true, revision);
+      petCache.set(raw, reply, { after: pet.id - 1, through: pet.id }, revision);
       return reply;
     },
 

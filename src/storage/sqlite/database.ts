@@ -63,6 +63,15 @@ export const MIGRATIONS: readonly string[] = [
   -- The background purge deletes the oldest records first, in small chunks.
   CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
   `,
+  // 4: a version per pet (contract 1.1), bumped by the statement that changes the pet; the ETag
+  // is made of the id and the version. A creation remembered before this migration replays with
+  // the ETag its pet had then (version 1), in the format of src/api/pet-json.ts (petETag).
+  `
+  ALTER TABLE pets ADD COLUMN version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1);
+  UPDATE idempotency_keys
+  SET response_headers = json_set(response_headers, '$.ETag', '"' || json_extract(response_body, '$.id') || '.1"')
+  WHERE response_status = 201;
+  `,
 ];
 
 export interface OpenOptions {
