@@ -13,6 +13,7 @@ import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
 import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
+import { createPetChanges } from './api/pet-changes.ts';
 import { createApp, type AppDeps } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
@@ -32,7 +33,7 @@ export interface ServiceDeps {
   overrides?: Partial<AppDeps>;
   server?: ServerOptions;
   maxLimiterCallers?: number;
-  /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
+  /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
 }
 
@@ -65,6 +66,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   const openapi = JSON.stringify(buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
+  const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
   const app = createApp({
     clock,
     logger,
@@ -72,6 +74,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     limiter,
     pets,
     createPet: petCreations.create,
+    changePet,
     trustProxy: config.trustProxy,
     openapi,
     ...overrides,
