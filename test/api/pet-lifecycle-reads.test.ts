@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { json, startTestServer, type TestServer } from '../support/test-server.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createPetsStore, type PetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import { openRaw } from '../support/raw-http.ts';
 
 type Status = 'available' | 'pending' | 'sold';
 
@@ -131,6 +132,65 @@ test('a change or deletion by another connection is seen by the next list and ge
   assert.equal((await server.request('/v1/pets/1', { method: 'DELETE' })).status, 204);
   other.exec('DELETE FROM pets WHERE id = 3');
   assert.deepEqual(await ids(server, '/v1/pets'), []);
+});
+
+test('a change by another connection is seen by a request pipelined after it, even one read in the same turn', async (t) => {
+  // data_version is read once per callback from the event loop, not once per turn: a request read
+  // later in the same turn may have been sent after that read. Here another connection commits
+  // while the server handles the first request of a turn, and then the client pipelines a request
+  // behind one it had already sent on a second connection, which the same turn reads next.
+  const { db, other } = sharedFile(t);
+  const server = await startTestServer(t, { db });
+  await createMany(server, ['available']);
+  const request = (step: string) => `GET /v1/pets/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.key}\r\nX-Step: ${step}\r\n\r\n`;
+  // Which turn of the event loop each request arrived in.
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const turns = new Map<string, number>();
+  let onFirst = (_step: string) => {};
+  const http = server.service.server;
+  const watch = (req: { headers: Record<string, string | string[] | undefined> }) => {
+    const step = String(req.headers['x-step']);
+    turns.set(step, turn);
+    if (step.startsWith('first')) onFirst(step);
+  };
+  // Runs after the app's own listener, which has read data_version by then (GET is synchronous).
+  http.on('request', watch);
+  t.after(() => {
+    ticking = false;
+    http.off('request', watch);
+  });
+
+  let exercised = 0;
+  for (let attempt = 0; attempt < 20 && exercised < 3; attempt++) {
+    other.exec("UPDATE pets SET name = 'before', version = version + 1 WHERE id = 1");
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal((await json(await server.request('/v1/pets/1'))).name, 'before', 'cached as it was before');
+    const first = await openRaw(server.url);
+    const second = await openRaw(server.url);
+    onFirst = () => {
+      onFirst = () => {};
+      other.exec("UPDATE pets SET name = 'after', version = version + 1 WHERE id = 1");
+      second.write(request(`pipelined-${attempt}`));
+    };
+    // Both connections are readable in the same poll, the first one first.
+    first.write(request(`first-${attempt}`));
+    second.write(request(`opener-${attempt}`));
+    for (let wait = 0; wait < 200 && second.received().split('HTTP/1.1 ').length < 3; wait++) await new Promise((resolve) => setTimeout(resolve, 5));
+    const answers = second.received().split('HTTP/1.1 ').slice(1);
+    first.socket.destroy();
+    second.socket.destroy();
+    assert.equal(answers.length, 2, 'both requests of the second connection were answered');
+    const pipelined = JSON.parse(answers[1]!.slice(answers[1]!.indexOf('\r\n\r\n') + 4)) as { name: string };
+    assert.equal(pipelined.name, 'after', 'a request sent after the commit sees it');
+    if (turns.get(`first-${attempt}`) === turns.get(`pipelined-${attempt}`)) exercised++;
+  }
+  assert.ok(exercised > 0, 'the pipelined request was read in the turn of the first one at least once');
 });
 
 test('a cached answer survives writes that cannot change it (no needless reads)', async (t) => {
