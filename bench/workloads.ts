@@ -5,7 +5,7 @@
 import type autocannon from 'autocannon';
 import { encodeCursor } from '../src/api/cursor.ts';
 
-export const WORKLOAD_NAMES = ['list20', 'list100', 'deep', 'get', 'create', 'mix'] as const;
+export const WORKLOAD_NAMES = ['list20', 'list100', 'deep', 'get', 'create', 'mix', 'patchmix'] as const;
 export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
 
 export interface Workload {
@@ -35,6 +35,8 @@ export const NEW_PET_BODY = JSON.stringify({ name: 'Benchmark pet', categoryId: 
 
 /** Distinct ids the get-by-id workload cycles through on each connection. */
 const GET_IDS = 256;
+/** Blocks of ten requests (one of them a PATCH) in the patchmix sequence of each connection. */
+const PATCH_MIX_BLOCKS = 64;
 
 /** Builds every workload for a seeded database. */
 export function buildWorkloads(fixture: WorkloadFixture): Workload[] {
@@ -47,6 +49,14 @@ export function buildWorkloads(fixture: WorkloadFixture): Workload[] {
     body: NEW_PET_BODY,
   });
   const list20 = () => get('/v1/pets?limit=20');
+  // A real change every time (the status flips), made whatever the pet's version: If-Match: *
+  // still goes through the If-Match parser and the existence check.
+  const change = (id: number, status: string): autocannon.Request => ({
+    method: 'PATCH',
+    path: `/v1/pets/${id}`,
+    headers: { ...auth, 'content-type': 'application/merge-patch+json', 'if-match': '*' },
+    body: JSON.stringify({ status }),
+  });
   // Ids spread over the whole table (fixed seed, so every run asks for the same ones): the
   // service reads a different row each time, as real traffic would make it.
   const random = mulberry32(6);
@@ -65,6 +75,18 @@ export function buildWorkloads(fixture: WorkloadFixture): Workload[] {
     { name: 'create', label: 'POST /v1/pets', target: 0.5, requests: () => [create()] },
     // 9 reads then 1 write on every connection: 90/10 overall, writes spread evenly in time.
     { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, requests: () => [...Array.from({ length: 9 }, list20), create()] },
+    // Issue #10: reads while pets change. Per ten requests: five first pages, four pets by id and
+    // one PATCH, over the get workload's ids, so that changes drop cached answers as they would.
+    {
+      name: 'patchmix',
+      label: 'mix 90% GET limit=20 or by id / 10% PATCH',
+      target: null,
+      requests: () => ids.slice(0, PATCH_MIX_BLOCKS).flatMap((changed, block) => [
+        ...[0, 1, 2, 3].flatMap((i) => [list20(), get(`/v1/pets/${ids[(block * 4 + i) % ids.length]}`)]),
+        list20(),
+        change(changed, block % 2 === 0 ? 'sold' : 'available'),
+      ]),
+    },
   ];
 }
 
