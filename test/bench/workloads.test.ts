@@ -5,11 +5,11 @@ import { validateBody } from '../../src/api/validator.ts';
 import { parseJson } from '../../src/http/request-body.ts';
 import { petPatchSchema } from '../../src/api/schemas.ts';
 
-const fixture = { key: 'pk_live_x', pets: 10_000, deepSoldAfterId: 9_000 };
+const fixture = { pets: 10_000, deepSoldAfterId: 9_000, authorization: 'Bearer pk_live_x' };
 
 test('patchmix sends 90 % reads (first pages and pets by id) and 10 % valid PATCHes, spread evenly', () => {
-  const patchmix = buildWorkloads(fixture).find((workload) => workload.name === 'patchmix')!;
-  const requests = patchmix.requests();
+  const [patchmix] = buildWorkloads(fixture, ['patchmix']);
+  const requests = patchmix!.autocannon();
   const patches = requests.filter((request) => request.method === 'PATCH');
   assert.equal(patches.length * 10, requests.length);
   requests.forEach((request, i) => assert.equal(request.method, i % 10 === 9 ? 'PATCH' : 'GET', `request ${i}`));
@@ -20,7 +20,10 @@ test('patchmix sends 90 % reads (first pages and pets by id) and 10 % valid PATC
     assert.match(request.path!, /^\/v1\/pets\/[1-9][0-9]*$/);
     assert.ok(Number(request.path!.split('/').pop()) <= fixture.pets);
     assert.equal((request.headers as Record<string, string>)['content-type'], 'application/merge-patch+json');
+    assert.equal((request.headers as Record<string, string>)['if-match'], '*');
     assert.deepEqual(Object.keys(validateBody(parseJson(new TextEncoder().encode(String(request.body))), petPatchSchema)), ['status']);
   }
   assert.ok(new Set(patches.map((request) => request.path)).size > 1, 'changes spread over several pets');
+  assert.equal(patchmix!.wrk.script, 'patchmix.lua');
+  assert.equal(patchmix!.wrk.args.length, requests.length, 'one wrk argument per request (wrk.test.ts checks that they send the same)');
 });

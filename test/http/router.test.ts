@@ -55,6 +55,15 @@ test('a known path with another method lists the allowed methods in the order th
   assert.deepEqual(sample().find('POST', '/v1/store/orders'), { kind: 'method_not_allowed', allow: 'GET, HEAD' });
 });
 
+test('allowed(path) gives the Allow value of the same lookup, or null for an unknown path', () => {
+  const router = sample();
+  assert.equal(router.allowed('/v1/pets'), 'GET, HEAD, POST');
+  assert.equal(router.allowed('/v1/pets/7'), 'GET, HEAD');
+  for (const path of ['/v1/pets/', '/v1/nowhere', '/v1']) assert.equal(router.allowed(path), null, path);
+  router.add('DELETE', '/v1/pets/{petId}', 'delete');
+  assert.equal(router.allowed('/v1/pets/7'), 'GET, HEAD, DELETE', 'a method added later shows up by itself, in its place');
+});
+
 test('programmer errors throw at registration', () => {
   const router = sample();
   assert.throws(() => router.add('GET', '/v1/pets', 'again'), /duplicate/);
