@@ -20,6 +20,7 @@ import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore } from './storage/sqlite/pets-store.ts';
 import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
+import { createPetChanges } from './api/pet-changes.ts';
 import { createApp, type AppDeps, type RateLimiter } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
@@ -48,7 +49,7 @@ interface CommonDeps {
   /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
   overrides?: Partial<AppDeps>;
   server?: ServerOptions;
-  /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
+  /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
 }
 
@@ -132,6 +133,7 @@ function assemble(
   const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
+  const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
   const app = createApp({
     clock,
     logger,
@@ -139,6 +141,7 @@ function assemble(
     limiter,
     pets,
     createPet: petCreations.create,
+    changePet,
     trustProxy: config.trustProxy,
     openapi,
     docs,

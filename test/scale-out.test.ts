@@ -144,6 +144,35 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     assert.deepEqual(seen, made, 'every pending pet once, in id order, pages read on different instances');
   });
 
+  test('changes and deletions are seen by the next request on every instance; of two conditional changes on two instances one applies', async () => {
+    const key = await newKey({ plan: 'business' });
+    const made = await create(0, key, { name: 'Lifecycle', categoryId: 1 });
+    const { id } = (await made.json()) as { id: number };
+    let etag = made.headers.get('etag')!;
+    for (let i = 0; i < 6; i++) {
+      const patched = await call(i, `/v1/pets/${id}`, key, {
+        method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json', 'if-match': etag }, body: JSON.stringify({ name: `name ${i}` }),
+      });
+      assert.equal(patched.status, 200);
+      etag = patched.headers.get('etag')!;
+      await patched.arrayBuffer();
+      // The next request, on the next instance, sees the change, in the list too.
+      const read = await call(i + 1, `/v1/pets/${id}`, key);
+      assert.equal(((await read.json()) as { name: string }).name, `name ${i}`);
+      assert.equal(read.headers.get('etag'), etag);
+      const page = await call(i + 2, `/v1/pets?limit=100&status=available`, key);
+      assert.ok(((await page.json()) as { id: number; name: string }[]).some((pet) => pet.id === id && pet.name === `name ${i}`));
+    }
+    const racing = await Promise.all([0, 1, 2].map((i) => call(i, `/v1/pets/${id}`, key, {
+      method: 'PATCH', headers: { 'content-type': 'application/json', 'if-match': etag }, body: JSON.stringify({ status: 'sold' }),
+    })));
+    assert.deepEqual(racing.map((response) => response.status).sort(), [200, 412, 412]);
+    const deleted = await call(1, `/v1/pets/${id}`, key, { method: 'DELETE' });
+    assert.equal(deleted.status, 204);
+    for (let i = 0; i < 3; i++) assert.equal((await call(i, `/v1/pets/${id}`, key)).status, 404);
+    assert.equal((await call(2, `/v1/pets/${id}`, key, { method: 'DELETE' })).status, 404);
+  });
+
   test('SIGKILL of one instance during concurrent creates loses no acknowledged pet', async () => {
     const key = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
     const victim = instances[0]!;

@@ -14,7 +14,32 @@ export interface NewPet {
 
 export interface Pet extends NewPet {
   id: number;
+  /** 1 when created; every change adds 1, in the statement that makes the change. */
+  version: number;
 }
+
+/** The fields a change sets; an absent field keeps its value (RFC 7396 merge patch, no nulls). */
+export interface PetPatch {
+  name?: string;
+  categoryId?: bigint;
+  status?: PetStatus;
+}
+
+/**
+ * A change of one pet. With `expectedVersion`, it applies only while the pet still has that
+ * version: the check and the change are one statement, so of two changes expecting the same
+ * version exactly one applies. With null it applies to whatever version the pet has.
+ */
+export type PetChange =
+  | { kind: 'update'; id: bigint; patch: PetPatch; expectedVersion: number | null }
+  | { kind: 'delete'; id: bigint; expectedVersion: number | null };
+
+export type ChangeOutcome =
+  | { kind: 'updated'; pet: Pet }
+  | { kind: 'deleted' }
+  | { kind: 'not_found' }
+  /** The pet exists with another version than the one expected; nothing was changed. */
+  | { kind: 'version_mismatch' };
 
 /** A response as it is remembered under an Idempotency-Key and replayed. */
 export interface StoredResponse {
@@ -81,21 +106,35 @@ export interface PetsStore {
   /** Up to `limit` pets after `afterId`, by id ascending. */
   list(options: ListOptions): MaybePromise<Pet[]>;
   /**
-   * What may have changed since an earlier revision, for caches of pets (see PetsRevision); null
-   * when the engine cannot tell cheaply (PostgreSQL, written by other instances): no caching.
+   * Applies the changes in one transaction (durable when it returns, like insertMany) and
+   * returns one outcome per change, in order. Every update bumps the version, even one that
+   * sets the values the pet already has: that is what makes "exactly one of two" hold.
+   */
+  changeMany(changes: readonly PetChange[]): MaybePromise<ChangeOutcome[]>;
+  /**
+   * Where the pets stand now, for caches of answers about them (see PetsRevision); null when
+   * the engine cannot tell cheaply (PostgreSQL, written by other instances): nothing is cached.
    */
   revision(): PetsRevision | null;
+  /**
+   * Whether a write through this connection after revision `since` (a `writes` count) inserted,
+   * changed or deleted a pet whose id is in (after, through]. Also true when the journal no
+   * longer reaches back to `since`: a cache must then assume the worst. Asked only of an engine
+   * whose revision() is not null.
+   */
+  writtenSince(since: number, after: bigint | number, through: number): boolean;
 }
 
 /**
- * Through this store a pet is only ever inserted, with an id above every existing one, and never
- * changed or deleted. So a cache of pets needs to know two things: whether this store inserted
- * pets since (`inserts`), and whether another connection committed anything (`external`, from
- * PRAGMA data_version), after which nothing can be assumed.
+ * What a cache of answers about pets compares. `external` is PRAGMA data_version: it changes
+ * when another connection or process commits, after which nothing cached can be trusted.
+ * `writes` counts the writes through this connection (any store on it); which pets each write
+ * touched is kept in a journal that `writtenSince` reads, so a cached answer survives the writes
+ * that cannot change it.
  */
 export interface PetsRevision {
-  inserts: number;
   external: number;
+  writes: number;
 }
 
 /** A row as both engines select it: category_id as text, so int64 digits stay exact. */
@@ -104,11 +143,12 @@ export interface PetRow {
   name: string;
   category_id: string;
   status: PetStatus;
+  version: number;
 }
 
 /** The domain value of a row; no JS number ever holds a categoryId. */
 export function toPet(row: PetRow): Pet {
-  return { id: Number(row.id), name: row.name, categoryId: BigInt(row.category_id), status: row.status };
+  return { id: Number(row.id), name: row.name, categoryId: BigInt(row.category_id), status: row.status, version: row.version };
 }
 
 /** Whether a creation result is a conflict rather than a stored pet. */

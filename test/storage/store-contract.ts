@@ -183,6 +183,35 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     assert.deepEqual(found.map((p) => p?.name ?? null), ['a', 'b', 'c', 'd', null, 'c']);
   });
 
+  test('changes update and delete, bump the version, and report a missing pet or another version', async (t) => {
+    const { pets } = await open(t);
+    const [rex, tom] = await insert(pets, [pet('Rex'), pet('Tom', 2n)]);
+    assert.equal(rex!.version, 1);
+    const rexId = BigInt(rex!.id);
+    const tomId = BigInt(tom!.id);
+    const outcomes = await pets.changeMany([
+      { kind: 'update', id: rexId, patch: { status: 'sold', categoryId: INT64_MAX }, expectedVersion: 1 },
+      { kind: 'update', id: rexId, patch: { name: 'Rex II' }, expectedVersion: 1 },
+      { kind: 'update', id: rexId, patch: { name: 'Rex III' }, expectedVersion: null },
+      { kind: 'delete', id: tomId, expectedVersion: 2 },
+      { kind: 'delete', id: 999_999n, expectedVersion: null },
+      { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: 1 },
+    ]);
+    assert.deepEqual(outcomes, [
+      { kind: 'updated', pet: { id: rex!.id, name: 'Rex', categoryId: INT64_MAX, status: 'sold', version: 2 } },
+      { kind: 'version_mismatch' },
+      { kind: 'updated', pet: { id: rex!.id, name: 'Rex III', categoryId: INT64_MAX, status: 'sold', version: 3 } },
+      { kind: 'version_mismatch' },
+      { kind: 'not_found' },
+      { kind: 'not_found' },
+    ]);
+    assert.deepEqual(await pets.changeMany([{ kind: 'delete', id: tomId, expectedVersion: 1 }]), [{ kind: 'deleted' }]);
+    assert.equal(await pets.get(tomId), null);
+    assert.deepEqual((await pets.list({ afterId: 0n, status: undefined, limit: 10 })).map((p) => p.name), ['Rex III']);
+    const [again] = await insert(pets, [pet('Kit')]);
+    assert.ok(again!.id > tom!.id, 'a deleted id is never reused');
+  });
+
   test('a failing batch stores neither pets nor idempotency records', async (t) => {
     const { pets } = await open(t);
     await assert.rejects(async () => pets.insertMany([

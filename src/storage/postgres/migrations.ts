@@ -12,7 +12,9 @@ export const MIGRATIONS: readonly string[] = [
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name        text   NOT NULL,
     category_id bigint NOT NULL CHECK (category_id >= 1),
-    status      text   NOT NULL CHECK (status IN ('available', 'pending', 'sold'))
+    status      text   NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
+    -- 1 when created; every change adds 1 in the statement that makes it (the ETag).
+    version     integer NOT NULL DEFAULT 1 CHECK (version >= 1)
   );
   -- Keyset pagination of a status-filtered list walks this index in id order.
   CREATE INDEX pets_status_id ON pets (status, id);

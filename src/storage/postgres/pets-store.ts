@@ -10,7 +10,7 @@
  * categoryId travels as text both ways (`::bigint` in, `::text` out): no JS number holds it.
  */
 import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
-import type { CreationResult, IdempotencyRecord, ListOptions, Pet, PetCreation, PetRow, PetsStore } from '../pets.ts';
+import type { ChangeOutcome, CreationResult, IdempotencyRecord, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsStore } from '../pets.ts';
 import { createGroupCommit } from '../group-commit.ts';
 import { toPet } from '../pets.ts';
 import { guard } from './database.ts';
@@ -28,7 +28,7 @@ interface IdempotencyRow {
 
 // id comes as text (the driver leaves int8 alone) and becomes a Number in toPet; casting to float8
 // in SQL measured several times slower per row.
-const PET_COLUMNS = 'id, name, category_id::text AS category_id, status';
+const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
 /** Read statements of one instance awaited at once, per kind (lookups, pages). */
 const READ_BATCHES_IN_FLIGHT = 3;
 
@@ -190,9 +190,59 @@ export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
 
     list: (options) => lists.submit(options),
 
-    // Other instances write too, and nothing cheap tells this one when: no answer is cached.
+    changeMany(changes) {
+      return guard(() => sql.begin((tx) => applyChanges(tx as unknown as PostgresSql, changes)) as Promise<ChangeOutcome[]>);
+    },
+
+    // Other instances write too, and nothing cheap tells this one when: no answer is cached, so
+    // the journal is never asked; were it asked, "anything may have changed" is the safe answer.
     revision: () => null,
+    writtenSince: () => true,
   };
+}
+
+/**
+ * Applies a batch of changes in one transaction. The version check is in each statement's WHERE:
+ * a concurrent change by another instance makes this one wait for the row, then find the
+ * version bumped, so of two changes expecting one version exactly one applies. Changes run in
+ * pet id order (a pet's own changes keep theirs), so two instances' batches lock rows in the same
+ * order and never deadlock.
+ */
+async function applyChanges(tx: PostgresSql, changes: readonly PetChange[]): Promise<ChangeOutcome[]> {
+  const order = changes.map((_, index) => index).sort((a, b) => {
+    const [x, y] = [changes[a]!.id, changes[b]!.id];
+    return x < y ? -1 : x > y ? 1 : a - b;
+  });
+  const outcomes = new Array<ChangeOutcome>(changes.length);
+  for (const index of order) {
+    const change = changes[index]!;
+    const id = change.id.toString();
+    if (change.kind === 'update') {
+      const { name = null, categoryId = null, status = null } = change.patch;
+      const rows = await tx.unsafe<PetRow[]>(
+        `UPDATE pets SET name = coalesce($2, name), category_id = coalesce($3::bigint, category_id),
+                status = coalesce($4, status), version = version + 1
+          WHERE id = $1::bigint AND version = coalesce($5::integer, version)
+          RETURNING ${PET_COLUMNS}`,
+        [id, name, categoryId === null ? null : categoryId.toString(), status, change.expectedVersion],
+        { prepare: true },
+      );
+      if (rows.length === 1) {
+        outcomes[index] = { kind: 'updated', pet: toPet(rows[0]!) };
+        continue;
+      }
+    } else {
+      const result = await tx.unsafe('DELETE FROM pets WHERE id = $1::bigint AND version = coalesce($2::integer, version)', [id, change.expectedVersion], { prepare: true });
+      if (result.count === 1) {
+        outcomes[index] = { kind: 'deleted' };
+        continue;
+      }
+    }
+    // Nothing was changed: either there is no such pet, or it has another version.
+    const exists = await tx.unsafe('SELECT 1 FROM pets WHERE id = $1::bigint', [id], { prepare: true });
+    outcomes[index] = exists.length === 1 ? { kind: 'version_mismatch' } : { kind: 'not_found' };
+  }
+  return outcomes;
 }
 
 function toRecord(row: IdempotencyRow): IdempotencyRecord {

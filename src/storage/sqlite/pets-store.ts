@@ -5,7 +5,7 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { dataVersion, transaction } from './database.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
-import type { IdempotencyRecord, ListOptions, Pet, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
+import type { ChangeOutcome, IdempotencyRecord, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';
 
 /** The SQLite pets store answers synchronously; its inserts never meet a conflict (see insertMany). */
@@ -15,6 +15,7 @@ export interface SqlitePetsStore extends PetsStore {
   purgeIdempotencyRecords(now: number, limit: number): number;
   get(id: bigint): Pet | null;
   list(options: ListOptions): Pet[];
+  changeMany(changes: readonly PetChange[]): ChangeOutcome[];
   revision(): PetsRevision;
 }
 
@@ -27,22 +28,61 @@ interface IdempotencyRow {
 }
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
-const COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status';
+const COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status, version';
 
-/** Pets inserted through any store on a connection, shared so every store's revision sees them. */
-const counters = new WeakMap<DatabaseSync, { inserts: number }>();
-function insertCounter(db: DatabaseSync): { inserts: number } {
-  let counter = counters.get(db);
-  if (!counter) counters.set(db, (counter = { inserts: 0 }));
-  return counter;
+/** How many writes the journal remembers; a cache entry last checked longer ago is dropped. */
+export const JOURNAL_LENGTH = 1024;
+
+/**
+ * The writes through one connection, shared by every store on it, so that every store's caches
+ * see them: write n (from 0) touched the ids from[n % JOURNAL_LENGTH] to to[...] (a batch of
+ * inserts is one write covering its ids).
+ */
+interface WriteJournal {
+  count: number;
+  from: Float64Array;
+  to: Float64Array;
+}
+
+const journals = new WeakMap<DatabaseSync, WriteJournal>();
+function journalOf(db: DatabaseSync): WriteJournal {
+  let journal = journals.get(db);
+  if (!journal) {
+    journal = { count: 0, from: new Float64Array(JOURNAL_LENGTH), to: new Float64Array(JOURNAL_LENGTH) };
+    journals.set(db, journal);
+  }
+  return journal;
+}
+
+/**
+ * Records a write. Called inside the write's transaction, before COMMIT: should the commit fail,
+ * the record only costs some cache entries, and nothing can read the pets between the record and
+ * the commit, since node:sqlite is synchronous.
+ */
+function record(journal: WriteJournal, from: number, to: number): void {
+  const slot = journal.count % JOURNAL_LENGTH;
+  journal.from[slot] = from;
+  journal.to[slot] = to;
+  journal.count++;
 }
 
 /** Prepares every statement once; the returned functions are the only way to pets. */
 export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
-  const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id');
+  const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id, version');
   const byId = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id = ?`);
+  const exists = db.prepare('SELECT 1 FROM pets WHERE id = ?');
   const page = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`);
   const pageByStatus = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`);
+  // The version check and the change are one statement: of two changes that expect the same
+  // version, the second finds the version already bumped and changes nothing. A null
+  // :expected makes the check always true (an unconditional change).
+  const update = db.prepare(`
+    UPDATE pets SET
+      name = coalesce(:name, name), category_id = coalesce(:categoryId, category_id),
+      status = coalesce(:status, status), version = version + 1
+    WHERE id = :id AND version = coalesce(:expected, version)
+    RETURNING ${COLUMNS}`);
+  const remove = db.prepare('DELETE FROM pets WHERE id = :id AND version = coalesce(:expected, version)');
   // An expired record that the purge has not reached yet is replaced; a live one never is (the
   // WHERE makes the upsert change nothing, which insertMany turns into a failed transaction).
   const remember = db.prepare(`
@@ -61,14 +101,27 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
       SELECT id FROM idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT ?)`);
 
   const externalVersion = dataVersion(db);
-  const counter = insertCounter(db);
+  const journal = journalOf(db);
+
+  function apply(change: PetChange): ChangeOutcome {
+    const target = { id: change.id, expected: change.expectedVersion };
+    if (change.kind === 'update') {
+      const { name = null, categoryId = null, status = null } = change.patch;
+      const row = update.get({ ...target, name, categoryId, status }) as PetRow | undefined;
+      if (row) return { kind: 'updated', pet: toPet(row) };
+    } else if (Number(remove.run(target).changes) === 1) {
+      return { kind: 'deleted' };
+    }
+    // Nothing was changed: either there is no such pet, or it has another version.
+    return exists.get(change.id) ? { kind: 'version_mismatch' } : { kind: 'not_found' };
+  }
 
   return {
     insertMany(pets) {
-      const stored = transaction(db, () =>
-        pets.map((creation) => {
-          const { id } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number };
-          const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status };
+      return transaction(db, () => {
+        const stored = pets.map((creation) => {
+          const { id, version } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number; version: number };
+          const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status, version };
           const record = creation.idempotency;
           if (record) {
             const response = record.respond(pet);
@@ -87,10 +140,11 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
             if (changes !== 1) throw new Error('a live idempotency record already exists for this key');
           }
           return pet;
-        }),
-      );
-      counter.inserts += stored.length;
-      return stored;
+        });
+        // AUTOINCREMENT ids are above every id ever used, so the batch is one range.
+        if (stored.length > 0) record(journal, stored[0]!.id, stored.at(-1)!.id);
+        return stored;
+      });
     },
     findIdempotencyRecord(apiKeyId, key, now) {
       const row = recall.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
@@ -112,8 +166,26 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
       const rows = (status === undefined ? page.all(afterId, limit) : pageByStatus.all(status, afterId, limit)) as unknown as PetRow[];
       return rows.map(toPet);
     },
+    changeMany(changes) {
+      return transaction(db, () =>
+        changes.map((change) => {
+          const outcome = apply(change);
+          if (outcome.kind === 'updated' || outcome.kind === 'deleted') record(journal, Number(change.id), Number(change.id));
+          return outcome;
+        }),
+      );
+    },
     revision() {
-      return { inserts: counter.inserts, external: externalVersion() };
+      return { external: externalVersion(), writes: journal.count };
+    },
+    writtenSince(since, after, through) {
+      if (since === journal.count) return false;
+      if (journal.count - since > JOURNAL_LENGTH) return true;
+      for (let write = since; write < journal.count; write++) {
+        const slot = write % JOURNAL_LENGTH;
+        if (journal.from[slot]! <= through && journal.to[slot]! > after) return true;
+      }
+      return false;
     },
   };
 }

@@ -49,4 +49,18 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances', (cluster) 
     const rows = await sql<{ count: string }[]>`SELECT count(*)::text AS count FROM pets`;
     assert.equal(rows[0]!.count, '10');
   });
+
+  test('two instances changing one pet with the same expected version: exactly one change applies', async (t) => {
+    const { url, sql } = await openTestDatabase(t, cluster());
+    const stores = await Promise.all([0, 1, 2].map(async () => createPostgresPetsStore((await openTestDatabase(t, cluster(), { url })).sql)));
+    const [pet] = (await stores[0]!.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available' }])) as Pet[];
+    for (let version = 1; version <= 10; version++) {
+      const outcomes = (await Promise.all(stores.map((store, i) =>
+        store.changeMany([{ kind: 'update', id: BigInt(pet!.id), patch: { name: `by ${i}` }, expectedVersion: version }])))).flat();
+      assert.equal(outcomes.filter((outcome) => outcome.kind === 'updated').length, 1, `version ${version}`);
+      assert.equal(outcomes.filter((outcome) => outcome.kind === 'version_mismatch').length, 2);
+    }
+    const rows = await sql<{ version: number }[]>`SELECT version FROM pets`;
+    assert.equal(rows[0]!.version, 11);
+  });
 });
