@@ -15,10 +15,10 @@ export function createHealthCheck(sql: PostgresSql, clock: Clock): () => boolean
   let pending: Promise<boolean> | null = null;
   return () => {
     if (clock() - checkedAt < HEALTH_TTL_MS) return healthy;
-    pending ??= sql`SELECT 1`.then(
-      () => true,
-      () => false,
-    ).then((ok) => {
+    // Once more on failure: after PostgreSQL restarts, a pooled connection first reports the old
+    // server's shutdown (57P01), and the next query on a fresh connection succeeds.
+    const ping = () => sql`SELECT 1`.then(() => true);
+    pending ??= ping().catch(ping).catch(() => false).then((ok) => {
       healthy = ok;
       checkedAt = clock();
       pending = null;
