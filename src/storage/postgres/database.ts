@@ -77,6 +77,27 @@ export function classifyError(error: unknown): unknown {
   return error;
 }
 
+/**
+ * Failures of a pooled connection that PostgreSQL closed (a restart, a terminated backend): the
+ * statement did not run, and the pool opens a fresh connection for the next one.
+ */
+const STALE_CONNECTION = new Set(['57P01', '57P02', 'CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE', '08006', '08003']);
+
+/**
+ * Like `guard`, for a statement that only reads: on a stale connection it is sent once more, so
+ * that the first requests after PostgreSQL restarted are answered rather than refused. Never for
+ * a write, which might have committed before the connection broke.
+ */
+export async function guardRead<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && STALE_CONNECTION.has(code)) return guard(work);
+    throw classifyError(error);
+  }
+}
+
 /** Runs `work`, rethrowing its failure classified (see classifyError). */
 export async function guard<T>(work: () => Promise<T>): Promise<T> {
   try {

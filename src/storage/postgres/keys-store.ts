@@ -11,7 +11,7 @@ import {
   assertGraceSeconds, planRotation, prepareKey, toRecord,
   type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStore, type KeysStoreOptions, type NewKey,
 } from '../keys.ts';
-import { guard } from './database.ts';
+import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 
 /** Every column in the shared row shape; bigints come as text and toRecord makes them numbers. */
@@ -40,7 +40,7 @@ export function createPostgresKeysStore(sql: PostgresSql, options: KeysStoreOpti
 
   const lookups = createGroupCommit<string, ApiKeyRecord | null>({
     async commit(hashes) {
-      const rows = await guard(() =>
+      const rows = await guardRead(() =>
         sql.unsafe<(ApiKeyRow & { key_hash: string })[]>(`SELECT key_hash, ${COLUMNS} FROM api_keys WHERE key_hash = ANY($1::text[])`, [hashes as string[]], { prepare: true }),
       );
       const byHash = new Map(rows.map((row) => [row.key_hash, toRecord(row)]));

@@ -13,7 +13,7 @@ import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
 import type { ChangeOutcome, CreationResult, IdempotencyRecord, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsStore } from '../pets.ts';
 import { createGroupCommit } from '../group-commit.ts';
 import { toPet } from '../pets.ts';
-import { guard } from './database.ts';
+import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 
 interface IdempotencyRow {
@@ -138,7 +138,7 @@ export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
   // request in it arrived, so it sees whatever had been committed before.
   const gets = createGroupCommit<string, Pet | null>({
     async commit(ids) {
-      const rows = await guard(() => sql.unsafe<PetRow[]>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = ANY($1::bigint[])`, [ids as string[]], { prepare: true }));
+      const rows = await guardRead(() => sql.unsafe<PetRow[]>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = ANY($1::bigint[])`, [ids as string[]], { prepare: true }));
       const byId = new Map(rows.map((row) => [String(row.id), toPet(row)]));
       return ids.map((id) => byId.get(BigInt(id).toString()) ?? null);
     },
@@ -148,7 +148,7 @@ export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
     async commit(pages) {
       // Each page is its own keyset query (LATERAL), on the primary key or on (status, id); the
       // branch whose condition on q.status is false is not run.
-      const rows = await guard(() => sql.unsafe<(PetRow & { ord: string })[]>(
+      const rows = await guardRead(() => sql.unsafe<(PetRow & { ord: string })[]>(
         `SELECT q.ord, p.* FROM unnest($1::bigint[], $2::text[], $3::integer[]) WITH ORDINALITY AS q(after_id, status, lim, ord)
          CROSS JOIN LATERAL (
            (SELECT ${PET_COLUMNS} FROM pets WHERE q.status IS NULL AND id > q.after_id ORDER BY id LIMIT q.lim)
@@ -172,7 +172,7 @@ export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
     },
 
     async findIdempotencyRecord(apiKeyId, key, now) {
-      const rows = await guard(() => sql<IdempotencyRow[]>`
+      const rows = await guardRead(() => sql<IdempotencyRow[]>`
         SELECT * FROM idempotency_keys
          WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
       return rows.length === 0 ? null : toRecord(rows[0]!);

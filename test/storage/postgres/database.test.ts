@@ -3,8 +3,9 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { classifyError, connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
 import { MIGRATIONS } from '../../../src/storage/postgres/migrations.ts';
+import { createPostgresPetsStore } from '../../../src/storage/postgres/pets-store.ts';
 import { DatabaseUnavailableError } from '../../../src/storage/unavailable.ts';
-import { describeWithPostgres } from '../../support/postgres.ts';
+import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
 describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
 
@@ -42,5 +43,18 @@ describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
     assert.ok(classifyError(Object.assign(new Error('x'), { code: '57014' })) instanceof DatabaseUnavailableError, 'statement timeout');
     const duplicate = Object.assign(new Error('x'), { code: '23505' });
     assert.equal(classifyError(duplicate), duplicate);
+  });
+
+  test('after PostgreSQL restarts, a read on a pooled connection is answered, not refused', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster(), { poolSize: 1 });
+    const pets = createPostgresPetsStore(sql);
+    assert.equal(await pets.get(1n), null);
+    cluster().stop();
+    try {
+      await assert.rejects(async () => pets.get(1n), DatabaseUnavailableError);
+    } finally {
+      cluster().start();
+    }
+    assert.equal(await pets.get(1n), null, 'the stale connection is replaced and the read sent again');
   });
 });
