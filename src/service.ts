@@ -31,7 +31,8 @@ export interface ServiceDeps {
   /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
   overrides?: Partial<AppDeps>;
   server?: ServerOptions;
-  maxLimiterCallers?: number;
+  /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
+  maxAnonymousCallers?: number;
   /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
 }
@@ -51,14 +52,14 @@ export interface Service {
 }
 
 /** Builds the service; the limiter's saved state is loaded before the first request. */
-export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers, groupCommit = true }: ServiceDeps): Service {
+export function createService({ config, db, clock, logger, overrides = {}, server, maxAnonymousCallers, groupCommit = true }: ServiceDeps): Service {
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
   const limiter = createLimiter({
     clock,
     banThreshold: config.rateLimitBanThreshold,
     banSeconds: config.rateLimitBanSeconds,
-    ...(maxLimiterCallers !== undefined ? { maxCallers: maxLimiterCallers } : {}),
+    ...(maxAnonymousCallers !== undefined ? { maxAnonymousCallers } : {}),
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();

@@ -100,8 +100,11 @@ test('paths and methods without an operation are held to the NotFound and Method
   await check(wrongMethod);
   await assert.rejects(check(wrongMethod, {}, { allow: 'GET, POST' }), /Allow is "GET, POST", the document's operations give "GET, HEAD, POST"/);
   await assert.rejects(check(wrongMethod, { status: 200, body: '[]' }), /200 for DELETE on \/pets, which has no such operation/);
-  // Outside /v1 nothing is rate limited, so those headers are not required there.
-  await check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...JSON_TYPE }, body: error(404, 'not_found') });
+  // Outside /v1 everything but GET /healthz and GET /docs is limited per address (issue #15).
+  await check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...RATE, ...JSON_TYPE }, body: error(404, 'not_found') });
+  await assert.rejects(check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...JSON_TYPE }, body: error(404, 'not_found') }), /X-RateLimit-Limit is required/);
+  await check({ path: '/nowhere', status: 429, headers: { ...EVERY, ...RATE, ...JSON_TYPE, 'retry-after': '1' }, body: error(429, 'rate_limited') });
+  await check({ path: '/docs', status: 404, headers: { ...EVERY, ...JSON_TYPE }, body: error(404, 'not_found') });
   await check({ path: '/healthz', status: 200, headers: { ...EVERY, ...JSON_TYPE }, body: '{"status":"ok"}' });
   await assert.rejects(check({ path: '/healthz', status: 200, headers: { ...EVERY, ...JSON_TYPE }, body: '{"status":"down"}' }), /is not \{"status":"ok"\}/);
   await assert.rejects(check({ path: '/healthz', status: 200, headers: { ...JSON_TYPE }, body: '{"status":"ok"}' }), /header X-Request-Id is required/);

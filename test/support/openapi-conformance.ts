@@ -18,9 +18,10 @@
  *   path's operations (plus HEAD beside GET);
  * - paths outside the base address (`/healthz`, `/`, `/pets`): the contract puts them "outside
  *   the API operations", and describing `/healthz` as a path would make generated clients call
- *   it under `/v1`, where it does not exist. `/healthz` must answer `200 {"status":"ok"}` (the
- *   document's info says so); anything else there must be `NotFound` or `MethodNotAllowed`, less
- *   the rate-limit headers, since the limiter only counts requests under the base address.
+ *   it under `/v1`, where it does not exist. `GET /healthz` must answer `200 {"status":"ok"}`
+ *   (the document's info says so) without the rate-limit headers, and `GET /docs` is not limited
+ *   either; any other request outside the base address is limited per address (issue #15), so
+ *   it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests` with their headers.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
@@ -147,7 +148,8 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function outsideBase(method: string, path: string, status: number): Expected | string {
     const notLimited = (name: string) => name.startsWith('x-ratelimit-') || name.startsWith('ratelimit');
     if (status === 503) return { ...sharedResponse('Unavailable', 'shutting down'), optionalHeaders: notLimited };
-    if (path === '/healthz' && (method === 'GET' || method === 'HEAD')) {
+    const unlimited = (method === 'GET' || method === 'HEAD') && (path === '/healthz' || path === '/docs');
+    if (unlimited && path === '/healthz') {
       if (status !== 200) return `${status} for ${method} /healthz, which answers 200`;
       // Described in info.description only (see the comment at the top); the headers are the document's.
       const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options'];
@@ -157,9 +159,12 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
         body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`),
       };
     }
-    if (path === '/healthz' && status === 405) return { ...sharedResponse('MethodNotAllowed', `${method} /healthz`), optionalHeaders: notLimited };
-    if (status === 404) return { ...sharedResponse('NotFound', 'a path outside the API'), optionalHeaders: notLimited };
-    return `${status} for ${method} ${path}, outside the API (only 404, 405 on /healthz, or 503)`;
+    if (unlimited && status === 404) return { ...sharedResponse('NotFound', `${method} ${path}, not limited`), optionalHeaders: notLimited };
+    if (unlimited) return `${status} for ${method} ${path}, which this checker does not describe`;
+    if (path === '/healthz' && status === 405) return sharedResponse('MethodNotAllowed', `${method} /healthz`);
+    if (status === 404) return sharedResponse('NotFound', 'a path outside the API');
+    if (status === 429) return sharedResponse('TooManyRequests', 'a path outside the API, limited per address');
+    return `${status} for ${method} ${path}, outside the API (only 404, 405 on /healthz, 429, or 503)`;
   }
 
   function checkHeaders(expected: Expected, response: Response, allow: string | null): string[] {
