@@ -21,7 +21,9 @@ import { buildOpenApiDocument } from './api/openapi.ts';
 export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
->;
+> &
+  // Optional so that the service can be built without it (tests, bench): the server's default.
+  Partial<Pick<Config, 'maxConnectionsPerAddress'>>;
 
 export interface ServiceDeps {
   config: ServiceConfig;
@@ -30,6 +32,7 @@ export interface ServiceDeps {
   logger: Logger;
   /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
   overrides?: Partial<AppDeps>;
+  /** Smaller timeouts and caps for tests; they win over the configuration. */
   server?: ServerOptions;
   /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
   maxAnonymousCallers?: number;
@@ -78,7 +81,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     ...overrides,
   });
   return {
-    app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence,
+    app, server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server }), keys, pets, limiter, limiterPersistence,
     openapi: overrides.openapi ?? openapi, petCreations,
   };
 }

@@ -102,7 +102,7 @@ test('SIGTERM lets a request in flight finish, saves limiter state and exits 0',
 });
 
 test('an invalid variable stops the server with one line naming it and exit code 1', () => {
-  for (const [name, value] of [['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes']] as const) {
+  for (const [name, value] of [['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['MAX_CONNECTIONS_PER_ADDRESS', '0']] as const) {
     const result = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', [name]: value, DATABASE_PATH: ':memory:' }, encoding: 'utf8', timeout: 10_000 });
     assert.equal(result.status, 1, name);
     const lines = result.stderr.trim().split('\n');

@@ -28,3 +28,10 @@ test('the README shows the two set-up commands', () => {
   assert.match(readme, /npm install && npm start/);
   assert.match(readme, /npm install && npm test/);
 });
+
+test('the README has a table row for every environment variable that config.ts reads', () => {
+  const config = readFileSync(new URL('../src/config.ts', import.meta.url), 'utf8');
+  const names = [...config.matchAll(/\(env, '([A-Z_]+)'/g)].map((match) => match[1]!);
+  assert.ok(names.includes('MAX_CONNECTIONS_PER_ADDRESS'));
+  for (const name of names) assert.match(readme, new RegExp(`^\\| \`${name}\` \\|`, 'm'), name);
+});
