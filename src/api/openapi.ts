@@ -7,6 +7,7 @@
  * The schemas of schemas.ts are already JSON Schema 2020-12, which OpenAPI 3.1 uses as is; the
  * one convention of ours (int64 values arrive as bigints) is invisible on the wire.
  */
+import type { AppEnv } from '../config.ts';
 import { ERROR_STATUS, type ErrorCode } from '../http/api-error.ts';
 import { COMMON_HEADERS } from '../http/reply.ts';
 import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../http/identify.ts';
@@ -27,6 +28,8 @@ import {
 } from './schemas.ts';
 
 export interface OpenApiOptions {
+  /** The environment of the server serving the document: it lists that environment's address only. */
+  appEnv: AppEnv;
   /** `PUBLIC_BASE_URL` (ends in `/v1`), or null when not configured. */
   publicBaseUrl: string | null;
   /** `STAGING_BASE_URL` (ends in `/v1`), or null when not configured. */
@@ -307,13 +310,17 @@ const SUNSET = new Date(SUNSET_MS);
 
 // --- The document -----------------------------------------------------------------------------
 
-/** Lists the configured base addresses; with none, the base path of the server serving the document. */
-function servers({ publicBaseUrl, stagingBaseUrl }: OpenApiOptions): OpenApiDocument['servers'] {
-  const list: OpenApiDocument['servers'] = [];
-  if (publicBaseUrl !== null) list.push({ url: publicBaseUrl, description: 'Production' });
-  if (stagingBaseUrl !== null) list.push({ url: stagingBaseUrl, description: 'Staging' });
-  if (list.length === 0) list.push({ url: '/v1', description: 'This server (no PUBLIC_BASE_URL or STAGING_BASE_URL configured)' });
-  return list;
+/**
+ * The server's own base address only (issue #15): production lists `PUBLIC_BASE_URL`, staging
+ * `STAGING_BASE_URL`, each falling back to `/v1` on the server that serves the document when
+ * unset. Development always lists that relative `/v1`: a client generated from a development
+ * server, or a key pasted into its reference page, must never be sent to production.
+ */
+function servers({ appEnv, publicBaseUrl, stagingBaseUrl }: OpenApiOptions): OpenApiDocument['servers'] {
+  if (appEnv === 'production' && publicBaseUrl !== null) return [{ url: publicBaseUrl, description: 'Production' }];
+  if (appEnv === 'staging' && stagingBaseUrl !== null) return [{ url: stagingBaseUrl, description: 'Staging' }];
+  const unset = appEnv === 'production' ? ' (PUBLIC_BASE_URL is not set)' : appEnv === 'staging' ? ' (STAGING_BASE_URL is not set)' : '';
+  return [{ url: '/v1', description: `This ${appEnv} server${unset}` }];
 }
 
 /** Builds the document; serialise it once at start (JSON.stringify). */

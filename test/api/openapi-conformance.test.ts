@@ -4,7 +4,7 @@ import { buildOpenApiDocument } from '../../src/api/openapi.ts';
 import { createConformanceChecker } from '../support/openapi-conformance.ts';
 import { startTestServer } from '../support/test-server.ts';
 
-const checker = createConformanceChecker(JSON.stringify(buildOpenApiDocument({ publicBaseUrl: null, stagingBaseUrl: null })));
+const checker = createConformanceChecker(JSON.stringify(buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null })));
 const ORIGIN = 'http://127.0.0.1:1';
 
 interface Sample {
@@ -112,7 +112,7 @@ test('paths and methods without an operation are held to the NotFound and Method
 
 test('the test server checks every response: a response the document does not describe fails the request', async (t) => {
   // A document that forgot the 501 of listOrders: the real 501 no longer conforms.
-  const document = buildOpenApiDocument({ publicBaseUrl: null, stagingBaseUrl: null });
+  const document = buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null });
   delete (document.paths['/store/orders']!.get!.responses as Record<string, unknown>)['501'];
   const server = await startTestServer(t, { overrides: { openapi: JSON.stringify(document) } });
   await assert.rejects(server.request('/v1/store/orders'), /GET \/v1\/store\/orders -> 501 .*\n.*501 is not a response of GET \/store\/orders/);
