@@ -16,6 +16,7 @@ import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOpe
 import { COMMON_HEADERS, type Reply } from './http/reply.ts';
 import type { App } from './http/server.ts';
 import { createRouter } from './http/router.ts';
+import { isPreflight, type Cors } from './http/cors.ts';
 
 /** An authenticated API key, as the pipeline needs it. */
 export interface ApiKeyIdentity extends Limits {
@@ -42,10 +43,15 @@ export interface AppDeps {
   limiter: RateLimiter;
   pets: PetsOperationsDeps['pets'];
   createPet: PetsOperationsDeps['createPet'];
+  changePet: PetsOperationsDeps['changePet'];
   trustProxy?: boolean;
   /** The serialised OpenAPI document served at /v1/openapi.json, when there is one. */
   openapi?: string;
   generateRequestId?: () => string;
+  /** The CORS policy of `CORS_ALLOWED_ORIGINS`; absent or null: no CORS header is ever sent. */
+  cors?: Cors | null;
+  /** The API reference page served at /docs, built once at start, when there is one. */
+  docs?: Reply;
 }
 
 interface Route {
@@ -82,11 +88,14 @@ function hasOneHost(req: IncomingMessage): boolean {
 
 /** Wires the router and the operations into a request handler for node:http. */
 export function createApp(deps: AppDeps): App {
-  const operations = createPetsOperations({ pets: deps.pets, clock: deps.clock, createPet: deps.createPet });
+  const operations = createPetsOperations({ pets: deps.pets, clock: deps.clock, createPet: deps.createPet, changePet: deps.changePet });
   const router = createRouter<Route>();
   router.add('GET', '/v1/pets', { run: operations.listPets });
   router.add('POST', '/v1/pets', { run: operations.createPet });
+  // Only GET (and HEAD) of this path is deprecated: PATCH and DELETE carry no deprecation headers.
   router.add('GET', '/v1/pets/{petId}', { run: operations.getPet, headers: DEPRECATION_HEADERS });
+  router.add('PATCH', '/v1/pets/{petId}', { run: operations.updatePet });
+  router.add('DELETE', '/v1/pets/{petId}', { run: operations.deletePet });
   router.add('GET', '/v1/store/orders', { run: operations.listOrders });
   const publicRouter = createRouter<Route>();
   publicRouter.add('GET', '/healthz', { run: () => ({ status: 200, body: '{"status":"ok"}' }) });
@@ -94,6 +103,11 @@ export function createApp(deps: AppDeps): App {
     const document = deps.openapi;
     publicRouter.add('GET', '/v1/openapi.json', { run: () => ({ status: 200, body: document }) });
   }
+  if (deps.docs !== undefined) {
+    const page = deps.docs;
+    publicRouter.add('GET', '/docs', { run: () => page });
+  }
+  const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
   const trustProxy = deps.trustProxy ?? false;
   let draining = false;
@@ -106,6 +120,7 @@ export function createApp(deps: AppDeps): App {
     keyId: string | null;
     rateHeaders: Record<string, string> | null;
     routeHeaders: Readonly<Record<string, string>> | undefined;
+    corsHeaders: Readonly<Record<string, string>> | undefined;
   }
 
   async function respond(req: IncomingMessage, exchange: Exchange, search: string): Promise<Reply> {
@@ -117,6 +132,15 @@ export function createApp(deps: AppDeps): App {
     // A /v1 request is limited first, so even this 503 tells the caller where it stands.
     if (draining && !isApi) throw shuttingDown();
     if (!isApi) return outsideApi(req, exchange, method, search);
+
+    // A CORS preflight asks before the request is sent, without the key: it is answered here,
+    // unlimited, from the same route lookup as 404 and 405 (see http/cors.ts).
+    if (cors !== null && isPreflight(req)) {
+      const headers = cors.preflight(req.headers.origin!, router.allowed(path) ?? publicRouter.allowed(path));
+      if (headers === null) throw new ApiError('not_found', 'No such path.');
+      exchange.corsHeaders = headers;
+      return { status: 204, body: '' };
+    }
 
     // 1. Identification: a valid key is the caller; otherwise the client address is.
     const credentials = readCredentials(req.headers.authorization);
@@ -182,9 +206,15 @@ export function createApp(deps: AppDeps): App {
       'X-Request-Id': exchange.requestId,
       ...exchange.rateHeaders,
       ...exchange.routeHeaders,
+      ...exchange.corsHeaders,
       ...reply.headers,
       'Content-Length': Buffer.byteLength(reply.body),
     };
+    // RFC 9110, 8.6 and 15.3.5: a 204 has no content, so neither a length nor a type.
+    if (reply.status === 204) {
+      delete headers['Content-Length'];
+      delete headers['Content-Type'];
+    }
     if (draining) headers.Connection = 'close';
     res.writeHead(reply.status, headers);
     res.end(reply.body);
@@ -212,6 +242,7 @@ export function createApp(deps: AppDeps): App {
         keyId: null,
         rateHeaders: null,
         routeHeaders: undefined,
+        corsHeaders: cors?.responseHeaders(req.headers.origin),
       };
       const search = question === -1 ? '' : url.slice(question + 1);
       respond(req, exchange, search).then(

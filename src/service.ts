@@ -13,17 +13,22 @@ import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
 import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
+import { createPetChanges } from './api/pet-changes.ts';
 import { createApp, type AppDeps } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument } from './api/openapi.ts';
+import { referencePageReply } from './api/docs/reference-page.ts';
+import { createCors } from './http/cors.ts';
 
 export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
 > &
-  // Optional so that the service can be built without it (tests, bench): the server's default.
-  Partial<Pick<Config, 'maxConnectionsPerAddress'>>;
+  // Optional so that the service can be built without them (tests, bench). An absent
+  // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
+  // server's default.
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
 
 export interface ServiceDeps {
   config: ServiceConfig;
@@ -36,7 +41,7 @@ export interface ServiceDeps {
   server?: ServerOptions;
   /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
   maxAnonymousCallers?: number;
-  /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
+  /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
 }
 
@@ -66,9 +71,13 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
-  const openapi = JSON.stringify(buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
+  const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
+  const openapi = JSON.stringify(document);
+  // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
+  const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
+  const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
   const app = createApp({
     clock,
     logger,
@@ -76,8 +85,11 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     limiter,
     pets,
     createPet: petCreations.create,
+    changePet,
     trustProxy: config.trustProxy,
     openapi,
+    docs,
+    cors: createCors(config.corsAllowedOrigins ?? null),
     ...overrides,
   });
   return {

@@ -102,7 +102,7 @@ test('SIGTERM lets a request in flight finish, saves limiter state and exits 0',
 });
 
 test('an invalid variable stops the server with one line naming it and exit code 1', () => {
-  for (const [name, value] of [['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['MAX_CONNECTIONS_PER_ADDRESS', '0']] as const) {
+  for (const [name, value] of [['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['CORS_ALLOWED_ORIGINS', 'https://shop.example/'], ['MAX_CONNECTIONS_PER_ADDRESS', '0']] as const) {
     const result = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', [name]: value, DATABASE_PATH: ':memory:' }, encoding: 'utf8', timeout: 10_000 });
     assert.equal(result.status, 1, name);
     const lines = result.stderr.trim().split('\n');
@@ -138,4 +138,14 @@ test('the server creates the database folder 0700 and its files 0600; a start on
   assert.equal(warning.level, 'warn');
   assert.match(warning.found, new RegExp(`${folder} 0755`));
   assert.match(warning.found, new RegExp(`${path} 0644`));
+});
+
+test('CORS_ALLOWED_ORIGINS reaches the server: an allowed origin may read, another may not', async (t) => {
+  const dir = tempDir(t);
+  const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: join(dir, 'prod.db'), CORS_ALLOWED_ORIGINS: 'https://shop.example' });
+  t.after(() => server.child.kill('SIGTERM'));
+  const allowed = await fetch(`${server.url}/healthz`, { headers: { origin: 'https://shop.example' } });
+  assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://shop.example');
+  const other = await fetch(`${server.url}/healthz`, { headers: { origin: 'https://evil.example' } });
+  assert.equal(other.headers.get('access-control-allow-origin'), null);
 });

@@ -16,11 +16,13 @@ export interface Router<H> {
   add(method: string, pattern: string, handler: H): void;
   /** `null` when no route has this path; `method_not_allowed` when others methods do. */
   find(method: string, path: string): RouteMatch<H> | null;
+  /** The methods of a path, as its `Allow` value (HEAD beside GET); `null` when no route has it. */
+  allowed(path: string): string | null;
 }
 
 interface PathEntry<H> {
   handlers: Map<string, H>;
-  /** Precomputed `Allow` value; HEAD is listed wherever GET is. */
+  /** Precomputed `Allow` value: the methods in the order they were added, HEAD right after GET. */
   allow: string;
 }
 
@@ -43,9 +45,33 @@ export function createRouter<H>(): Router<H> {
   function addTo(entry: PathEntry<H>, method: string, pattern: string, handler: H): void {
     if (entry.handlers.has(method)) throw new Error(`duplicate route ${method} ${pattern}`);
     entry.handlers.set(method, handler);
-    const methods = new Set(entry.handlers.keys());
-    if (methods.has('GET')) methods.add('HEAD');
-    entry.allow = [...methods].sort().join(', ');
+    entry.allow = [...entry.handlers.keys()].flatMap((name) => (name === 'GET' ? ['GET', 'HEAD'] : [name])).join(', ');
+  }
+
+  /** The route entry that has `path`, with the parameters it captures. */
+  function locate(path: string): { entry: PathEntry<H>; params: Params } | null {
+    const exact = staticRoutes.get(path);
+    if (exact) return { entry: exact, params: EMPTY_PARAMS };
+    if (patternRoutes.length === 0) return null;
+    const parts = path.split('/');
+    for (const route of patternRoutes) {
+      if (parts.length !== route.segments.length + 1 || parts[0] !== '') continue;
+      let params: Params | null = {};
+      let name = 0;
+      for (let i = 0; i < route.segments.length; i++) {
+        const literal = route.segments[i];
+        const part = parts[i + 1]!;
+        if (literal === null) {
+          if (part === '') { params = null; break; }
+          params[route.names[name++]!] = part;
+        } else if (literal !== part) {
+          params = null;
+          break;
+        }
+      }
+      if (params) return { entry: route, params };
+    }
+    return null;
   }
 
   return {
@@ -80,28 +106,12 @@ export function createRouter<H>(): Router<H> {
     },
 
     find(method, path) {
-      const exact = staticRoutes.get(path);
-      if (exact) return pick(exact, method, EMPTY_PARAMS);
-      if (patternRoutes.length === 0) return null;
-      const parts = path.split('/');
-      for (const route of patternRoutes) {
-        if (parts.length !== route.segments.length + 1 || parts[0] !== '') continue;
-        let params: Params | null = {};
-        let name = 0;
-        for (let i = 0; i < route.segments.length; i++) {
-          const literal = route.segments[i];
-          const part = parts[i + 1]!;
-          if (literal === null) {
-            if (part === '') { params = null; break; }
-            params[route.names[name++]!] = part;
-          } else if (literal !== part) {
-            params = null;
-            break;
-          }
-        }
-        if (params) return pick(route, method, params);
-      }
-      return null;
+      const located = locate(path);
+      return located === null ? null : pick(located.entry, method, located.params);
+    },
+
+    allowed(path) {
+      return locate(path)?.entry.allow ?? null;
     },
   };
 }

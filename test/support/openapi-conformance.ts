@@ -16,12 +16,17 @@
  *   routing);
  * - a method that no operation of a path has: `MethodNotAllowed`, whose `Allow` must list the
  *   path's operations (plus HEAD beside GET);
- * - paths outside the base address (`/healthz`, `/`, `/pets`): the contract puts them "outside
- *   the API operations", and describing `/healthz` as a path would make generated clients call
- *   it under `/v1`, where it does not exist. `GET /healthz` must answer `200 {"status":"ok"}`
- *   (the document's info says so) without the rate-limit headers, and `GET /docs` is not limited
- *   either; any other request outside the base address is limited per address (issue #15), so
- *   it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests` with their headers.
+ * - paths outside the base address (`/healthz`, `/docs`, `/`, `/pets`): the contract puts them
+ *   "outside the API operations", and describing `/healthz` as a path would make generated clients
+ *   call it under `/v1`, where it does not exist. `GET /healthz` must answer `200 {"status":"ok"}`
+ *   (the document's info says so) and `GET /docs` an HTML page with its Content-Security-Policy,
+ *   both without the rate-limit headers; any other request outside the base address is limited
+ *   per address (issue #15), so it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests`
+ *   with their headers.
+ *
+ * CORS headers (`Access-Control-*`, `Vary: Origin`) are the browser's protocol, set by the
+ * deployment (`CORS_ALLOWED_ORIGINS`), not part of the API an OpenAPI document describes: like
+ * the transport headers, they are left to their own tests (test/app-cors.test.ts).
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
@@ -30,6 +35,18 @@ type Json = Record<string, any>;
 
 /** Headers that HTTP itself adds; the document describes the rest. */
 const TRANSPORT_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
+const isCorsHeader = (name: string) => name.startsWith('access-control-') || name === 'vary';
+/** Paths outside the base address that answer GET and HEAD (CONTRACT.md), and how their 200 is checked. */
+const OUTSIDE_PAGES: Readonly<Record<string, Pick<Expected, 'body' | 'bodyText' | 'pageHeaders'>>> = {
+  '/healthz': { body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`) },
+  '/docs': {
+    bodyText: (text, mediaType) =>
+      mediaType !== 'text/html' ? `Content-Type ${mediaType} is not text/html` : text.startsWith('<!doctype html>') ? null : 'the body is not an HTML page',
+    // Its policy is tested in test/app-docs.test.ts and, for what it allows, in a browser.
+    pageHeaders: new Set(['content-security-policy', 'referrer-policy']),
+  },
+};
+const OUTSIDE_PATHS = new Set(Object.keys(OUTSIDE_PAGES));
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 /** Responses that any request under the base address may get before it is routed. */
 const BEFORE_ROUTING: Readonly<Record<number, string>> = {
@@ -69,6 +86,10 @@ interface Expected {
   optionalHeaders?: (name: string) => boolean;
   /** Checks the body instead of the described content (for `/healthz`). */
   body?: (value: unknown) => string | null;
+  /** Checks a body that is not JSON, with its media type, instead of the described content (for `/docs`). */
+  bodyText?: (text: string, mediaType: string) => string | null;
+  /** Headers (lower case) of a page outside the API, checked by that page's own tests. */
+  pageHeaders?: ReadonlySet<string>;
 }
 
 /** Builds a checker for one serialised document; compiled schemas are kept per document. */
@@ -148,23 +169,23 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function outsideBase(method: string, path: string, status: number): Expected | string {
     const notLimited = (name: string) => name.startsWith('x-ratelimit-') || name.startsWith('ratelimit');
     if (status === 503) return { ...sharedResponse('Unavailable', 'shutting down'), optionalHeaders: notLimited };
-    const unlimited = (method === 'GET' || method === 'HEAD') && (path === '/healthz' || path === '/docs');
-    if (unlimited && path === '/healthz') {
-      if (status !== 200) return `${status} for ${method} /healthz, which answers 200`;
-      // Described in info.description only (see the comment at the top); the headers are the document's.
+    // GET and HEAD of these pages are never limited; any other request outside /v1 is (issue #15).
+    const page = OUTSIDE_PAGES[path];
+    if (page !== undefined && (method === 'GET' || method === 'HEAD')) {
+      if (status !== 200) return `${status} for ${method} ${path}, which answers 200`;
+      // Described in info.description or the contract only (see the comment at the top); the
+      // common headers are the document's.
       const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options'];
       return {
         described: { pointer: '', object: { headers: Object.fromEntries(every.map((name) => [name, { $ref: `#/components/headers/${name}` }])) } },
-        what: 'GET /healthz (outside the API)',
-        body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`),
+        what: `GET ${path} (outside the API)`,
+        ...page,
       };
     }
-    if (unlimited && status === 404) return { ...sharedResponse('NotFound', `${method} ${path}, not limited`), optionalHeaders: notLimited };
-    if (unlimited) return `${status} for ${method} ${path}, which this checker does not describe`;
-    if (path === '/healthz' && status === 405) return sharedResponse('MethodNotAllowed', `${method} /healthz`);
+    if (OUTSIDE_PATHS.has(path) && status === 405) return sharedResponse('MethodNotAllowed', `${method} ${path}`);
     if (status === 404) return sharedResponse('NotFound', 'a path outside the API');
     if (status === 429) return sharedResponse('TooManyRequests', 'a path outside the API, limited per address');
-    return `${status} for ${method} ${path}, outside the API (only 404, 405 on /healthz, 429, or 503)`;
+    return `${status} for ${method} ${path}, outside the API (only 404, 405 on ${[...OUTSIDE_PATHS].join(' or ')}, 429, or 503)`;
   }
 
   function checkHeaders(expected: Expected, response: Response, allow: string | null): string[] {
@@ -176,7 +197,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
       described.set(name.toLowerCase(), { ...located, name });
     }
     for (const [name, value] of response.headers) {
-      if (TRANSPORT_HEADERS.has(name)) continue;
+      if (TRANSPORT_HEADERS.has(name) || isCorsHeader(name) || expected.pageHeaders?.has(name)) continue;
       const header = described.get(name);
       if (!header) {
         problems.push(`header ${name}: ${JSON.stringify(value)} is not described`);
@@ -202,6 +223,10 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function checkBody(expected: Expected, response: Response, text: string, head: boolean): string[] {
     if (head) return text === '' ? [] : ['a HEAD response has a body'];
     const content = expected.described.object.content as Json | undefined;
+    if (expected.bodyText !== undefined) {
+      const problem = expected.bodyText(text, (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase());
+      return problem === null ? [] : [`${problem} (${expected.what})`];
+    }
     if (content === undefined && expected.body === undefined) return text === '' ? [] : [`body ${JSON.stringify(text.slice(0, 200))} is not described`];
     const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (content !== undefined && content[mediaType] === undefined) {
@@ -220,15 +245,17 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
     return problem ? [`body ${JSON.stringify(text.slice(0, 300))} does not match the schema of ${expected.what}: ${problem}`] : [];
   }
 
-  /** The `Allow` a 405 must carry: the path's operations, with HEAD beside GET, sorted as the router does. */
+  /**
+   * The `Allow` a 405 must carry: the path's operations in the document's order, with HEAD right
+   * after GET, as the router lists them (CONTRACT.md 1.1: `GET, HEAD, PATCH, DELETE` on a pet).
+   */
   function allowFor(path: string): string | null {
     const relative = path.slice(basePath.length);
     const match = templates.find(({ pattern }) => pattern.test(relative));
-    if (!match) return path === '/healthz' ? 'GET, HEAD' : null;
+    if (!match) return OUTSIDE_PATHS.has(path) ? 'GET, HEAD' : null;
     const item = document.paths[match.template] as Json;
-    const methods = new Set(METHODS.filter((method) => item[method]).map((method) => method.toUpperCase()));
-    if (methods.has('GET')) methods.add('HEAD');
-    return [...methods].sort().join(', ');
+    const methods = Object.keys(item).filter((method) => METHODS.includes(method)).map((method) => method.toUpperCase());
+    return methods.flatMap((method) => (method === 'GET' ? ['GET', 'HEAD'] : [method])).join(', ');
   }
 
   return {

@@ -69,6 +69,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const logger = createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) });
   const config: ServiceConfig = {
     appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null,
+    corsAllowedOrigins: null,
     ...options.config,
   };
   const service = createService({
@@ -113,6 +114,21 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
     url, db, clock, service, logs, request, post, close,
     key: roomy.key, keyId: roomy.record.id, freeKey: free.key, freeKeyId: free.record.id,
   };
+}
+
+/** A pet's row as stored, with categoryId as text (its exact digits) and its version. */
+export interface StoredPet {
+  id: number;
+  name: string;
+  categoryId: string;
+  status: string;
+  version: number;
+}
+
+/** The pet's row in the server's database, or undefined when there is none. */
+export function storedPet(server: Pick<TestServer, 'db'>, id: number): StoredPet | undefined {
+  const row = server.db.prepare('SELECT id, name, CAST(category_id AS TEXT) AS categoryId, status, version FROM pets WHERE id = ?').get(id);
+  return row ? ({ ...row } as unknown as StoredPet) : undefined;
 }
 
 /** Reads an Error body and checks its shape: exactly code, message, status. */
