@@ -18,6 +18,8 @@ export interface BenchOptions {
   only: WorkloadName[] | null;
   /** Start the service with --cpu-prof (its figures are then not representative). */
   profile: boolean;
+  /** Start the service with METRICS_PORT, so that every request is counted (issue #14). */
+  metrics: boolean;
   /** Where latest.json, latest.md and profiles go. */
   out: string;
   help: boolean;
@@ -35,6 +37,7 @@ node:http baseline, and measures them alternately on 127.0.0.1.
   --connections C   concurrent connections (default 50)
   --only A,B        only these workloads: ${WORKLOAD_NAMES.join(', ')}
   --profile         run the service under node --cpu-prof and summarise the profile
+  --metrics         run the service with METRICS_PORT set (metrics counted), and scrape it at the end
   --out DIR         where to write latest.json, latest.md and profiles (default bench/results)
   --help            this text
 `;
@@ -53,6 +56,7 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
       connections: { type: 'string' },
       only: { type: 'string' },
       profile: { type: 'boolean' },
+      metrics: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean' },
     },
@@ -75,6 +79,7 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     connections: integer(values.connections, '--connections', 50, 1, 10_000),
     only,
     profile: values.profile ?? false,
+    metrics: values.metrics ?? false,
     out: values.out ?? defaultOut,
     help: values.help ?? false,
   };

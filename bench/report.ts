@@ -139,7 +139,7 @@ export interface BenchReport {
   finishedAt: string;
   command: string;
   machine: { cpus: number; cpuModel: string; memoryBytes: number; kernel: string; node: string };
-  options: { pets: number; seconds: number; warmup: number; rounds: number; connections: number; only: string[] | null; profile: boolean };
+  options: { pets: number; seconds: number; warmup: number; rounds: number; connections: number; only: string[] | null; profile: boolean; metrics: boolean };
   database: { pets: number; seedMs: number };
   servers: { service: ServerFacts; baseline: ServerFacts };
   /** What the service wrote on stdout: the access log, one line per request. */
@@ -255,6 +255,7 @@ function facts(report: BenchReport): string[] {
   const discarded = report.workloads.reduce((sum, workload) => sum + workload.discarded.length, 0);
   lines.push(
     `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
+    `Metrics: ${options.metrics ? 'on (METRICS_PORT set, every request counted)' : 'off (no METRICS_PORT)'}`,
     `Load: autocannon, ${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ` +
       `generator used ${fixed(generator)} cores (median)`,
     `Noise: other processes used up to ${fixed(other)} cores in a kept round (column "noise"); ${discarded} rounds were discarded for noise and measured again`,

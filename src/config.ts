@@ -24,6 +24,8 @@ export interface Config {
   rateLimitBanThreshold: number;
   rateLimitBanSeconds: number;
   logLevel: LogLevel;
+  /** The port of the `/metrics` listener (on `host`), or null for none. */
+  metricsPort: number | null;
 }
 
 /** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
@@ -50,8 +52,9 @@ type Env = Readonly<Record<string, string | undefined>>;
  */
 export function loadConfig(env: Env): Config {
   const appEnv = oneOf(env, 'APP_ENV', APP_ENVS, 'development');
+  const port = integer(env, 'PORT', 0, 65_535, 8080);
   return {
-    port: integer(env, 'PORT', 0, 65_535, 8080),
+    port,
     host: host(env, 'HOST', '127.0.0.1'),
     appEnv,
     databasePath: read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`,
@@ -61,7 +64,18 @@ export function loadConfig(env: Env): Config {
     rateLimitBanThreshold: integer(env, 'RATE_LIMIT_BAN_THRESHOLD', 1, MAX_BAN_THRESHOLD, 30),
     rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    metricsPort: metricsPort(env, port),
   };
+}
+
+/** Unset: no metrics listener. 0, like PORT=0, takes any free port, so 0 for both is no clash. */
+function metricsPort(env: Env, port: number): number | null {
+  if (read(env, 'METRICS_PORT') === undefined) return null;
+  const value = integer(env, 'METRICS_PORT', 0, 65_535, 0);
+  if (value !== 0 && value === port) {
+    throw new ConfigError('METRICS_PORT', `METRICS_PORT must differ from PORT (the API's port), got ${got(String(value))}`);
+  }
+  return value;
 }
 
 function read(env: Env, name: string): string | undefined {

@@ -12,8 +12,8 @@ import { createKeysStore, type KeysStore } from './storage/sqlite/keys-store.ts'
 import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
-import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
-import { createApp, type AppDeps } from './app.ts';
+import { createPetCreations, type CreationsObserver, type PetCreations } from './api/pet-creations.ts';
+import { createApp, type AppDeps, type PipelineObserver } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument } from './api/openapi.ts';
@@ -34,6 +34,8 @@ export interface ServiceDeps {
   maxLimiterCallers?: number;
   /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
+  /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
+  observer?: PipelineObserver & CreationsObserver;
 }
 
 export interface Service {
@@ -51,7 +53,7 @@ export interface Service {
 }
 
 /** Builds the service; the limiter's saved state is loaded before the first request. */
-export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers, groupCommit = true }: ServiceDeps): Service {
+export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers, groupCommit = true, observer }: ServiceDeps): Service {
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
   const limiter = createLimiter({
@@ -64,7 +66,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   limiterPersistence.load();
   const openapi = JSON.stringify(buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
   // Over the overriding store when a test injects one, so its faults reach the create path.
-  const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
+  const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const app = createApp({
     clock,
     logger,
@@ -74,6 +76,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     createPet: petCreations.create,
     trustProxy: config.trustProxy,
     openapi,
+    observer,
     ...overrides,
   });
   return {

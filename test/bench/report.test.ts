@@ -17,7 +17,7 @@ function baseReport(): Omit<BenchReport, 'checks'> {
   return {
     startedAt: '2026-01-01T00:00:00.000Z', finishedAt: '2026-01-01T00:04:00.000Z', command: 'npm run bench',
     machine: { cpus: 2, cpuModel: 'test', memoryBytes: 24 * 2 ** 30, kernel: '6', node: 'v24' },
-    options: { pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false },
+    options: { pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, metrics: false },
     database: { pets: 10_000, seedMs: 30 },
     servers: {
       service: { listeningMs: 150, startToFirstOkMs: 180, starts: [180], peakRssBytes: 120 * 2 ** 20, exitCode: 0 },
