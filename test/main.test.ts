@@ -1,37 +1,11 @@
 /** The process edge, run for real as a child process: start, first key, signals, bad config. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
-
-const MAIN = new URL('../src/main.ts', import.meta.url).pathname;
-
-function tempDir(t: { after(fn: () => void): void }): string {
-  const dir = mkdtempSync(join(tmpdir(), 'pets-main-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** Starts src/main.ts and resolves once it has logged the address it listens on. */
-async function startMain(env: Record<string, string>) {
-  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.setEncoding('utf8').on('data', (text: string) => {
-      stdout += text;
-      const match = /"event":"listening","url":"([^"]+)"/.exec(stdout);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
-  });
-  return { child, url, output: () => ({ stdout, stderr }) };
-}
+import { MAIN, startMain, tempDir } from './support/main-process.ts';
 
 test('a first development start creates one free key, prints it once on stderr, and it works', async (t) => {
   const dir = tempDir(t);
