@@ -33,9 +33,9 @@ const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'tr
 /** Responses that any request under the base address may get before it is routed. */
 const BEFORE_ROUTING: Readonly<Record<number, string>> = {
   401: 'Unauthorized',
-  408: 'RequestTimeout',
+  408: 'AnsweredByServer',
   429: 'TooManyRequests',
-  431: 'HeadersTooLarge',
+  431: 'AnsweredByServer',
   500: 'InternalError',
   503: 'Unavailable',
 };
@@ -68,6 +68,8 @@ interface Expected {
   optionalHeaders?: (name: string) => boolean;
   /** Checks the body instead of the described content (for `/healthz`). */
   body?: (value: unknown) => string | null;
+  /** Set when only the operation's `default` response can describe this status: said first if it does not fit. */
+  unlisted?: string;
 }
 
 /** Builds a checker for one serialised document; compiled schemas are kept per document. */
@@ -78,6 +80,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   ajv.addVocabulary(['openapi', 'info', 'jsonSchemaDialect', 'servers', 'paths', 'webhooks', 'components', 'security', 'tags', 'externalDocs']);
   // OpenAPI's format: an integer that fits 64 bits (JSON.parse already rounded larger digits).
   ajv.addFormat('int64', { type: 'number', validate: (value: number) => Number.isInteger(value) && Math.abs(value) <= 2 ** 63 });
+  ajv.addFormat('int32', { type: 'number', validate: (value: number) => Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 });
   ajv.addSchema(document, DOCUMENT_ID);
 
   const basePath = new URL((document.servers?.[0]?.url as string | undefined) ?? '/', 'http://base.invalid').pathname.replace(/\/$/, '');
@@ -141,7 +144,12 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
     if (key === undefined) {
       return `${status} is not a response of ${operationMethod.toUpperCase()} ${match.template} (described: ${Object.keys(responses).join(', ')})`;
     }
-    return { described: resolve(`${operationPointer}/responses/${escapePointer(key)}`), what: `${operationMethod.toUpperCase()} ${match.template} ${key}` };
+    const what = `${operationMethod.toUpperCase()} ${match.template}`;
+    return {
+      described: resolve(`${operationPointer}/responses/${escapePointer(key)}`),
+      what: `${what} ${key}`,
+      ...(key === 'default' ? { unlisted: `${status} is not a response of ${what} (described: ${Object.keys(responses).join(', ')}), and its default does not fit it` } : {}),
+    };
   }
 
   function outsideBase(method: string, path: string, status: number): Expected | string {
@@ -240,6 +248,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
             ...checkBody(expected, response, text, upper === 'HEAD'),
           ];
       if (problems.length > 0) {
+        if (typeof expected !== 'string' && expected.unlisted) problems.unshift(expected.unlisted);
         const against = typeof expected === 'string' ? 'nothing in the document' : expected.what;
         throw new Error(`Response not described by the OpenAPI document: ${label} (checked against ${against})\n  - ${problems.join('\n  - ')}`);
       }
