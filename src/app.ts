@@ -15,6 +15,7 @@ import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOpe
 import { COMMON_HEADERS, type Reply } from './http/reply.ts';
 import type { App } from './http/server.ts';
 import { createRouter } from './http/router.ts';
+import { isPreflight, type Cors } from './http/cors.ts';
 
 /** An authenticated API key, as the pipeline needs it. */
 export interface ApiKeyIdentity extends Limits {
@@ -62,6 +63,10 @@ export interface AppDeps {
   generateRequestId?: () => string;
   /** Told of every answer and refusal; default: nobody. */
   observer?: PipelineObserver;
+  /** The CORS policy of `CORS_ALLOWED_ORIGINS`; absent or null: no CORS header is ever sent. */
+  cors?: Cors | null;
+  /** The API reference page served at /docs, built once at start, when there is one. */
+  docs?: Reply;
 }
 
 interface Route {
@@ -103,6 +108,11 @@ export function createApp(deps: AppDeps): App {
     const document = deps.openapi;
     publicRouter.add('GET', '/v1/openapi.json', { run: () => ({ status: 200, body: document }) });
   }
+  if (deps.docs !== undefined) {
+    const page = deps.docs;
+    publicRouter.add('GET', '/docs', { run: () => page });
+  }
+  const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
   const trustProxy = deps.trustProxy ?? false;
   const observer = deps.observer ?? NO_OBSERVER;
@@ -118,6 +128,7 @@ export function createApp(deps: AppDeps): App {
     route: string | null;
     rateHeaders: Record<string, string> | null;
     routeHeaders: Readonly<Record<string, string>> | undefined;
+    corsHeaders: Readonly<Record<string, string>> | undefined;
   }
 
   async function respond(req: IncomingMessage, exchange: Exchange, search: string): Promise<Reply> {
@@ -128,14 +139,24 @@ export function createApp(deps: AppDeps): App {
     const isApi = path === '/v1' || path.startsWith('/v1/');
     // A /v1 request is limited first, so even this 503 tells the caller where it stands.
     if (draining && !isApi) throw shuttingDown();
-    if (path === '/healthz') return runPublic(publicRouter.find(method, path)!, exchange, req, search);
+    const outside = isApi ? null : publicRouter.find(method, path);
+    if (outside) return runPublic(outside, exchange, req, search);
     if (!isApi) throw new ApiError('not_found', 'No such path.');
 
-    // The routes are looked up here, a pure lookup, so that every answer (a 429 or 401 too) is
-    // counted under its route; they are acted on in the contract's order below.
+    // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
+    // preflight too) is counted under its route; they are acted on in the contract's order below.
     const open = publicRouter.find(method, path);
     const match = open === null ? router.find(method, path) : null;
     exchange.route = (open ?? match)?.pattern ?? null;
+
+    // A CORS preflight asks before the request is sent, without the key: it is answered here,
+    // unlimited, from the same route lookup as 404 and 405 (see http/cors.ts).
+    if (cors !== null && isPreflight(req)) {
+      const headers = cors.preflight(req.headers.origin!, router.allowed(path) ?? publicRouter.allowed(path));
+      if (headers === null) throw new ApiError('not_found', 'No such path.');
+      exchange.corsHeaders = headers;
+      return { status: 204, body: '' };
+    }
 
     // 1. Identification: a valid key is the caller; otherwise the client address is.
     const credentials = readCredentials(req.headers.authorization);
@@ -188,9 +209,15 @@ export function createApp(deps: AppDeps): App {
       'X-Request-Id': exchange.requestId,
       ...exchange.rateHeaders,
       ...exchange.routeHeaders,
+      ...exchange.corsHeaders,
       ...reply.headers,
       'Content-Length': Buffer.byteLength(reply.body),
     };
+    // RFC 9110, 8.6 and 15.3.5: a 204 has no content, so neither a length nor a type.
+    if (reply.status === 204) {
+      delete headers['Content-Length'];
+      delete headers['Content-Type'];
+    }
     if (draining) headers.Connection = 'close';
     res.writeHead(reply.status, headers);
     res.end(reply.body);
@@ -222,6 +249,7 @@ export function createApp(deps: AppDeps): App {
         route: null,
         rateHeaders: null,
         routeHeaders: undefined,
+        corsHeaders: cors?.responseHeaders(req.headers.origin),
       };
       const search = question === -1 ? '' : url.slice(question + 1);
       respond(req, exchange, search).then(

@@ -4,6 +4,7 @@
  * the variable, not run it with a surprising default.
  */
 import { isIP } from 'node:net';
+import type { AllowedOrigins } from './http/cors.ts';
 
 export const APP_ENVS = ['production', 'staging', 'development'] as const;
 export type AppEnv = (typeof APP_ENVS)[number];
@@ -26,6 +27,8 @@ export interface Config {
   logLevel: LogLevel;
   /** The port of the `/metrics` listener (on `host`), or null for none. */
   metricsPort: number | null;
+  /** `CORS_ALLOWED_ORIGINS`: `*`, a list of exact origins, or null (unset: no CORS header ever). */
+  corsAllowedOrigins: AllowedOrigins | null;
 }
 
 /** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
@@ -65,6 +68,7 @@ export function loadConfig(env: Env): Config {
     rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     metricsPort: metricsPort(env, port),
+    corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
   };
 }
 
@@ -148,4 +152,27 @@ function baseUrl(env: Env, name: string): string | null {
   }
   // The parsed form: host lower-cased, default port dropped, so the OpenAPI document is canonical.
   return url.href;
+}
+
+/**
+ * `*`, or comma-separated origins written exactly as a browser sends them in `Origin` (scheme,
+ * lower-case host, port only when not the default; no path, not even `/`), because they are
+ * compared as strings. A near miss (`https://Shop.example/`) is refused with the exact form rather
+ * than fixed silently: what is configured is what is compared. `null` (the origin of sandboxed and
+ * `file:` pages, which any page can forge) and schemes other than http(s) are refused.
+ */
+function allowedOrigins(env: Env, name: string): AllowedOrigins | null {
+  const raw = read(env, name);
+  if (raw === undefined) return null;
+  if (raw.trim() === '*') return '*';
+  const origins = raw.split(',').map((entry) => entry.trim());
+  for (const origin of origins) {
+    if (origin === '*') throw new ConfigError(name, `${name} must be * alone or a list of origins, not both, got ${got(raw)}`);
+    const url = URL.parse(origin);
+    const serialised = url !== null && (url.protocol === 'https:' || url.protocol === 'http:') ? url.origin : null;
+    if (serialised === origin) continue;
+    const hint = serialised !== null && url!.username === '' && url!.password === '' ? ` (write it as ${got(serialised)})` : '';
+    throw new ConfigError(name, `${name} must be * or comma-separated origins such as https://shop.example, got ${got(origin)}${hint}`);
+  }
+  return [...new Set(origins)];
 }

@@ -16,12 +16,16 @@ import { createPetCreations, type CreationsObserver, type PetCreations } from '.
 import { createApp, type AppDeps, type PipelineObserver } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
-import { buildOpenApiDocument } from './api/openapi.ts';
+import { buildOpenApiDocument, serializeOpenApiDocument } from './api/openapi.ts';
+import { referencePageReply } from './api/docs/reference-page.ts';
+import { createCors } from './http/cors.ts';
 
 export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
->;
+> &
+  /** Absent means unset: no CORS header. */
+  Partial<Pick<Config, 'corsAllowedOrigins'>>;
 
 export interface ServiceDeps {
   config: ServiceConfig;
@@ -64,7 +68,10 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
-  const openapi = JSON.stringify(buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
+  const document = buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
+  const openapi = serializeOpenApiDocument(document);
+  // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
+  const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const app = createApp({
@@ -77,6 +84,8 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     trustProxy: config.trustProxy,
     openapi,
     observer,
+    docs,
+    cors: createCors(config.corsAllowedOrigins ?? null),
     ...overrides,
   });
   return {

@@ -29,6 +29,7 @@ test('an empty environment gives every default of the contract', () => {
     rateLimitBanSeconds: 900,
     logLevel: 'info',
     metricsPort: null,
+    corsAllowedOrigins: null,
   });
 });
 
@@ -172,6 +173,46 @@ test('LOG_LEVEL is one of the five levels', () => {
     assert.equal(loadConfig({ LOG_LEVEL: value }).logLevel, value);
   }
   for (const value of ['warning', 'INFO', 'trace']) assertRefused({ LOG_LEVEL: value }, 'LOG_LEVEL');
+});
+
+test('CORS_ALLOWED_ORIGINS is unset (null), * or a list of exact origins', () => {
+  assert.equal(loadConfig({}).corsAllowedOrigins, null);
+  assert.equal(loadConfig({ CORS_ALLOWED_ORIGINS: '' }).corsAllowedOrigins, null);
+  assert.equal(loadConfig({ CORS_ALLOWED_ORIGINS: '*' }).corsAllowedOrigins, '*');
+  assert.deepEqual(loadConfig({ CORS_ALLOWED_ORIGINS: 'https://shop.example' }).corsAllowedOrigins, ['https://shop.example']);
+  assert.deepEqual(
+    loadConfig({ CORS_ALLOWED_ORIGINS: 'https://shop.example, http://localhost:3000,http://127.0.0.1:8081,http://[::1]:5173' }).corsAllowedOrigins,
+    ['https://shop.example', 'http://localhost:3000', 'http://127.0.0.1:8081', 'http://[::1]:5173'],
+  );
+  assert.deepEqual(loadConfig({ CORS_ALLOWED_ORIGINS: 'https://a.example,https://a.example' }).corsAllowedOrigins, ['https://a.example']);
+});
+
+test('CORS_ALLOWED_ORIGINS refuses anything that is not an origin exactly as a browser sends it', () => {
+  for (const value of [
+    'shop.example', // no scheme
+    'https://shop.example/', // a path, even /
+    'https://shop.example/app',
+    'HTTPS://shop.example', // browsers send the scheme and host in lower case
+    'https://Shop.example',
+    'https://shop.example:443', // and no default port
+    'https://shop.example?x=1',
+    'https://user@shop.example',
+    'ftp://shop.example',
+    'chrome-extension://abcdefghijklmnop',
+    'null', // the origin of sandboxed and file: pages, which any page can claim
+    '*, https://shop.example',
+    'https://a.example,,https://b.example',
+    'https://a.example,',
+    '**',
+  ]) {
+    assertRefused({ CORS_ALLOWED_ORIGINS: value }, 'CORS_ALLOWED_ORIGINS');
+  }
+});
+
+test('a CORS_ALLOWED_ORIGINS near miss is refused with the exact form to write', () => {
+  assert.throws(() => loadConfig({ CORS_ALLOWED_ORIGINS: 'https://Shop.example/' }), {
+    message: 'CORS_ALLOWED_ORIGINS must be * or comma-separated origins such as https://shop.example, got "https://Shop.example/" (write it as "https://shop.example")',
+  });
 });
 
 test('variables outside the contract are ignored', () => {

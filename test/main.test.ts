@@ -76,7 +76,10 @@ test('SIGTERM lets a request in flight finish, saves limiter state and exits 0',
 });
 
 test('an invalid variable stops the server with one line naming it and exit code 1', () => {
-  const invalid = [['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['METRICS_PORT', 'x'], ['METRICS_PORT', '8080']] as const;
+  const invalid = [
+    ['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['CORS_ALLOWED_ORIGINS', 'https://shop.example/'],
+    ['METRICS_PORT', 'x'], ['METRICS_PORT', '8080'],
+  ] as const;
   for (const [name, value] of invalid) {
     const result = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', [name]: value, DATABASE_PATH: ':memory:' }, encoding: 'utf8', timeout: 10_000 });
     assert.equal(result.status, 1, name);
@@ -116,4 +119,14 @@ test('without METRICS_PORT there is no metrics listener', async (t) => {
   server.child.kill('SIGTERM');
   await once(server.child, 'exit');
   assert.doesNotMatch(server.output().stdout, /metrics_listening/);
+});
+
+test('CORS_ALLOWED_ORIGINS reaches the server: an allowed origin may read, another may not', async (t) => {
+  const dir = tempDir(t);
+  const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: join(dir, 'prod.db'), CORS_ALLOWED_ORIGINS: 'https://shop.example' });
+  t.after(() => server.child.kill('SIGTERM'));
+  const allowed = await fetch(`${server.url}/healthz`, { headers: { origin: 'https://shop.example' } });
+  assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://shop.example');
+  const other = await fetch(`${server.url}/healthz`, { headers: { origin: 'https://evil.example' } });
+  assert.equal(other.headers.get('access-control-allow-origin'), null);
 });

@@ -56,8 +56,13 @@ const ref = (kind: 'schemas' | 'headers' | 'responses', name: string) => ({ $ref
  */
 const rawJson = (JSON as unknown as { rawJSON(text: string): object }).rawJSON;
 
-/** A bound as JSON: a number, or a bigint's exact digits. */
-const exact = (bound: number | bigint) => (typeof bound === 'bigint' ? rawJson(String(bound)) : bound);
+/**
+ * The document as served. Its int64 bounds are bigints (exact, and plain data for the /docs page
+ * and structuredClone), which JSON.stringify alone refuses: they are written as their digits.
+ */
+export function serializeOpenApiDocument(document: OpenApiDocument): string {
+  return JSON.stringify(document, (_key, value: unknown) => (typeof value === 'bigint' ? rawJson(String(value)) : value));
+}
 
 // --- Schemas ----------------------------------------------------------------------------------
 
@@ -75,11 +80,7 @@ function jsonSchema(schema: Schema): JsonObject {
     for (const [name, property] of Object.entries(schema.properties)) properties[name] = jsonSchema(property);
     return { ...schema, properties, required: [...schema.required] };
   }
-  if (schema.type === 'integer') {
-    const { minimum, maximum } = schema;
-    return { ...schema, ...(minimum !== undefined ? { minimum: exact(minimum) } : {}), ...(maximum !== undefined ? { maximum: exact(maximum) } : {}) };
-  }
-  return schema.enum ? { ...schema, enum: [...schema.enum] } : { ...schema };
+  return schema.type === 'string' && schema.enum ? { ...schema, enum: [...schema.enum] } : { ...schema };
 }
 
 /**
@@ -269,16 +270,15 @@ function errorResponse(status: number | readonly number[], description: string, 
   for (const code of codes) {
     if (!statuses.includes(ERROR_STATUS[code])) throw new Error(`error code ${code} is not a ${statuses.join(' or ')}`);
   }
+  // The Error schema bounds `status` already; this narrows it to the codes of each status.
+  const narrowing = (one: number) => ({
+    type: 'object',
+    properties: { code: { type: 'string', enum: codes.filter((code) => ERROR_STATUS[code] === one) }, status: { const: one } },
+  });
   return {
     description: `${description} Codes: ${codes.map((code) => `\`${code}\``).join(', ')}.`,
     headers: headers(uses),
-    content: json({
-      allOf: [
-        ref('schemas', 'Error'),
-        // The Error schema bounds `status` already; this narrows it to the status(es) of this response.
-        { type: 'object', properties: { code: { type: 'string', enum: [...codes] }, status: statuses.length === 1 ? { const: statuses[0] } : { enum: [...statuses] } } },
-      ],
-    }),
+    content: json({ allOf: [ref('schemas', 'Error'), statuses.length === 1 ? narrowing(statuses[0]!) : { oneOf: statuses.map(narrowing) }] }),
   };
 }
 
@@ -365,7 +365,7 @@ function servers({ publicBaseUrl, stagingBaseUrl }: OpenApiOptions): OpenApiDocu
   return list;
 }
 
-/** Builds the document; serialise it once at start (JSON.stringify). */
+/** Builds the document; serialise it once at start (serializeOpenApiDocument). */
 export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
   const sunsetDay = SUNSET.toISOString().slice(0, 10);
   return {

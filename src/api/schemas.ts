@@ -26,6 +26,8 @@ export interface StringSchema {
   maxLength?: number;
   pattern?: string;
   default?: string;
+  /** Annotation only (JSON Schema `examples`): shown in the OpenAPI document and on /docs. */
+  examples?: readonly string[];
 }
 
 export interface IntegerSchema {
@@ -81,6 +83,7 @@ export const petNameSchema: StringSchema = {
   minLength: 1,
   maxLength: 100,
   pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*$',
+  examples: ['Rex'],
 };
 
 export const categoryIdSchema: IntegerSchema = {

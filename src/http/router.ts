@@ -17,6 +17,8 @@ export interface Router<H> {
   add(method: string, pattern: string, handler: H): void;
   /** `null` when no route has this path; `method_not_allowed` when others methods do. */
   find(method: string, path: string): RouteMatch<H> | null;
+  /** The methods of a path, as its `Allow` value (HEAD beside GET); `null` when no route has it. */
+  allowed(path: string): string | null;
 }
 
 interface PathEntry<H> {
@@ -47,6 +49,32 @@ export function createRouter<H>(): Router<H> {
     const methods = new Set(entry.handlers.keys());
     if (methods.has('GET')) methods.add('HEAD');
     entry.allow = [...methods].sort().join(', ');
+  }
+
+  /** The route entry that has `path`, with the parameters it captures. */
+  function locate(path: string): { entry: PathEntry<H>; params: Params } | null {
+    const exact = staticRoutes.get(path);
+    if (exact) return { entry: exact, params: EMPTY_PARAMS };
+    if (patternRoutes.length === 0) return null;
+    const parts = path.split('/');
+    for (const route of patternRoutes) {
+      if (parts.length !== route.segments.length + 1 || parts[0] !== '') continue;
+      let params: Params | null = {};
+      let name = 0;
+      for (let i = 0; i < route.segments.length; i++) {
+        const literal = route.segments[i];
+        const part = parts[i + 1]!;
+        if (literal === null) {
+          if (part === '') { params = null; break; }
+          params[route.names[name++]!] = part;
+        } else if (literal !== part) {
+          params = null;
+          break;
+        }
+      }
+      if (params) return { entry: route, params };
+    }
+    return null;
   }
 
   return {
@@ -81,28 +109,12 @@ export function createRouter<H>(): Router<H> {
     },
 
     find(method, path) {
-      const exact = staticRoutes.get(path);
-      if (exact) return pick(exact, method, EMPTY_PARAMS);
-      if (patternRoutes.length === 0) return null;
-      const parts = path.split('/');
-      for (const route of patternRoutes) {
-        if (parts.length !== route.segments.length + 1 || parts[0] !== '') continue;
-        let params: Params | null = {};
-        let name = 0;
-        for (let i = 0; i < route.segments.length; i++) {
-          const literal = route.segments[i];
-          const part = parts[i + 1]!;
-          if (literal === null) {
-            if (part === '') { params = null; break; }
-            params[route.names[name++]!] = part;
-          } else if (literal !== part) {
-            params = null;
-            break;
-          }
-        }
-        if (params) return pick(route, method, params);
-      }
-      return null;
+      const located = locate(path);
+      return located === null ? null : pick(located.entry, method, located.params);
+    },
+
+    allowed(path) {
+      return locate(path)?.entry.allow ?? null;
     },
   };
 }

@@ -45,6 +45,15 @@ test('a known path with another method lists the allowed methods, HEAD beside GE
   assert.deepEqual(sample().find('POST', '/v1/store/orders'), { kind: 'method_not_allowed', allow: 'GET, HEAD', pattern: '/v1/store/orders' });
 });
 
+test('allowed(path) gives the Allow value of the same lookup, or null for an unknown path', () => {
+  const router = sample();
+  assert.equal(router.allowed('/v1/pets'), 'GET, HEAD, POST');
+  assert.equal(router.allowed('/v1/pets/7'), 'GET, HEAD');
+  for (const path of ['/v1/pets/', '/v1/nowhere', '/v1']) assert.equal(router.allowed(path), null, path);
+  router.add('DELETE', '/v1/pets/{petId}', 'delete');
+  assert.equal(router.allowed('/v1/pets/7'), 'DELETE, GET, HEAD', 'a method added later shows up by itself');
+});
+
 test('programmer errors throw at registration', () => {
   const router = sample();
   assert.throws(() => router.add('GET', '/v1/pets', 'again'), /duplicate/);

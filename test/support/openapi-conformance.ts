@@ -16,11 +16,16 @@
  *   routing);
  * - a method that no operation of a path has: `MethodNotAllowed`, whose `Allow` must list the
  *   path's operations (plus HEAD beside GET);
- * - paths outside the base address (`/healthz`, `/`, `/pets`): the contract puts them "outside
- *   the API operations", and describing `/healthz` as a path would make generated clients call
- *   it under `/v1`, where it does not exist. `/healthz` must answer `200 {"status":"ok"}` (the
- *   document's info says so); anything else there must be `NotFound` or `MethodNotAllowed`, less
- *   the rate-limit headers, since the limiter only counts requests under the base address.
+ * - paths outside the base address (`/healthz`, `/docs`, `/`, `/pets`): the contract puts them
+ *   "outside the API operations", and describing `/healthz` as a path would make generated clients
+ *   call it under `/v1`, where it does not exist. `/healthz` must answer `200 {"status":"ok"}` (the
+ *   document's info says so) and `/docs` an HTML page with its Content-Security-Policy; anything
+ *   else there must be `NotFound` or `MethodNotAllowed`, less the rate-limit headers, since the
+ *   limiter only counts requests under the base address.
+ *
+ * CORS headers (`Access-Control-*`, `Vary: Origin`) are the browser's protocol, set by the
+ * deployment (`CORS_ALLOWED_ORIGINS`), not part of the API an OpenAPI document describes: like
+ * the transport headers, they are left to their own tests (test/app-cors.test.ts).
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
@@ -29,6 +34,18 @@ type Json = Record<string, any>;
 
 /** Headers that HTTP itself adds; the document describes the rest. */
 const TRANSPORT_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
+const isCorsHeader = (name: string) => name.startsWith('access-control-') || name === 'vary';
+/** Paths outside the base address that answer GET and HEAD (CONTRACT.md), and how their 200 is checked. */
+const OUTSIDE_PAGES: Readonly<Record<string, Pick<Expected, 'body' | 'bodyText' | 'pageHeaders'>>> = {
+  '/healthz': { body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`) },
+  '/docs': {
+    bodyText: (text, mediaType) =>
+      mediaType !== 'text/html' ? `Content-Type ${mediaType} is not text/html` : text.startsWith('<!doctype html>') ? null : 'the body is not an HTML page',
+    // Its policy is tested in test/app-docs.test.ts and, for what it allows, in a browser.
+    pageHeaders: new Set(['content-security-policy', 'referrer-policy']),
+  },
+};
+const OUTSIDE_PATHS = new Set(Object.keys(OUTSIDE_PAGES));
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 /** Responses that any request under the base address may get before it is routed. */
 const BEFORE_ROUTING: Readonly<Record<number, string>> = {
@@ -70,6 +87,10 @@ interface Expected {
   body?: (value: unknown) => string | null;
   /** Set when only the operation's `default` response can describe this status: said first if it does not fit. */
   unlisted?: string;
+  /** Checks a body that is not JSON, with its media type, instead of the described content (for `/docs`). */
+  bodyText?: (text: string, mediaType: string) => string | null;
+  /** Headers (lower case) of a page outside the API, checked by that page's own tests. */
+  pageHeaders?: ReadonlySet<string>;
 }
 
 /** Builds a checker for one serialised document; compiled schemas are kept per document. */
@@ -155,19 +176,21 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function outsideBase(method: string, path: string, status: number): Expected | string {
     const notLimited = (name: string) => name.startsWith('x-ratelimit-') || name.startsWith('ratelimit');
     if (status === 503) return { ...sharedResponse('Unavailable', 'shutting down'), optionalHeaders: notLimited };
-    if (path === '/healthz' && (method === 'GET' || method === 'HEAD')) {
-      if (status !== 200) return `${status} for ${method} /healthz, which answers 200`;
-      // Described in info.description only (see the comment at the top); the headers are the document's.
+    const page = OUTSIDE_PAGES[path];
+    if (page !== undefined && (method === 'GET' || method === 'HEAD')) {
+      if (status !== 200) return `${status} for ${method} ${path}, which answers 200`;
+      // Described in info.description or the contract only (see the comment at the top); the
+      // common headers are the document's.
       const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options'];
       return {
         described: { pointer: '', object: { headers: Object.fromEntries(every.map((name) => [name, { $ref: `#/components/headers/${name}` }])) } },
-        what: 'GET /healthz (outside the API)',
-        body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`),
+        what: `GET ${path} (outside the API)`,
+        ...page,
       };
     }
-    if (path === '/healthz' && status === 405) return { ...sharedResponse('MethodNotAllowed', `${method} /healthz`), optionalHeaders: notLimited };
+    if (OUTSIDE_PATHS.has(path) && status === 405) return { ...sharedResponse('MethodNotAllowed', `${method} ${path}`), optionalHeaders: notLimited };
     if (status === 404) return { ...sharedResponse('NotFound', 'a path outside the API'), optionalHeaders: notLimited };
-    return `${status} for ${method} ${path}, outside the API (only 404, 405 on /healthz, or 503)`;
+    return `${status} for ${method} ${path}, outside the API (only 404, 405 on ${[...OUTSIDE_PATHS].join(' or ')}, or 503)`;
   }
 
   function checkHeaders(expected: Expected, response: Response, allow: string | null): string[] {
@@ -179,7 +202,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
       described.set(name.toLowerCase(), { ...located, name });
     }
     for (const [name, value] of response.headers) {
-      if (TRANSPORT_HEADERS.has(name)) continue;
+      if (TRANSPORT_HEADERS.has(name) || isCorsHeader(name) || expected.pageHeaders?.has(name)) continue;
       const header = described.get(name);
       if (!header) {
         problems.push(`header ${name}: ${JSON.stringify(value)} is not described`);
@@ -205,6 +228,10 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function checkBody(expected: Expected, response: Response, text: string, head: boolean): string[] {
     if (head) return text === '' ? [] : ['a HEAD response has a body'];
     const content = expected.described.object.content as Json | undefined;
+    if (expected.bodyText !== undefined) {
+      const problem = expected.bodyText(text, (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase());
+      return problem === null ? [] : [`${problem} (${expected.what})`];
+    }
     if (content === undefined && expected.body === undefined) return text === '' ? [] : [`body ${JSON.stringify(text.slice(0, 200))} is not described`];
     const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (content !== undefined && content[mediaType] === undefined) {
@@ -227,7 +254,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function allowFor(path: string): string | null {
     const relative = path.slice(basePath.length);
     const match = templates.find(({ pattern }) => pattern.test(relative));
-    if (!match) return path === '/healthz' ? 'GET, HEAD' : null;
+    if (!match) return OUTSIDE_PATHS.has(path) ? 'GET, HEAD' : null;
     const item = document.paths[match.template] as Json;
     const methods = new Set(METHODS.filter((method) => item[method]).map((method) => method.toUpperCase()));
     if (methods.has('GET')) methods.add('HEAD');

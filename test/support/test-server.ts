@@ -71,6 +71,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const logger = createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) });
   const config: ServiceConfig = {
     appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null,
+    corsAllowedOrigins: null,
     ...options.config,
   };
   const service = createService({
