@@ -4,7 +4,7 @@
  * the variable, not run it with a surprising default.
  */
 import { isIP } from 'node:net';
-import type { AllowedOrigins } from './http/cors.ts';
+import { MAX_ORIGIN_LENGTH, type AllowedOrigins } from './http/cors.ts';
 
 export const APP_ENVS = ['production', 'staging', 'development'] as const;
 export type AppEnv = (typeof APP_ENVS)[number];
@@ -168,6 +168,7 @@ function allowedOrigins(env: Env, name: string): AllowedOrigins | null {
   const origins = raw.split(',').map((entry) => entry.trim());
   for (const origin of origins) {
     if (origin === '*') throw new ConfigError(name, `${name} must be * alone or a list of origins, not both, got ${got(raw)}`);
+    if (origin.length > MAX_ORIGIN_LENGTH) throw new ConfigError(name, `${name} must list origins of at most ${MAX_ORIGIN_LENGTH} characters, got ${got(origin)}`);
     const url = URL.parse(origin);
     const serialised = url !== null && (url.protocol === 'https:' || url.protocol === 'http:') ? url.origin : null;
     if (serialised === origin) continue;

@@ -74,6 +74,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
+  const cors = createCors(config.corsAllowedOrigins ?? null);
   const app = createApp({
     clock,
     logger,
@@ -85,11 +86,13 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     openapi,
     observer,
     docs,
-    cors: createCors(config.corsAllowedOrigins ?? null),
+    cors,
     ...overrides,
   });
+  // With `*`, even the answers the HTTP server writes before the app runs are readable by a page.
+  const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {
-    app, server: createHttpServer(app, logger, server), keys, pets, limiter, limiterPersistence,
+    app, server: createHttpServer(app, logger, { ...server, rawHeaders }), keys, pets, limiter, limiterPersistence,
     openapi: overrides.openapi ?? openapi, petCreations,
   };
 }

@@ -175,6 +175,13 @@ test('LOG_LEVEL is one of the five levels', () => {
   for (const value of ['warning', 'INFO', 'trace']) assertRefused({ LOG_LEVEL: value }, 'LOG_LEVEL');
 });
 
+test('CORS_ALLOWED_ORIGINS refuses an origin longer than any DNS name allows (the document bounds the header by it)', () => {
+  const longest = `https://${'a'.repeat(61)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(63)}:65535`;
+  assert.equal(longest.length, 8 + 253 + 6);
+  assert.deepEqual(loadConfig({ CORS_ALLOWED_ORIGINS: longest }).corsAllowedOrigins, [longest]);
+  assertRefused({ CORS_ALLOWED_ORIGINS: `https://${'a'.repeat(62)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(63)}:65535` }, 'CORS_ALLOWED_ORIGINS');
+});
+
 test('CORS_ALLOWED_ORIGINS is unset (null), * or a list of exact origins', () => {
   assert.equal(loadConfig({}).corsAllowedOrigins, null);
   assert.equal(loadConfig({ CORS_ALLOWED_ORIGINS: '' }).corsAllowedOrigins, null);

@@ -10,6 +10,7 @@
 import { ERROR_STATUS, type ErrorCode } from '../http/api-error.ts';
 import { COMMON_HEADERS } from '../http/reply.ts';
 import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../http/identify.ts';
+import { EXPOSED_HEADERS, MAX_ORIGIN_LENGTH } from '../http/cors.ts';
 import { CLIENT_REQUEST_ID } from '../http/identify.ts';
 import { DEPRECATION_HEADERS, SUNSET_MS } from './pets-operations.ts';
 import {
@@ -225,6 +226,24 @@ const HEADERS = {
     required: true,
     schema: { type: 'string', enum: [DEPRECATION_HEADERS.Link] },
   },
+  // CORS (CONTRACT.md, "Browsers"): only with CORS_ALLOWED_ORIGINS set, hence never required.
+  'Access-Control-Allow-Origin': {
+    description:
+      "The request's `Origin` when CORS_ALLOWED_ORIGINS allows it, or `*` when that setting is `*`; then a page of that origin may read the answer. " +
+      'On the answers the HTTP server writes itself (408, 431, a malformed request, too many connections) only with `*`.',
+    required: false,
+    schema: { type: 'string', maxLength: MAX_ORIGIN_LENGTH, pattern: '^(\\*|https?://[^/]+)$' },
+  },
+  'Access-Control-Expose-Headers': {
+    description: 'With `Access-Control-Allow-Origin`: the response headers a page may read.',
+    required: false,
+    schema: { type: 'string', enum: [EXPOSED_HEADERS.join(', ')] },
+  },
+  Vary: {
+    description: 'With CORS_ALLOWED_ORIGINS set: the answer depends on the `Origin` request header.',
+    required: false,
+    schema: { type: 'string', enum: ['Origin'] },
+  },
 } as const;
 
 type HeaderName = keyof typeof HEADERS;
@@ -241,7 +260,7 @@ type HeaderUse = HeaderName | { optional: HeaderName };
  */
 function headers(uses: readonly HeaderUse[]): JsonObject {
   const described: JsonObject = {};
-  for (const use of uses) {
+  for (const use of [...uses, ...CORS]) {
     const name = typeof use === 'string' ? use : use.optional;
     const header = HEADERS[name];
     described[WIRE_NAME[name] ?? name] = typeof use !== 'string' ? { ...header, required: false } : header.required ? ref('headers', name) : header;
@@ -256,6 +275,8 @@ const EVERY: readonly HeaderName[] = ['X-Request-Id', 'Cache-Control', 'X-Conten
 /** On every response of a `/v1` request once the caller is limited (CONTRACT.md, "Rate limits"). */
 const RATE: readonly HeaderName[] = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit'];
 const DEPRECATION: readonly HeaderName[] = ['Deprecation', 'Sunset', 'SuccessorLink'];
+/** On any response, every one of them declared, when CORS_ALLOWED_ORIGINS is set. */
+const CORS: readonly HeaderName[] = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
 
 // --- Responses --------------------------------------------------------------------------------
 
@@ -496,7 +517,8 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         Error: errorSchema,
       },
       // Only the headers that are always present when described: the others are written in place.
-      headers: Object.fromEntries(Object.entries(HEADERS).filter(([, header]) => header.required)),
+      // The CORS headers too, so that a client can find them among the components.
+      headers: Object.fromEntries(Object.entries(HEADERS).filter(([name, header]) => header.required || CORS.includes(name as HeaderName))),
       responses: Object.fromEntries(Object.entries(SHARED_RESPONSES).map(([name, [, response]]) => [name, response])),
       securitySchemes: {
         bearerAuth: {

@@ -200,7 +200,13 @@ test('every response header is described where it is sent', () => {
   assert.deepEqual(headers.Sunset.schema.enum, ['Thu, 05 Dec 2030 00:00:00 GMT']);
   assert.deepEqual(headers.SuccessorLink.schema.enum, ['</v1/pets>; rel="successor-version"']);
   // 408 and 431 are written by Node before the pipeline runs: no rate-limit headers there.
-  assert.deepEqual(names('listPets', 'default'), ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options']);
+  const CORS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
+  assert.deepEqual(names('listPets', 'default'), ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options', ...CORS]);
+  // CORS headers may be on any response (CORS_ALLOWED_ORIGINS set), and are never required.
+  for (const [operationId, status] of [['listPets', 200], ['createPet', 201], ['getPet', 404], ['listOrders', 501], ['getOpenApiDocument', 200], ['listPets', 429]] as const) {
+    assert.deepEqual(names(operationId, status).slice(-3), CORS, `${operationId} ${status}`);
+    for (const name of CORS) assert.ok(!required(operationId, status).includes(name), `${operationId} ${status} ${name}`);
+  }
   const transport = response(document, 'listPets', 'default').content['application/json'].schema.allOf[1].oneOf;
   assert.deepEqual(transport.map((part: any) => [part.properties.status.const, part.properties.code.enum]), [[408, ['request_timeout']], [431, ['headers_too_large']]]);
 });

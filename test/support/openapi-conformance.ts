@@ -23,9 +23,10 @@
  *   else there must be `NotFound` or `MethodNotAllowed`, less the rate-limit headers, since the
  *   limiter only counts requests under the base address.
  *
- * CORS headers (`Access-Control-*`, `Vary: Origin`) are the browser's protocol, set by the
- * deployment (`CORS_ALLOWED_ORIGINS`), not part of the API an OpenAPI document describes: like
- * the transport headers, they are left to their own tests (test/app-cors.test.ts).
+ * The CORS headers of an answer (`Access-Control-Allow-Origin`, `-Expose-Headers`, `Vary`) are
+ * described as optional on every response, so they are checked like the others; a preflight's
+ * (`OPTIONS`, `Access-Control-Allow-Methods`, ...) is the browser's protocol, no operation of the
+ * document, and is left to its own tests (test/app-cors.test.ts), which send it without this check.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
@@ -34,7 +35,8 @@ type Json = Record<string, any>;
 
 /** Headers that HTTP itself adds; the document describes the rest. */
 const TRANSPORT_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
-const isCorsHeader = (name: string) => name.startsWith('access-control-') || name === 'vary';
+/** Optional on every response when CORS_ALLOWED_ORIGINS is set. */
+const CORS_HEADERS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
 /** Paths outside the base address that answer GET and HEAD (CONTRACT.md), and how their 200 is checked. */
 const OUTSIDE_PAGES: Readonly<Record<string, Pick<Expected, 'body' | 'bodyText' | 'pageHeaders'>>> = {
   '/healthz': { body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`) },
@@ -181,7 +183,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
       if (status !== 200) return `${status} for ${method} ${path}, which answers 200`;
       // Described in info.description or the contract only (see the comment at the top); the
       // common headers are the document's.
-      const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options'];
+      const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options', ...CORS_HEADERS];
       return {
         described: { pointer: '', object: { headers: Object.fromEntries(every.map((name) => [name, { $ref: `#/components/headers/${name}` }])) } },
         what: `GET ${path} (outside the API)`,
@@ -202,7 +204,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
       described.set(name.toLowerCase(), { ...located, name });
     }
     for (const [name, value] of response.headers) {
-      if (TRANSPORT_HEADERS.has(name) || isCorsHeader(name) || expected.pageHeaders?.has(name)) continue;
+      if (TRANSPORT_HEADERS.has(name) || expected.pageHeaders?.has(name)) continue;
       const header = described.get(name);
       if (!header) {
         problems.push(`header ${name}: ${JSON.stringify(value)} is not described`);
