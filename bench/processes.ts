@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { busyTicks, onCpus, readProcStat, type CpuTimes } from './cpu.ts';
 
 /** Linux reports CPU times in clock ticks of 1/100 s (USER_HZ is 100 on every mainstream arch). */
 export const TICKS_PER_SECOND = 100;
@@ -18,6 +19,8 @@ export interface StartOptions {
   env: Record<string, string>;
   /** The child must print its listening line within this time. */
   timeoutMs: number;
+  /** The only CPUs it may run on (taskset), or null for any. */
+  cpus?: readonly number[] | null;
 }
 
 export interface ServerProcess {
@@ -42,12 +45,13 @@ export interface ServerProcess {
 }
 
 /**
- * Spawns `process.execPath args...` with stdout piped and drained by this process, as a log
+ * Spawns `process.execPath args...` (on `cpus` only, when given) with stdout piped and drained by this process, as a log
  * collector would, and resolves once the child has printed its listening line.
  */
-export function startServer({ name, args, env, timeoutMs }: StartOptions): Promise<ServerProcess> {
+export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOptions): Promise<ServerProcess> {
+  const [command, commandArgs] = onCpus(cpus, process.execPath, args);
   const spawnedAt = performance.now();
-  const child: ChildProcess = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(command, commandArgs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let bytes = 0;
   let lines = 0;
   let head = '';
@@ -202,13 +206,14 @@ export interface MachineTicks {
   busy: number;
   /** Of which the kernel's own work: interrupts, softirqs (loopback networking) and kernel threads (I/O). */
   kernel: number;
+  /** The /proc/stat it was computed from, per core as well (`cpu0`, ...). */
+  stat: Map<string, CpuTimes>;
 }
 
 /** Where the machine's CPU time went so far, from /proc/stat and the kernel threads' /proc/<pid>/stat. */
 export function readMachineTicks(): MachineTicks {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
-  // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user).
-  const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number) as number[];
+  const stat = readProcStat();
+  const all = stat.get('cpu')!;
   let kernelThreads = 0;
   for (const entry of readdirSync('/proc')) {
     if (!/^[0-9]+$/.test(entry)) continue;
@@ -221,7 +226,7 @@ export function readMachineTicks(): MachineTicks {
     // Kernel threads are kthreadd (pid 2) and its children.
     if (entry === '2' || fields[1] === '2') kernelThreads += Number(fields[11]) + Number(fields[12]);
   }
-  return { busy: user! + nice! + system! + irq! + softirq! + steal!, kernel: irq! + softirq! + kernelThreads };
+  return { busy: busyTicks(all), kernel: all.irq + all.softirq + kernelThreads, stat };
 }
 
 /**

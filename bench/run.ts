@@ -1,7 +1,8 @@
 /**
- * `npm run bench` (issue #6): the service against a bare node:http baseline, in one run, on
- * 127.0.0.1 only.
+ * `npm run bench` (issues #6 and #12): the service against a bare node:http baseline, in one run,
+ * on 127.0.0.1 only, with a load generator that is never the limit.
  *
+ * 0. Pins this process to the generator's core (taskset), and will start the servers on another.
  * 1. Seeds a file database (N pets, one enterprise key with limits that never bind).
  * 2. Starts the real service (`src/main.ts`, APP_ENV=production, access log on, stdout piped to
  *    and drained by this process as a log collector would) and times spawn -> first 200.
@@ -9,21 +10,27 @@
  *    `GET /v1/pets?limit=20` (same header names and values, same body), timed the same way.
  * 4. Checks keyset pagination: last page vs first page.
  * 5. For each workload: warms both, then measures them alternately (service first in odd rounds,
- *    baseline first in even ones), autocannon in this process.
+ *    baseline first in even ones) with wrk on the generator's core (autocannon in this process
+ *    when wrk is missing), noting how busy each core was.
  * 6. Prints the table, writes results/latest.json and results/latest.md.
  *
  * Every step has a time limit, and the whole run a deadline derived from its options.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { allowedCpus, choosePinning, findExecutable, pinProcess } from './cpu.ts';
 import { checkKeyset, type KeysetResult } from './keyset.ts';
-import { runLoad, type LoadResult } from './measure.ts';
+import { runLoad, type LoadResult, type LoadSetup } from './measure.ts';
 import { parseBenchOptions, USAGE, type BenchOptions } from './options.ts';
 import { fetchOnce, firstOk, otherLoad, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
 import { formatProfileSummary, summariseProfile, type CpuProfile } from './profile-summary.ts';
-import { buildChecks, formatMarkdown, formatText, median, summariseWorkload, type BenchReport, type DiscardedRound, type ServerFacts, type WorkloadReport, NOISE_CORES } from './report.ts';
+import {
+  buildChecks, formatMarkdown, formatText, generatorLoad, isUnusable, median, summariseWorkload,
+  type BenchReport, type DiscardedRound, type LoadFacts, type ServerFacts, type WorkloadReport, NOISE_CORES,
+} from './report.ts';
 import { idBeforeLast, seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES, type Workload } from './workloads.ts';
 
@@ -45,6 +52,14 @@ try {
 if (options.help) {
   process.stdout.write(USAGE);
   process.exit(0);
+}
+
+let load: LoadFacts & { wrk: string | null };
+try {
+  load = chooseLoad(options);
+} catch (error) {
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(2);
 }
 
 const workDir = mkdtempSync(join(tmpdir(), 'pets-bench-'));
@@ -71,7 +86,7 @@ const selected = options.only ?? [...WORKLOAD_NAMES];
 const retriesPerWorkload = options.rounds;
 /** Before a round, wait at most this long for the machine to be quiet, and this long in all. */
 const QUIET_WAIT_MS = 30_000;
-const QUIET_WAIT_TOTAL_MS = 180_000;
+const QUIET_WAIT_TOTAL_MS = options.quietWaitSeconds * 1000;
 /** Starts of each server timed for "start to first 200"; the last one is kept for the loads. */
 const STARTS = 5;
 let quietWaitedMs = 0;
@@ -93,6 +108,12 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   progress(`bench: ${selected.join(', ')}; ${options.rounds} x ${options.seconds} s per server after ${options.warmup} s warm-up, ` +
     `${options.connections} connections; about ${Math.ceil(loadSeconds / 60)} min of load`);
+  if (load.fallback !== null) progress(`WARNING: ${load.fallback}`);
+  progress(`load generator: ${load.version}; ${load.pinningNote}`);
+  if (load.pinning === null && options.pin) progress('WARNING: the generator is not pinned: its load is judged by its own CPU time only');
+  const pinning = load.pinning;
+  // This process reads the service's log and samples /proc during the loads: on the generator's core.
+  if (pinning !== null) pinProcess(process.pid, pinning.generator);
 
   const databasePath = join(workDir, 'pets.db');
   progress(`seeding ${options.pets.toLocaleString('en-US')} pets ...`);
@@ -118,7 +139,7 @@ async function main(): Promise<void> {
   };
   const serviceScript = join(ROOT, 'src', 'main.ts');
   const profileArgs = ['--cpu-prof', `--cpu-prof-dir=${options.out}`, `--cpu-prof-name=${profileName}`];
-  const serviceStart = await startRepeatedly('service', (kept) => [...(kept && options.profile ? profileArgs : []), serviceScript], serviceEnv, auth);
+  const serviceStart = await startRepeatedly('service', (kept) => [...(kept && options.profile ? profileArgs : []), serviceScript], serviceEnv, auth, pinning?.server ?? null);
   const service = serviceStart.server;
 
   // The baseline answers with exactly what the service answered, headers and body.
@@ -130,10 +151,10 @@ async function main(): Promise<void> {
   const cannedPath = join(workDir, 'baseline-response.json');
   writeFileSync(cannedPath, JSON.stringify(canned));
   const baselineEnv = { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0' };
-  const baselineStart = await startRepeatedly('baseline', () => [join(ROOT, 'bench', 'baseline.ts'), cannedPath], baselineEnv, auth);
+  const baselineStart = await startRepeatedly('baseline', () => [join(ROOT, 'bench', 'baseline.ts'), cannedPath], baselineEnv, auth, pinning?.server ?? null);
   const baseline = baselineStart.server;
 
-  const workloads = buildWorkloads({ key: seeded.key, pets: options.pets, deepSoldAfterId }).filter((workload) => selected.includes(workload.name));
+  const workloads = buildWorkloads({ authorization: auth.authorization, pets: options.pets, deepSoldAfterId }, selected);
   await checkWorkloads(service, workloads);
 
   progress('keyset check ...');
@@ -143,8 +164,16 @@ async function main(): Promise<void> {
   }
 
   let serviceResponses = 0;
-  const load = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
-    const result = await runLoad(server, workload, { seconds, connections: options.connections });
+  const setup = (seconds: number): LoadSetup => ({
+    generator: load.generator,
+    wrk: load.wrk,
+    pinning,
+    seconds,
+    connections: options.connections,
+    authorization: auth.authorization,
+  });
+  const measure = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
+    const result = await runLoad(server, workload, setup(seconds));
     if (server === service) serviceResponses += result.requests + result.non2xx;
     const exited = server.exited();
     if (exited !== null) throw new Error(`${server.name} exited during ${workload.name} (code ${exited.code}, signal ${exited.signal})\n${server.stderrTail()}`);
@@ -153,10 +182,13 @@ async function main(): Promise<void> {
 
   const reports: WorkloadReport[] = [];
   for (const workload of workloads) {
+    const warmupProblems: string[] = [];
     if (options.warmup > 0) {
       progress(`${workload.name}: warm-up`);
-      await load(service, workload, options.warmup);
-      await load(baseline, workload, options.warmup);
+      for (const server of [service, baseline]) {
+        const result = await measure(server, workload, options.warmup);
+        if (result.non2xx + result.errors > 0) warmupProblems.push(`${server.name} warm-up: ${result.non2xx} non-2xx answers, ${result.errors} connection errors`);
+      }
     }
     const rounds = { service: [] as LoadResult[], baseline: [] as LoadResult[] };
     const discarded: DiscardedRound[] = [];
@@ -166,21 +198,18 @@ async function main(): Promise<void> {
         let result: LoadResult;
         for (;;) {
           await quiet([service.pid, baseline.pid]);
-          result = await load(server, workload, options.seconds);
+          result = await measure(server, workload, options.seconds);
           if (result.cpu.other <= NOISE_CORES || discarded.length >= retriesPerWorkload) break;
           discarded.push({ server: server.name, round, result });
           progress(`${workload.name} round ${round} ${server.name}: other processes took ${result.cpu.other.toFixed(2)} cores; measuring again`);
         }
         rounds[server === service ? 'service' : 'baseline'].push(result);
-        progress(
-          `${workload.name} round ${round} ${server.name.padEnd(8)}: ${Math.round(result.rps).toLocaleString('en-US').padStart(7)} req/s, ` +
-            `p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms, CPU ${result.cpu.server.toFixed(2)}, ` +
-            `generator ${result.cpu.generator.toFixed(2)}, kernel ${result.cpu.kernel.toFixed(2)}, other ${result.cpu.other.toFixed(2)}` +
-            (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : ''),
-        );
+        progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeRound(result)}`);
       }
     }
-    reports.push(summariseWorkload(workload, rounds.service, rounds.baseline, discarded));
+    const report = summariseWorkload(workload, rounds.service, rounds.baseline, discarded);
+    report.problems.push(...warmupProblems);
+    reports.push(report);
   }
 
   if (options.metrics) await reportMetrics(service, serviceResponses);
@@ -217,6 +246,7 @@ async function main(): Promise<void> {
       profile: options.profile,
       metrics: options.metrics,
     },
+    load: { generator: load.generator, version: load.version, fallback: load.fallback, pinning: load.pinning, pinningNote: load.pinningNote },
     database: { pets: options.pets, seedMs: seeded.seedMs },
     servers: {
       service: facts(serviceStart, servicePeak, serviceExit),
@@ -258,7 +288,49 @@ async function main(): Promise<void> {
   rmSync(workDir, { recursive: true, force: true });
   const invalid = reports.some((workload) => workload.problems.length > 0) || serviceExit !== 0 || baselineExit !== 0;
   if (invalid) progress('some measurements are invalid (errors, non-2xx answers or an unclean exit): see above');
-  process.exitCode = invalid ? 1 : 0;
+  const unusable = reports.filter((workload) => workload.unusableRounds > 0).map((workload) => workload.name);
+  if (unusable.length > 0) progress(`UNUSABLE: the generator was near its limit in some rounds of ${unusable.join(', ')}: those figures measure the generator, not the server`);
+  process.exitCode = invalid || unusable.length > 0 ? 1 : 0;
+}
+
+/** One round's figures on one line, for the progress output. */
+function describeRound(result: LoadResult): string {
+  const { cpu } = result;
+  const core = (share: number | null) => (share === null ? '' : ` (core ${(share * 100).toFixed(0)} %)`);
+  return (
+    `${Math.round(result.rps).toLocaleString('en-US').padStart(7)} req/s, ` +
+    `p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms, ` +
+    `server CPU ${cpu.server.toFixed(2)}${core(cpu.serverCore)}, generator ${cpu.generator.toFixed(2)}${core(cpu.generatorCore)}, ` +
+    `kernel ${cpu.kernel.toFixed(2)}, other ${cpu.other.toFixed(2)}` +
+    (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '') +
+    (isUnusable(result) ? ` UNUSABLE: generator ${(generatorLoad(result) * 100).toFixed(0)} % busy` : '')
+  );
+}
+
+/**
+ * The generator (wrk when installed, else autocannon with a warning; --generator forces one) and
+ * where it and the servers run.
+ */
+function chooseLoad(options: BenchOptions): LoadFacts & { wrk: string | null } {
+  const wrk = findExecutable('wrk');
+  if (options.generator === 'wrk' && wrk === null) throw new Error('--generator wrk: wrk is not installed (apt-get install wrk)');
+  const generator = options.generator ?? (wrk === null ? 'autocannon' : 'wrk');
+  const fallback = options.generator === null && wrk === null
+    ? 'wrk is not installed (apt-get install wrk): autocannon, in this process, generates the load instead, and may itself be the limit'
+    : null;
+  const { pinning, note } = choosePinning(allowedCpus(), options, findExecutable('taskset') !== null);
+  return { generator, wrk, version: generator === 'wrk' ? wrkVersion(wrk!) : autocannonVersion(), fallback, pinning, pinningNote: note };
+}
+
+/** `wrk debian/4.1.0-3+b2` from `wrk --version` (which prints its usage too and exits 1). */
+function wrkVersion(wrk: string): string {
+  const output = spawnSync(wrk, ['--version'], { encoding: 'utf8' }).stdout ?? '';
+  return /^wrk \S+/.exec(output)?.[0] ?? 'wrk (version unknown)';
+}
+
+function autocannonVersion(): string {
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8')) as { version: string };
+  return `autocannon ${manifest.version}`;
 }
 
 /** Scrapes the service's metrics once, to show that they were on and counted the load. */
@@ -285,14 +357,20 @@ interface RepeatedStart {
 /**
  * Starts a server STARTS times, timing spawn -> first 200 of FIRST_PATH each time (one start
  * is too noisy to show that start-up does not grow with the table), and keeps the last one.
- * `args(kept)` may differ for the kept one (--cpu-prof).
+ * `args(kept)` may differ for the kept one (--cpu-prof). The server runs on `cpus` only, when given.
  */
-async function startRepeatedly(name: string, args: (kept: boolean) => string[], env: Record<string, string>, headers: Record<string, string>): Promise<RepeatedStart> {
+async function startRepeatedly(
+  name: string,
+  args: (kept: boolean) => string[],
+  env: Record<string, string>,
+  headers: Record<string, string>,
+  cpus: number[] | null,
+): Promise<RepeatedStart> {
   const startToFirstOkMs: number[] = [];
   const listeningMs: number[] = [];
   for (let start = 1; ; start++) {
     const kept = start === STARTS;
-    const server = await startServer({ name, args: args(kept), env, timeoutMs: 10_000 });
+    const server = await startServer({ name, args: args(kept), env, timeoutMs: 10_000, cpus });
     children.push(server);
     const first = await firstOk(server, FIRST_PATH, headers, 10_000);
     startToFirstOkMs.push(first.startToFirstOkMs);
@@ -324,7 +402,7 @@ async function quiet(ownPids: number[]): Promise<void> {
 /** One request of each kind a workload sends, to the service: all must answer 2xx before any load. */
 async function checkWorkloads(service: ServerProcess, workloads: Workload[]): Promise<void> {
   for (const workload of workloads) {
-    const requests = workload.requests();
+    const requests = workload.autocannon();
     for (const request of [requests[0]!, requests.at(-1)!]) {
       const answer = await fetchOnce(service.url + request.path, {
         method: request.method ?? 'GET',

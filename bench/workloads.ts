@@ -1,71 +1,134 @@
 /**
- * The workloads of issue #6, as autocannon request sequences. Both servers get exactly the
- * same requests (the baseline ignores what they ask for); only the service's answers differ.
+ * The workloads of `npm run bench`, in one table. Each says what every connection sends, twice:
+ * as a wrk Lua script in bench/wrk/ with its arguments, and as autocannon requests for the
+ * fallback. Both servers get exactly the same requests (the baseline ignores what they ask for);
+ * only the service's answers differ.
+ *
+ * To add a workload: add a row to WORKLOADS. A fixed sequence of requests needs no new script
+ * (`gets`, `creates` and `mix` below); one that reacts to answers (an ETag to send back in
+ * If-Match) gets its own script with a response() hook, and autocannon requests with `onResponse`.
  */
 import type autocannon from 'autocannon';
 import { encodeCursor } from '../src/api/cursor.ts';
 
-export const WORKLOAD_NAMES = ['list20', 'list100', 'deep', 'get', 'create', 'mix'] as const;
-export type WorkloadName = (typeof WORKLOAD_NAMES)[number];
-
-export interface Workload {
-  name: WorkloadName;
-  /** What it sends, as shown in the tables. */
-  label: string;
-  /** Lowest acceptable ratio of the service's requests/s to the baseline's (issue #6), or null. */
-  target: number | null;
-  /**
-   * Each connection sends these in order, over and over. A new array of new objects per call:
-   * autocannon stores each request's encoded bytes (Host header included) on the object.
-   */
-  requests(): autocannon.Request[];
-}
-
 export interface WorkloadFixture {
-  /** The bench key, sent as `Authorization: Bearer` on every request. */
-  key: string;
   /** Pets in the seeded database (ids 1..pets). */
   pets: number;
   /** The id after which a `status=sold` page near the end of the table starts. */
   deepSoldAfterId: number;
+  /** `Authorization` header value sent with every request. */
+  authorization: string;
+}
+
+/** What the connections send. */
+export interface Drive {
+  /** The script's file name in bench/wrk/ and its arguments (its init(args)). */
+  wrk: { script: string; args: string[] };
+  /**
+   * The same sequence for autocannon, each connection in order, over and over. A new array of
+   * new objects per call: autocannon stores each request's encoded bytes (Host included) on it.
+   */
+  autocannon(): autocannon.Request[];
+}
+
+interface WorkloadRow {
+  name: string;
+  /** What it sends, as shown in the tables. */
+  label: string;
+  /** Lowest acceptable ratio of the service's requests/s to the baseline's (issue #12), or null. */
+  target: number | null;
+  drive(fixture: WorkloadFixture): Drive;
 }
 
 /** A valid NewPet: the service answers 201 and stores it durably. */
 export const NEW_PET_BODY = JSON.stringify({ name: 'Benchmark pet', categoryId: 7, status: 'available' });
 
-/** Distinct ids the get-by-id workload cycles through on each connection. */
+/** Distinct ids the get-by-id workload cycles through. */
 const GET_IDS = 256;
 
-/** Builds every workload for a seeded database. */
-export function buildWorkloads(fixture: WorkloadFixture): Workload[] {
-  const auth = { authorization: `Bearer ${fixture.key}` };
-  const get = (path: string): autocannon.Request => ({ method: 'GET', path, headers: auth });
-  const create = (): autocannon.Request => ({
+/** The workloads, in the order they run and are shown. */
+export const WORKLOADS = [
+  { name: 'list20', label: 'GET /v1/pets?limit=20', target: 0.8, drive: (f) => gets(f, ['/v1/pets?limit=20']) },
+  { name: 'list100', label: 'GET /v1/pets?limit=100', target: null, drive: (f) => gets(f, ['/v1/pets?limit=100']) },
+  {
+    name: 'deep',
+    label: 'GET /v1/pets?limit=20&status=sold&cursor=<deep>',
+    target: 0.8,
+    drive: (f) => gets(f, [`/v1/pets?limit=20&status=sold&cursor=${encodeCursor(f.deepSoldAfterId)}`]),
+  },
+  {
+    name: 'get',
+    label: 'GET /v1/pets/{id}',
+    target: 0.8,
+    // Ids spread over the whole table (fixed seed, so every run asks for the same ones): the
+    // service reads a different row each time, as real traffic would make it.
+    drive: (f) => gets(f, spreadIds(f.pets, GET_IDS).map((id) => `/v1/pets/${id}`)),
+  },
+  { name: 'create', label: 'POST /v1/pets (durable)', target: 0.5, drive: (f) => creates(f) },
+  { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, drive: (f) => mix(f, 9, '/v1/pets?limit=20') },
+] as const satisfies readonly WorkloadRow[];
+
+export type WorkloadName = (typeof WORKLOADS)[number]['name'];
+export const WORKLOAD_NAMES: readonly WorkloadName[] = WORKLOADS.map((row) => row.name);
+
+/** A workload ready to run on a seeded database. */
+export interface Workload extends Drive {
+  name: WorkloadName;
+  label: string;
+  target: number | null;
+}
+
+/** The workloads `names` (all by default), in the table's order, for a seeded database. */
+export function buildWorkloads(fixture: WorkloadFixture, names: readonly WorkloadName[] = WORKLOAD_NAMES): Workload[] {
+  return WORKLOADS.filter((row) => names.includes(row.name)).map((row) => ({
+    name: row.name,
+    label: row.label,
+    target: row.target,
+    ...row.drive(fixture),
+  }));
+}
+
+/** GET each path in turn. */
+function gets(fixture: WorkloadFixture, paths: string[]): Drive {
+  return {
+    wrk: { script: 'get.lua', args: paths },
+    autocannon: () => paths.map((path) => get(fixture, path)),
+  };
+}
+
+/** POST a new pet, every time. */
+function creates(fixture: WorkloadFixture): Drive {
+  return {
+    wrk: { script: 'create.lua', args: [NEW_PET_BODY] },
+    autocannon: () => [create(fixture)],
+  };
+}
+
+/** `reads` GETs of `path`, then one create: the writes spread evenly in time. */
+function mix(fixture: WorkloadFixture, reads: number, path: string): Drive {
+  return {
+    wrk: { script: 'mix.lua', args: [String(reads), path, NEW_PET_BODY] },
+    autocannon: () => [...Array.from({ length: reads }, () => get(fixture, path)), create(fixture)],
+  };
+}
+
+function get(fixture: WorkloadFixture, path: string): autocannon.Request {
+  return { method: 'GET', path, headers: { authorization: fixture.authorization } };
+}
+
+function create(fixture: WorkloadFixture): autocannon.Request {
+  return {
     method: 'POST',
     path: '/v1/pets',
-    headers: { ...auth, 'content-type': 'application/json' },
+    headers: { authorization: fixture.authorization, 'content-type': 'application/json' },
     body: NEW_PET_BODY,
-  });
-  const list20 = () => get('/v1/pets?limit=20');
-  // Ids spread over the whole table (fixed seed, so every run asks for the same ones): the
-  // service reads a different row each time, as real traffic would make it.
-  const random = mulberry32(6);
-  const ids = Array.from({ length: GET_IDS }, () => 1 + Math.floor(random() * fixture.pets));
+  };
+}
 
-  return [
-    { name: 'list20', label: 'GET /v1/pets?limit=20', target: 0.75, requests: () => [list20()] },
-    { name: 'list100', label: 'GET /v1/pets?limit=100', target: null, requests: () => [get('/v1/pets?limit=100')] },
-    {
-      name: 'deep',
-      label: 'GET /v1/pets?limit=20&status=sold&cursor=<deep>',
-      target: null,
-      requests: () => [get(`/v1/pets?limit=20&status=sold&cursor=${encodeCursor(fixture.deepSoldAfterId)}`)],
-    },
-    { name: 'get', label: 'GET /v1/pets/{id}', target: 0.8, requests: () => ids.map((id) => get(`/v1/pets/${id}`)) },
-    { name: 'create', label: 'POST /v1/pets', target: 0.5, requests: () => [create()] },
-    // 9 reads then 1 write on every connection: 90/10 overall, writes spread evenly in time.
-    { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, requests: () => [...Array.from({ length: 9 }, list20), create()] },
-  ];
+/** `count` ids from 1 to `pets`, the same in every run. */
+function spreadIds(pets: number, count: number): number[] {
+  const random = mulberry32(6);
+  return Array.from({ length: count }, () => 1 + Math.floor(random() * pets));
 }
 
 /** A small deterministic PRNG (mulberry32): the same ids in every run. */

@@ -1,16 +1,24 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LoadResult } from '../../bench/measure.ts';
-import { buildChecks, formatMarkdown, formatText, median, summariseWorkload, type BenchReport } from '../../bench/report.ts';
+import { buildChecks, formatMarkdown, formatText, isUnusable, median, summariseWorkload, type BenchReport } from '../../bench/report.ts';
+
+const CPU: LoadResult['cpu'] = { server: 1, generator: 0.5, harness: 0.05, kernel: 0.1, other: 0, serverCore: 1, generatorCore: 0.65 };
 
 function round(rps: number, p50: number, p99: number, extra: Partial<LoadResult> = {}): LoadResult {
   return {
-    requests: rps * 5, non2xx: 0, errors: 0, timeouts: 0, durationS: 5, rps,
+    generator: 'wrk', requests: rps * 5, non2xx: 0, errors: 0, timeouts: 0, durationS: 5, rps,
     latencyMs: { p50, p90: p50, p99, mean: p50, max: p99 },
-    cpu: { server: 1, generator: 0.5, kernel: 0.1, other: 0 },
+    correctedP99Ms: p99 * 1.2,
+    cpu: CPU,
     rssMax: 100 * 2 ** 20,
     ...extra,
   };
+}
+
+/** A round whose generator's core was `share` busy. */
+function withGeneratorCore(share: number | null, generator = 0.5): Partial<LoadResult> {
+  return { cpu: { ...CPU, generator, generatorCore: share } };
 }
 
 function baseReport(): Omit<BenchReport, 'checks'> {
@@ -18,9 +26,10 @@ function baseReport(): Omit<BenchReport, 'checks'> {
     startedAt: '2026-01-01T00:00:00.000Z', finishedAt: '2026-01-01T00:04:00.000Z', command: 'npm run bench',
     machine: { cpus: 2, cpuModel: 'test', memoryBytes: 24 * 2 ** 30, kernel: '6', node: 'v24' },
     options: { pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, metrics: false },
+    load: { generator: 'wrk', version: 'wrk 4.1.0', fallback: null, pinning: { server: [0], generator: [1] }, pinningNote: 'servers on CPU 0, generator on CPU 1' },
     database: { pets: 10_000, seedMs: 30 },
     servers: {
-      service: { listeningMs: 150, startToFirstOkMs: 180, starts: [180], peakRssBytes: 120 * 2 ** 20, exitCode: 0 },
+      service: { listeningMs: 150, startToFirstOkMs: 200, starts: [180, 200, 210], peakRssBytes: 120 * 2 ** 20, exitCode: 0 },
       baseline: { listeningMs: 90, startToFirstOkMs: 95, starts: [95], peakRssBytes: 100 * 2 ** 20, exitCode: 0 },
     },
     accessLog: { lines: 10, bytes: 1000, requestsSent: 9 },
@@ -38,16 +47,18 @@ test('the median of an even count is the mean of the middle two', () => {
 
 test('a workload is summed up by the medians of its rounds, as ratios to the baseline', () => {
   const workload = summariseWorkload(
-    { name: 'list20', label: 'GET /v1/pets?limit=20', target: 0.75 },
-    [round(7000, 6, 20), round(8000, 5, 12), round(9000, 4, 10)],
+    { name: 'list20', label: 'GET /v1/pets?limit=20', target: 0.8 },
+    [round(7000, 6, 20), round(8000, 5, 9), round(9000, 4, 8)],
     [round(10_000, 4, 6), round(10_000, 4, 6), round(1, 4, 6)],
   );
   assert.equal(workload.service.rps, 8000);
   assert.equal(workload.baseline.rps, 10_000);
   assert.equal(workload.ratio, 0.8);
   assert.equal(workload.throughputPass, true);
-  assert.equal(workload.p99Ratio, 2);
+  assert.equal(workload.p99Ratio, 1.5);
   assert.equal(workload.p99Pass, true);
+  assert.equal(workload.service.serverCore, 1);
+  assert.equal(workload.unusableRounds, 0);
   assert.deepEqual(workload.problems, []);
   assert.deepEqual(workload.discarded, []);
 });
@@ -63,23 +74,109 @@ test('non-2xx answers and connection errors make a workload invalid, whatever it
 });
 
 test('a workload whose kept rounds were still disturbed by other processes is marked noisy', () => {
-  const noisy = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: null }, [round(1, 1, 1, { cpu: { server: 1, generator: 0.5, kernel: 0, other: 0.9 } })], [round(1, 1, 1)]);
+  const noisy = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: null }, [round(1, 1, 1, { cpu: { ...CPU, other: 0.9 } })], [round(1, 1, 1)]);
   assert.equal(noisy.otherCpuMax, 0.9);
   assert.match(formatText({ ...baseReport(), workloads: [noisy], checks: [] }), /pass noisy/);
 });
 
-test('the checks cover every target of issue #6 that the run measured', () => {
-  const workload = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: 0.8 }, [round(5000, 8, 30)], [round(10_000, 4, 10)]);
-  const report = { ...baseReport(), workloads: [workload] };
-  const checks = buildChecks(report);
-  assert.deepEqual(checks.map((check) => [check.what, check.pass]), [
-    ['GET /v1/pets/{id}: req/s ratio', false],
-    ['GET /v1/pets/{id}: p99 ratio', false],
-    ['peak RSS ratio (VmHWM)', true],
-    ['service start to first 200', true],
-    ['keyset all pets: last page / first page (HTTP)', false],
+test('the checks cover every target of issue #12 that the run measured, at its limits', () => {
+  // p99 exactly 1.5x the baseline's, RSS 1.2x, start to first 200 exactly 200 ms: all pass.
+  const atLimit = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: 0.8 }, [round(8000, 8, 15)], [round(10_000, 4, 10)]);
+  const checks = buildChecks({ ...baseReport(), workloads: [atLimit] });
+  assert.deepEqual(checks.map((check) => [check.what, check.limit, check.pass, check.usable]), [
+    ['GET /v1/pets/{id}: req/s ratio', '>= 0.8', true, true],
+    ['GET /v1/pets/{id}: p99 ratio', '<= 1.5', true, true],
+    ['peak RSS ratio under load (VmHWM)', '<= 1.5', true, true],
+    ['service start to first 200 (median of 3)', '<= 200 ms', true, true],
+    ['keyset all pets: last page / first page (HTTP)', '<= 1.2', false, true],
   ]);
-  const full: BenchReport = { ...report, checks };
+
+  const below = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: 0.8 }, [round(5000, 8, 16)], [round(10_000, 4, 10)]);
+  const report = { ...baseReport(), workloads: [below] };
+  const full: BenchReport = { ...report, checks: buildChecks(report) };
+  assert.deepEqual(full.checks.slice(0, 2).map((check) => check.pass), [false, false]);
   assert.match(formatText(full), /GET \/v1\/pets\/\{id\}\s+5,000\s+10,000\s+0\.50\s+>= 0\.80 .* FAIL \(req\/s, p99\)/);
   assert.match(formatMarkdown(full), /^\| GET \/v1\/pets\/\{id\} \| 5,000 \| 10,000 \| 0\.50 \| >= 0\.80 \|/m);
+});
+
+test('a round whose generator core was over 90 % busy is unusable; at 90 % it is not', () => {
+  assert.equal(isUnusable(round(1, 1, 1, withGeneratorCore(0.9))), false);
+  assert.equal(isUnusable(round(1, 1, 1, withGeneratorCore(0.91))), true);
+  // Not pinned: the generator process's own CPU decides.
+  assert.equal(isUnusable(round(1, 1, 1, withGeneratorCore(null, 0.95))), true);
+  assert.equal(isUnusable(round(1, 1, 1, withGeneratorCore(null, 0.6))), false);
+});
+
+test('an unusable round makes its workload, its checks and the peak RSS check unusable, neither pass nor fail', () => {
+  const hot = summariseWorkload(
+    { name: 'list20', label: 'GET /v1/pets?limit=20', target: 0.8 },
+    [round(9000, 1, 1), round(9000, 1, 1)],
+    [round(10_000, 1, 1, withGeneratorCore(0.97)), round(10_000, 1, 1)],
+  );
+  const cool = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: 0.8 }, [round(9000, 1, 1)], [round(10_000, 1, 1)]);
+  assert.equal(hot.unusableRounds, 1);
+  assert.equal(hot.baseline.generatorLoadMax, 0.97);
+  assert.equal(cool.unusableRounds, 0);
+
+  const report = { ...baseReport(), workloads: [hot, cool] };
+  const full: BenchReport = { ...report, checks: buildChecks(report) };
+  assert.deepEqual(full.checks.map((check) => [check.what, check.usable]), [
+    ['GET /v1/pets?limit=20: req/s ratio', false],
+    ['GET /v1/pets?limit=20: p99 ratio', false],
+    ['GET /v1/pets/{id}: req/s ratio', true],
+    ['GET /v1/pets/{id}: p99 ratio', true],
+    ['peak RSS ratio under load (VmHWM)', false],
+    ['service start to first 200 (median of 3)', true],
+    ['keyset all pets: last page / first page (HTTP)', true],
+  ]);
+  const text = formatText(full);
+  assert.match(text, /^GET \/v1\/pets\?limit=20 .* 100 \/ 100 +65 \/ 97 .* UNUSABLE \(generator over 90 % in 1 round\)$/m);
+  assert.match(text, /^ {2}UNUSABLE {2}GET \/v1\/pets\?limit=20: req\/s ratio: 0\.90 \(>= 0\.8\)$/m);
+  assert.match(text, /^ {2}pass {6}GET \/v1\/pets\/\{id\}: req\/s ratio/m);
+  assert.match(text, /max 97 %; 1 of 6 kept rounds over 90 % \(unusable\)/);
+
+  // Every round is listed with its cores' busy shares, in latest.md too.
+  const markdown = formatMarkdown(full);
+  assert.match(markdown, /^\| list20 \| 1 \| service \| 9,000 \| 1\.00 \| 1\.00 \| 1\.20 \| 1\.00 \| 100 \| 0\.50 \| 65 \| 0\.00 \| yes \|$/m);
+  assert.match(markdown, /^\| list20 \| 1 \| baseline \| 10,000 \| .* \| 97 \| 0\.00 \| UNUSABLE \|$/m);
+  assert.match(markdown, /^\| check \| value \| limit \| result \|\n(?:.*\n)*\| GET \/v1\/pets\?limit=20: req\/s ratio \| 0\.90 \| >= 0\.8 \| UNUSABLE \|$/m);
+});
+
+test('rounds are listed in the order they ran, a discarded one before its replacement', () => {
+  const noisy = round(1, 1, 1, { cpu: { ...CPU, other: 0.8 } });
+  const workload = summariseWorkload(
+    { name: 'get', label: 'GET /v1/pets/{id}', target: null },
+    [round(100, 1, 1), round(300, 1, 1)],
+    [round(200, 1, 1), round(400, 1, 1)],
+    [{ server: 'service', round: 2, result: noisy }],
+  );
+  const report = { ...baseReport(), workloads: [workload] };
+  const rows = formatMarkdown({ ...report, checks: [] }).split('\n').filter((line) => line.startsWith('| get |'));
+  assert.deepEqual(rows.map((line) => line.split(' | ').slice(1, 4).concat(line.split(' | ').at(-1)!)), [
+    ['1', 'service', '100', 'yes |'],
+    ['1', 'baseline', '200', 'yes |'],
+    ['2', 'baseline', '400', 'yes |'],
+    ['2', 'service', '1', 'no: noise |'],
+    ['2', 'service', '300', 'yes |'],
+  ]);
+});
+
+test('the facts say how the load was made: tool, threads, cores, and a fallback', () => {
+  const workload = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: null }, [round(1, 1, 1)], [round(1, 1, 1)]);
+  const pinned = { ...baseReport(), workloads: [workload], checks: [] };
+  assert.match(formatText(pinned), /^Load: wrk 4\.1\.0, 1 thread, 50 connections, .*; servers on CPU 0, generator on CPU 1$/m);
+  assert.match(formatText(pinned), /^Generator load \(busy share of CPU 1, which also runs the bench process that reads the service's log\): median 65 %/m);
+
+  const wide = { ...pinned, load: { ...pinned.load, pinning: { server: [0, 1], generator: [2, 3] }, pinningNote: 'servers on CPU 0,1, generator on CPU 2,3' } };
+  assert.match(formatText(wide), /^Load: wrk 4\.1\.0, 2 threads, /m);
+  assert.match(formatText(wide), /^Generator load \(busy share of CPU 2,3, the busiest, /m);
+
+  const unpinned = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: null }, [round(1, 1, 1, withGeneratorCore(null))], [round(1, 1, 1, withGeneratorCore(null))]);
+  const fallback = {
+    ...pinned,
+    workloads: [unpinned],
+    load: { generator: 'autocannon' as const, version: 'autocannon 9.0.0', fallback: 'wrk is not installed', pinning: null, pinningNote: 'not pinned: only 1 core, which the server and the generator share' },
+  };
+  assert.match(formatText(fallback), /^Load: autocannon 9\.0\.0 in the bench process \(wrk is not installed\), .*; not pinned: only 1 core/m);
+  assert.match(formatText(fallback), /^Generator load \(CPU of the generator process\): median 50 %/m);
 });

@@ -1,0 +1,149 @@
+/**
+ * The cores of the machine: where the bench runs what (`taskset`), and how busy each core was
+ * during a load, from two samples of /proc/stat. The server under test gets one core, the load
+ * generator another, so that the generator's core shows whether the generator was the limit.
+ */
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+
+/** One `cpu` or `cpuN` line of /proc/stat, in clock ticks since boot. */
+export interface CpuTimes {
+  user: number;
+  nice: number;
+  system: number;
+  idle: number;
+  iowait: number;
+  irq: number;
+  softirq: number;
+  steal: number;
+}
+
+/** The lines of /proc/stat that describe CPU time, by name: `cpu` (all cores), `cpu0`, `cpu1`, ... */
+export function parseProcStat(text: string): Map<string, CpuTimes> {
+  const lines = new Map<string, CpuTimes>();
+  for (const line of text.split('\n')) {
+    if (!/^cpu[0-9]* /.test(line)) continue;
+    // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user).
+    const [name, user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/);
+    const ticks = [user, nice, system, idle, iowait, irq, softirq, steal].map(Number);
+    if (ticks.some((value) => !Number.isFinite(value))) throw new Error(`unreadable /proc/stat line: ${line}`);
+    const [u, n, s, i, w, q, sq, st] = ticks as [number, number, number, number, number, number, number, number];
+    lines.set(name!, { user: u, nice: n, system: s, idle: i, iowait: w, irq: q, softirq: sq, steal: st });
+  }
+  return lines;
+}
+
+/** Ticks in which the core ran something: a process, the kernel, or (steal) another virtual machine. */
+export function busyTicks(times: CpuTimes): number {
+  return times.user + times.nice + times.system + times.irq + times.softirq + times.steal;
+}
+
+/** All ticks of the core: busy, idle, or idle waiting for I/O. */
+export function totalTicks(times: CpuTimes): number {
+  return busyTicks(times) + times.idle + times.iowait;
+}
+
+export function readProcStat(): Map<string, CpuTimes> {
+  return parseProcStat(readFileSync('/proc/stat', 'utf8'));
+}
+
+/**
+ * The share (0 to 1) of the time between two /proc/stat samples in which core `core` was busy;
+ * NaN when the core is not in both samples or no tick passed between them.
+ */
+export function busyShare(before: Map<string, CpuTimes>, after: Map<string, CpuTimes>, core: number): number {
+  const start = before.get(`cpu${core}`);
+  const end = after.get(`cpu${core}`);
+  if (start === undefined || end === undefined) return Number.NaN;
+  const total = totalTicks(end) - totalTicks(start);
+  return total > 0 ? (busyTicks(end) - busyTicks(start)) / total : Number.NaN;
+}
+
+/** The busy share of the busiest of `cores` between two samples (see busyShare). */
+export function busiestShare(before: Map<string, CpuTimes>, after: Map<string, CpuTimes>, cores: readonly number[]): number {
+  return cores.reduce((busiest, core) => Math.max(busiest, busyShare(before, after, core)), Number.NEGATIVE_INFINITY);
+}
+
+/** A Linux CPU list such as `0-3,8,10-11` (as in Cpus_allowed_list), as the numbers it names. */
+export function parseCpuList(text: string): number[] {
+  const cpus = new Set<number>();
+  for (const part of text.trim().split(',')) {
+    const range = /^([0-9]+)(?:-([0-9]+))?$/.exec(part);
+    if (range === null) throw new Error(`not a CPU list: ${JSON.stringify(text)}`);
+    const first = Number(range[1]);
+    const last = range[2] === undefined ? first : Number(range[2]);
+    for (let cpu = first; cpu <= last; cpu++) cpus.add(cpu);
+  }
+  return [...cpus].sort((a, b) => a - b);
+}
+
+/** The CPUs this process may run on (what `nproc` counts). */
+export function allowedCpus(): number[] {
+  const status = readFileSync('/proc/self/status', 'utf8');
+  const list = /^Cpus_allowed_list:\s*(\S+)$/m.exec(status);
+  if (list === null) throw new Error('no Cpus_allowed_list in /proc/self/status');
+  return parseCpuList(list[1]!);
+}
+
+/** The cores that run the servers and those that run the load generator (and this process). */
+export interface Pinning {
+  server: number[];
+  generator: number[];
+}
+
+export interface PinningRequest {
+  /** false with --no-pin. */
+  pin: boolean;
+  serverCpus: number[] | null;
+  generatorCpus: number[] | null;
+}
+
+/**
+ * The cores to pin to, or null and why not. By default the servers get the first CPU this
+ * process may use and the generator the next. Throws when a requested CPU is not allowed, or
+ * the two sets overlap.
+ */
+export function choosePinning(allowed: readonly number[], request: PinningRequest, tasksetFound: boolean): { pinning: Pinning | null; note: string } {
+  if (!request.pin) return { pinning: null, note: 'not pinned (--no-pin)' };
+  for (const [option, cpus] of [['--server-cpus', request.serverCpus], ['--generator-cpus', request.generatorCpus]] as const) {
+    const foreign = (cpus ?? []).filter((cpu) => !allowed.includes(cpu));
+    if (foreign.length > 0) throw new Error(`${option}: this process may only use CPUs ${allowed.join(',')}, not ${foreign.join(',')}`);
+  }
+  if (allowed.length < 2) {
+    return { pinning: null, note: `not pinned: only ${allowed.length} core, which the server and the generator share` };
+  }
+  if (!tasksetFound) return { pinning: null, note: 'not pinned: taskset not found (apt-get install util-linux)' };
+  const server = request.serverCpus ?? [allowed.find((cpu) => !(request.generatorCpus ?? []).includes(cpu))!];
+  const generator = request.generatorCpus ?? allowed.filter((cpu) => !server.includes(cpu)).slice(0, 1);
+  const shared = server.filter((cpu) => generator.includes(cpu));
+  if (generator.length === 0) throw new Error(`no CPU is left for the generator: the servers have ${server.join(',')}`);
+  if (shared.length > 0) throw new Error(`the servers and the generator need different CPUs, both have ${shared.join(',')}`);
+  return { pinning: { server, generator }, note: `servers on CPU ${server.join(',')}, generator on CPU ${generator.join(',')}` };
+}
+
+/** The command that runs `command args...` on `cpus` only (taskset execs it: same pid), or as is. */
+export function onCpus(cpus: readonly number[] | null, command: string, args: readonly string[]): [string, string[]] {
+  return cpus === null ? [command, [...args]] : ['taskset', ['--cpu-list', cpus.join(','), command, ...args]];
+}
+
+/** Pins every thread of process `pid` to `cpus`; threads it starts later inherit that. */
+export function pinProcess(pid: number, cpus: readonly number[]): void {
+  const result = spawnSync('taskset', ['--all-tasks', '--cpu-list', '--pid', cpus.join(','), String(pid)], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`taskset could not pin process ${pid} to CPU ${cpus.join(',')}: ${result.stderr || result.error?.message}`);
+}
+
+/** The path of executable `name` on `path` (PATH's format), or null. */
+export function findExecutable(name: string, path = process.env.PATH ?? ''): string | null {
+  for (const dir of path.split(delimiter)) {
+    if (dir === '') continue;
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // Not here.
+    }
+  }
+  return null;
+}

@@ -1,0 +1,211 @@
+/**
+ * wrk (https://github.com/wg/wrk, Debian's package `wrk`) as the bench's load generator: a C
+ * program, one thread pinned to its own core, driven by the workload's Lua script in bench/wrk/.
+ * Its figures come from the scripts' done() hook (bench/wrk/bench.lua) as one JSON line, read
+ * here; wrk's own text report is only kept for error messages.
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { onCpus } from './cpu.ts';
+
+/** Where the workloads' Lua scripts are. */
+export const WRK_SCRIPTS = join(import.meta.dirname, 'wrk');
+
+export interface WrkRun {
+  url: string;
+  /** File name of the workload's script in bench/wrk/. */
+  script: string;
+  /** Given to the script's init() (after `--` on wrk's command line). */
+  args: readonly string[];
+  /** One per core the generator has: more threads than cores would only take turns. */
+  threads: number;
+  seconds: number;
+  connections: number;
+  /** A response slower than this is counted as a timeout. */
+  timeoutSeconds: number;
+}
+
+/** wrk's command line. */
+export function wrkArgs(run: WrkRun): string[] {
+  return [
+    '--threads', String(run.threads),
+    '--connections', String(run.connections),
+    '--duration', `${run.seconds}s`,
+    '--timeout', `${run.timeoutSeconds}s`,
+    '--script', join(WRK_SCRIPTS, run.script),
+    run.url,
+    '--',
+    ...run.args,
+  ];
+}
+
+/** Latency figures in milliseconds. */
+export interface Latency {
+  p50: number;
+  p90: number;
+  p99: number;
+  mean: number;
+  max: number;
+}
+
+/** What one wrk run measured. */
+export interface WrkResult {
+  durationS: number;
+  /** Complete responses, whatever their status. */
+  responses: number;
+  /** Responses with a status of 400 or more (wrk's own count; neither server sends 1xx or 3xx). */
+  non2xx: number;
+  /** Connect, read and write errors. */
+  errors: number;
+  /** Responses slower than the timeout (not in the latencies). */
+  timeouts: number;
+  /** The latencies as measured, over every response. */
+  latencyMs: Latency;
+  /** wrk's own p99, after its correction for coordinated omission (see rawHistogram). */
+  correctedP99Ms: number;
+  /** CPU time the wrk process used, in clock ticks. */
+  cpuTicks: number;
+}
+
+/** The JSON line that bench/wrk/bench.lua's done() prints. */
+interface WrkDone {
+  bench: 'wrk-done';
+  durationUs: number;
+  requests: number;
+  bytes: number;
+  errors: { connect: number; read: number; write: number; status: number; timeout: number };
+  wrkLatencyUs: { p50: number; p99: number; max: number };
+  cpuTicks: number;
+  histogramUs: Array<[number, number]>;
+}
+
+/** A latency histogram: [microseconds, count] pairs, in increasing order of microseconds. */
+export type Histogram = ReadonlyArray<readonly [number, number]>;
+
+/**
+ * Reads the figures of a run from wrk's stdout. `connections` is the --connections wrk had: its
+ * latency correction depends on it. Throws when the line is missing or does not add up.
+ */
+export function parseWrkOutput(stdout: string, connections: number): WrkResult {
+  const line = stdout.split('\n').find((candidate) => candidate.startsWith('{"bench":"wrk-done"'));
+  if (line === undefined) throw new Error(`wrk printed no result line (is bench/wrk/bench.lua loaded by the script?):\n${stdout.slice(-2000)}`);
+  const done = JSON.parse(line) as WrkDone;
+  const corrected = done.histogramUs;
+  // The histogram was read from wrk's memory: it must give wrk's own maximum and percentiles
+  // (to one rank: wrk computes the rank in long double).
+  if (corrected.length > 0) {
+    for (const p of [50, 99] as const) {
+      const low = percentile(corrected, p, -1);
+      const high = percentile(corrected, p, 1);
+      const wrks = done.wrkLatencyUs[`p${p}`];
+      if (!(wrks >= low && wrks <= high)) throw new Error(`wrk's latency histogram was misread: its p${p} is ${low}-${high} us, wrk says ${wrks} us`);
+    }
+    const max = corrected.at(-1)![0];
+    if (max !== done.wrkLatencyUs.max) throw new Error(`wrk's latency histogram was misread: its maximum is ${max} us, wrk says ${done.wrkLatencyUs.max} us`);
+  }
+  const raw = rawHistogram(corrected, correctionInterval(done.durationUs, done.requests, connections));
+  const measured = raw.reduce((sum, [, count]) => sum + count, 0);
+  if (measured !== done.requests - done.errors.timeout) {
+    throw new Error(`wrk's latency histogram holds ${measured} responses once uncorrected, but wrk counted ${done.requests} and ${done.errors.timeout} timeouts`);
+  }
+  const ms = (us: number) => us / 1000;
+  return {
+    durationS: done.durationUs / 1e6,
+    responses: done.requests,
+    non2xx: done.errors.status,
+    errors: done.errors.connect + done.errors.read + done.errors.write,
+    timeouts: done.errors.timeout,
+    latencyMs: measured === 0
+      ? { p50: Number.NaN, p90: Number.NaN, p99: Number.NaN, mean: Number.NaN, max: Number.NaN }
+      : {
+          p50: ms(percentile(raw, 50)),
+          p90: ms(percentile(raw, 90)),
+          p99: ms(percentile(raw, 99)),
+          mean: ms(raw.reduce((sum, [us, count]) => sum + us * count, 0) / measured),
+          max: ms(raw.at(-1)![0]),
+        },
+    correctedP99Ms: ms(done.wrkLatencyUs.p99),
+    cpuTicks: done.cpuTicks,
+  };
+}
+
+/**
+ * The interval wrk 4.x corrects its latencies by: the mean time between two requests of one
+ * connection (wrk.c, integer arithmetic as there); 0 when it does not correct.
+ */
+export function correctionInterval(durationUs: number, requests: number, connections: number): number {
+  const perConnection = Math.floor(requests / connections);
+  return perConnection > 0 ? Math.floor(durationUs / perConnection) : 0;
+}
+
+/**
+ * Undoes wrk's correction for coordinated omission. wrk (stats_correct in stats.c) adds, for
+ * every response that took n >= 2e microseconds, one sample at each of n - e, n - 2e, ... above e:
+ * the requests a constant-rate client would have sent meanwhile. The bench is a closed loop (each
+ * connection sends its next request when the answer came) and reports what it measured, as the
+ * autocannon fallback does. Since every sample at m > e came with one at m - e, the corrected
+ * count at m + e is exactly what was added at m: raw(m) = corrected(m) - corrected(m + e) above e.
+ */
+export function rawHistogram(corrected: Histogram, interval: number): Array<[number, number]> {
+  if (interval <= 0) return corrected.map(([us, count]) => [us, count]);
+  const counts = new Map(corrected);
+  const raw: Array<[number, number]> = [];
+  for (const [us, count] of corrected) {
+    const measured = us > interval ? count - (counts.get(us + interval) ?? 0) : count;
+    if (measured < 0) throw new Error(`wrk's latency histogram is not one wrk corrected with interval ${interval} us (at ${us} us)`);
+    if (measured > 0) raw.push([us, measured]);
+  }
+  return raw;
+}
+
+/**
+ * The p-th percentile of a histogram as wrk computes it (stats_percentile): the recorded value at
+ * rank round(p% of the count + 0.5), or at that rank + `rankOffset`, within the recorded ranks;
+ * 0 for an empty histogram.
+ */
+export function percentile(histogram: Histogram, p: number, rankOffset = 0): number {
+  const total = histogram.reduce((sum, [, count]) => sum + count, 0);
+  const rank = Math.min(total, Math.max(1, Math.floor((p / 100) * total + 0.5 + 0.5) + rankOffset));
+  let seen = 0;
+  for (const [us, count] of histogram) {
+    seen += count;
+    if (seen >= rank) return us;
+  }
+  return 0;
+}
+
+/**
+ * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` reaches the
+ * scripts through the environment, never the command line.
+ */
+export function runWrk(wrk: string, run: WrkRun, cpus: readonly number[] | null, authorization: string): Promise<WrkResult> {
+  const [command, args] = onCpus(cpus, wrk, wrkArgs(run));
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      env: { PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4096)));
+    // wrk stops on its own after --duration; this only ends a wrk that hangs.
+    const kill = setTimeout(() => child.kill('SIGKILL'), (run.seconds + 30) * 1000);
+    child.once('error', (error) => {
+      clearTimeout(kill);
+      reject(error);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(kill);
+      if (code !== 0) {
+        reject(new Error(`wrk exited with ${code ?? signal}: ${stderr}${stdout.slice(-2000)}`));
+        return;
+      }
+      try {
+        resolve(parseWrkOutput(stdout, run.connections));
+      } catch (error) {
+        reject(error instanceof Error ? new Error(`${error.message}${stderr ? `\nwrk stderr:\n${stderr}` : ''}`) : error);
+      }
+    });
+  });
+}

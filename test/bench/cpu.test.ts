@@ -1,0 +1,84 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { busiestShare, busyShare, choosePinning, findExecutable, onCpus, parseCpuList, parseProcStat } from '../../bench/cpu.ts';
+
+/** /proc/stat as Linux prints it, with the per-core lines of a 2-core machine. */
+function procStat(cpu0: number[], cpu1: number[]): string {
+  const all = cpu0.map((ticks, i) => ticks + cpu1[i]!);
+  return [
+    `cpu  ${all.join(' ')} 0 0`,
+    `cpu0 ${cpu0.join(' ')} 0 0`,
+    `cpu1 ${cpu1.join(' ')} 0 0`,
+    'intr 123456 0 0',
+    'ctxt 99',
+    'btime 1700000000',
+    'procs_running 3',
+    '',
+  ].join('\n');
+}
+
+test('/proc/stat is read line by line, per core and in all', () => {
+  //                         user nice system idle iowait irq softirq steal
+  const stat = parseProcStat(procStat([100, 1, 50, 800, 9, 2, 30, 8], [10, 0, 5, 980, 1, 0, 4, 0]));
+  assert.deepEqual([...stat.keys()], ['cpu', 'cpu0', 'cpu1']);
+  assert.deepEqual(stat.get('cpu0'), { user: 100, nice: 1, system: 50, idle: 800, iowait: 9, irq: 2, softirq: 30, steal: 8 });
+  assert.equal(stat.get('cpu')!.idle, 1780);
+  assert.throws(() => parseProcStat('cpu0 1 2 x 4 5 6 7 8\n'), /unreadable \/proc\/stat line/);
+});
+
+test('a core\'s busy share is its busy ticks (steal, irq and softirq included) over all its ticks between two samples', () => {
+  const before = parseProcStat(procStat([100, 0, 50, 800, 10, 0, 30, 0], [10, 0, 5, 980, 0, 0, 5, 0]));
+  // cpu0: +60 user, +10 system, +5 softirq, +5 steal busy (80); +15 idle, +5 iowait (100 ticks in all).
+  // cpu1: +1 user, +99 idle.
+  const after = parseProcStat(procStat([160, 0, 60, 815, 15, 0, 35, 5], [11, 0, 5, 1079, 0, 0, 5, 0]));
+  assert.equal(busyShare(before, after, 0), 0.8);
+  assert.equal(busyShare(before, after, 1), 0.01);
+  assert.ok(Number.isNaN(busyShare(before, after, 2)), 'a core that is not there');
+  assert.ok(Number.isNaN(busyShare(before, before, 0)), 'no tick between the samples');
+  assert.equal(busiestShare(before, after, [1, 0]), 0.8, 'of several cores, the busiest');
+});
+
+test('a CPU list names single CPUs and ranges', () => {
+  assert.deepEqual(parseCpuList('0-1'), [0, 1]);
+  assert.deepEqual(parseCpuList('3,0-1,8-9\n'), [0, 1, 3, 8, 9]);
+  assert.deepEqual(parseCpuList('5'), [5]);
+  assert.throws(() => parseCpuList('0-1,a'), /not a CPU list/);
+});
+
+const pin = { pin: true, serverCpus: null, generatorCpus: null };
+
+test('the servers get the first allowed CPU and the generator the next, unless told otherwise', () => {
+  assert.deepEqual(choosePinning([0, 1], pin, true), { pinning: { server: [0], generator: [1] }, note: 'servers on CPU 0, generator on CPU 1' });
+  assert.deepEqual(choosePinning([2, 5, 7], pin, true).pinning, { server: [2], generator: [5] });
+  assert.deepEqual(choosePinning([0, 1, 2, 3], { ...pin, serverCpus: [2, 3] }, true).pinning, { server: [2, 3], generator: [0] });
+  assert.deepEqual(choosePinning([0, 1, 2, 3], { ...pin, generatorCpus: [0, 1] }, true).pinning, { server: [2], generator: [0, 1] });
+  assert.throws(() => choosePinning([0, 1], { ...pin, serverCpus: [1, 4, 5] }, true), /--server-cpus: this process may only use CPUs 0,1, not 4,5/);
+  assert.throws(() => choosePinning([0, 1], { ...pin, serverCpus: [0, 1] }, true), /no CPU is left for the generator: the servers have 0,1/);
+  assert.throws(() => choosePinning([0, 1, 2], { pin: true, serverCpus: [0, 1], generatorCpus: [1, 2] }, true), /both have 1/);
+});
+
+test('with one core, without taskset or with --no-pin nothing is pinned, and the note says why', () => {
+  assert.deepEqual(choosePinning([0], pin, true), { pinning: null, note: 'not pinned: only 1 core, which the server and the generator share' });
+  assert.deepEqual(choosePinning([0, 1], pin, false), { pinning: null, note: 'not pinned: taskset not found (apt-get install util-linux)' });
+  assert.deepEqual(choosePinning([0, 1], { ...pin, pin: false }, true), { pinning: null, note: 'not pinned (--no-pin)' });
+});
+
+test('a pinned command runs through taskset, which keeps the process id', () => {
+  assert.deepEqual(onCpus([1], '/usr/bin/wrk', ['-c', '50']), ['taskset', ['--cpu-list', '1', '/usr/bin/wrk', '-c', '50']]);
+  assert.deepEqual(onCpus([2, 3], 'node', ['main.ts']), ['taskset', ['--cpu-list', '2,3', 'node', 'main.ts']]);
+  assert.deepEqual(onCpus(null, '/usr/bin/wrk', ['-c', '50']), ['/usr/bin/wrk', ['-c', '50']]);
+});
+
+test('an executable is found on the PATH given, a plain file is not', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cpu-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'tool'), '#!/bin/sh\n');
+  chmodSync(join(dir, 'tool'), 0o755);
+  writeFileSync(join(dir, 'data'), '');
+  assert.equal(findExecutable('tool', `/nonexistent:${dir}`), join(dir, 'tool'));
+  assert.equal(findExecutable('data', dir), null);
+  assert.equal(findExecutable('tool', ''), null);
+});
