@@ -66,6 +66,9 @@ export const WORKLOADS = [
   },
   { name: 'create', label: 'POST /v1/pets (durable)', target: 0.5, drive: (f) => creates(f) },
   { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, drive: (f) => mix(f, 9, '/v1/pets?limit=20') },
+  // Issue #10: reads while pets change. It runs last: it changes statuses, which the deep
+  // workload's cursor was chosen from.
+  { name: 'patchmix', label: 'mix 90% GET limit=20 or by id / 10% PATCH', target: null, drive: (f) => patchMix(f) },
 ] as const satisfies readonly WorkloadRow[];
 
 export type WorkloadName = (typeof WORKLOADS)[number]['name'];
@@ -109,6 +112,41 @@ function mix(fixture: WorkloadFixture, reads: number, path: string): Drive {
   return {
     wrk: { script: 'mix.lua', args: [String(reads), path, NEW_PET_BODY] },
     autocannon: () => [...Array.from({ length: reads }, () => get(fixture, path)), create(fixture)],
+  };
+}
+
+/** Blocks of ten requests (one of them a PATCH) in the patchmix sequence. */
+const PATCH_MIX_BLOCKS = 64;
+
+/**
+ * Per ten requests: five first pages, four pets by id and one PATCH of one of the get
+ * workload's pets, so that changes drop cached answers as they would. Each PATCH flips the
+ * status with If-Match: *, so it is a real change whatever the version, and still goes through
+ * the If-Match parser and the existence check.
+ */
+function patchMix(fixture: WorkloadFixture): Drive {
+  const ids = spreadIds(fixture.pets, GET_IDS);
+  const lines = ids.slice(0, PATCH_MIX_BLOCKS).flatMap((changed, block) => [
+    ...[0, 1, 2, 3].flatMap((i) => ['GET /v1/pets?limit=20', `GET /v1/pets/${ids[(block * 4 + i) % ids.length]}`]),
+    'GET /v1/pets?limit=20',
+    `PATCH /v1/pets/${changed} ${JSON.stringify({ status: block % 2 === 0 ? 'sold' : 'available' })}`,
+  ]);
+  return {
+    wrk: { script: 'patchmix.lua', args: lines },
+    autocannon: () => lines.map((line) => {
+      const [method, path, body] = line.split(' ') as [string, string, string | undefined];
+      return method === 'GET' ? get(fixture, path) : change(fixture, path, body!);
+    }),
+  };
+}
+
+/** The PATCH of patchmix, as patchmix.lua sends it. */
+function change(fixture: WorkloadFixture, path: string, body: string): autocannon.Request {
+  return {
+    method: 'PATCH',
+    path,
+    headers: { authorization: fixture.authorization, 'content-type': 'application/merge-patch+json', 'if-match': '*' },
+    body,
   };
 }
 

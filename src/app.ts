@@ -57,6 +57,7 @@ export interface AppDeps {
   limiter: RateLimiter;
   pets: PetsOperationsDeps['pets'];
   createPet: PetsOperationsDeps['createPet'];
+  changePet: PetsOperationsDeps['changePet'];
   trustProxy?: boolean;
   /** The serialised OpenAPI document served at /v1/openapi.json, when there is one. */
   openapi?: string;
@@ -96,11 +97,14 @@ function hasOneHost(req: IncomingMessage): boolean {
 
 /** Wires the router and the operations into a request handler for node:http. */
 export function createApp(deps: AppDeps): App {
-  const operations = createPetsOperations({ pets: deps.pets, clock: deps.clock, createPet: deps.createPet });
+  const operations = createPetsOperations({ pets: deps.pets, clock: deps.clock, createPet: deps.createPet, changePet: deps.changePet });
   const router = createRouter<Route>();
   router.add('GET', '/v1/pets', { run: operations.listPets });
   router.add('POST', '/v1/pets', { run: operations.createPet });
+  // Only GET (and HEAD) of this path is deprecated: PATCH and DELETE carry no deprecation headers.
   router.add('GET', '/v1/pets/{petId}', { run: operations.getPet, headers: DEPRECATION_HEADERS });
+  router.add('PATCH', '/v1/pets/{petId}', { run: operations.updatePet });
+  router.add('DELETE', '/v1/pets/{petId}', { run: operations.deletePet });
   router.add('GET', '/v1/store/orders', { run: operations.listOrders });
   const publicRouter = createRouter<Route>();
   publicRouter.add('GET', '/healthz', { run: () => ({ status: 200, body: '{"status":"ok"}' }) });

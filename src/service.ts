@@ -13,6 +13,7 @@ import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
 import { createPetCreations, type CreationsObserver, type PetCreations } from './api/pet-creations.ts';
+import { createPetChanges } from './api/pet-changes.ts';
 import { createApp, type AppDeps, type PipelineObserver } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
@@ -36,7 +37,7 @@ export interface ServiceDeps {
   overrides?: Partial<AppDeps>;
   server?: ServerOptions;
   maxLimiterCallers?: number;
-  /** Group commit of creates; on unless turned off to measure the difference (bench/creates.ts). */
+  /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
   observer?: PipelineObserver & CreationsObserver;
@@ -74,6 +75,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
+  const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const app = createApp({
     clock,
@@ -82,6 +84,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     limiter,
     pets,
     createPet: petCreations.create,
+    changePet,
     trustProxy: config.trustProxy,
     openapi,
     observer,

@@ -105,7 +105,10 @@ test('* lets any origin read, with Access-Control-Allow-Origin: * and still no c
 
 test('a preflight from an allowed origin: 204 with the path methods, the allowed request headers and a max age', async (t) => {
   const server = await withCors(t);
-  for (const [path, methods] of [['/v1/pets', 'GET, HEAD, POST'], ['/v1/pets/1', 'GET, HEAD'], ['/v1/pets/abc', 'GET, HEAD'], ['/v1/store/orders', 'GET, HEAD'], ['/v1/openapi.json', 'GET, HEAD']]) {
+  for (const [path, methods] of [
+    ['/v1/pets', 'GET, HEAD, POST'], ['/v1/pets/1', 'GET, HEAD, PATCH, DELETE'], ['/v1/pets/abc', 'GET, HEAD, PATCH, DELETE'],
+    ['/v1/store/orders', 'GET, HEAD'], ['/v1/openapi.json', 'GET, HEAD'],
+  ]) {
     const response = await preflight(server, path!, SHOP, 'GET');
     assert.equal(response.status, 204, path);
     assert.deepEqual(Object.fromEntries([...response.headers].filter(([name]) => name.startsWith('access-control-') || name === 'vary')), {

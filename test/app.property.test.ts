@@ -1,8 +1,9 @@
 /**
  * Properties of the whole service over hostile requests sent as raw bytes (issue #7): whatever
- * arrives in the body, the request target, the path, Authorization, Idempotency-Key or the
- * cursor, the answer is one of the contract's statuses with the code the contract gives it,
- * never a 500, and a pet is stored only when the answer is 201.
+ * arrives in the body, the request target, the path, Authorization, Idempotency-Key, If-Match or
+ * the cursor, the answer is one of the contract's statuses with the code the contract gives it,
+ * never a 500, a pet is stored only when the answer is 201, and changed or deleted only when it
+ * is 200 or 204 (issue #10).
  *
  * The limiter is a real one with limits too high to refuse anyone, so that thousands of
  * anonymous requests test the parsers rather than the rate limits (which have their own tests),
@@ -13,10 +14,11 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { RateLimiter } from '../src/app.ts';
 import { createLimiter } from '../src/limits/limiter.ts';
-import { startTestServer, type TestServer } from './support/test-server.ts';
+import { startTestServer, storedPet, type TestServer } from './support/test-server.ts';
 import { openRaw, rawRequest, type RawResponse } from './support/raw-http.ts';
-import { anyCodePoint, CONTRACT_ERRORS, INT64_MAX, settings } from './support/property.ts';
+import { anyCodePoint, CONTRACT_ERRORS, ifMatchOutcome, INT64_MAX, settings } from './support/property.ts';
 import { encodeCursor } from '../src/api/cursor.ts';
+import { petETag } from '../src/api/pet-json.ts';
 
 const encoder = new TextEncoder();
 
@@ -48,6 +50,11 @@ function assertContractAnswer(response: RawResponse, allowed: Allowed, context: 
 
 function petCount(server: TestServer): number {
   return (server.db.prepare('SELECT COUNT(*) AS n FROM pets').get() as { n: number }).n;
+}
+
+/** Every stored pet, every field and the version, as one string to compare before and after. */
+function petsState(server: TestServer): string {
+  return JSON.stringify(server.db.prepare('SELECT id, name, CAST(category_id AS TEXT) AS c, status, version FROM pets ORDER BY id').all());
 }
 
 /** Bytes that can stand in a header value or request target without ending the line. */
@@ -138,9 +145,10 @@ test('any query string on GET /v1/pets answers 200 or 400 invalid_query, cursors
   );
 });
 
-test('any method and path segment after /v1/pets/ answers 200, 400 invalid_path, 404 or 405, never a 500', async (t) => {
+test('any method and path segment after /v1/pets/ answers 200, 204, 400, 404 or 405, never a 500, and only a 204 removes anything', async (t) => {
   const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
-  assert.equal((await server.post('/v1/pets', { name: 'Rex', categoryId: 1 })).status, 201);
+  // Enough pets that the DELETEs among the cases still leave some to find.
+  for (let i = 1; i <= 20; i++) assert.equal((await server.post('/v1/pets', { name: 'Rex', categoryId: i })).status, 201);
   const segment = fc.oneof(
     lineBytes(40),
     fc.stringMatching(/^-?0{0,30}[0-9]{0,22}$/).map((text) => Buffer.from(text)),
@@ -153,9 +161,13 @@ test('any method and path segment after /v1/pets/ answers 200, 400 invalid_path,
   );
   await fc.assert(
     fc.asyncProperty(method, segment, async (verb, petId) => {
+      const before = petsState(server);
       const target = Buffer.concat([Buffer.from(`${verb} /v1/pets/`), petId, Buffer.from(' HTTP/1.1')]);
       const response = await rawRequest(server.url, request([target, 'Host: x', `Authorization: Bearer ${server.key}`]));
-      assertContractAnswer(response, { 200: [], 400: ['invalid_path', 'invalid_query'], 404: ['pet_not_found', 'not_found'], 405: ['method_not_allowed'] }, `${verb} ${petId.toString('latin1')}`);
+      const context = `${verb} ${petId.toString('latin1')}`;
+      // A PATCH without a body gets as far as its empty body: 400 invalid_body.
+      assertContractAnswer(response, { 200: [], 204: [], 400: ['invalid_path', 'invalid_query', 'invalid_body'], 404: ['pet_not_found', 'not_found'], 405: ['method_not_allowed'] }, context);
+      assert.equal(petsState(server) !== before, response.status === 204, context);
     }),
     settings(300),
   );
@@ -253,5 +265,99 @@ test('whatever bytes follow a valid creation on the same connection, the creatio
       assert.equal(petCount(server), before + 1);
     }),
     settings(150),
+  );
+});
+
+/** If-Match values, with CURRENT standing for the pet's ETag at the time of the request. */
+const ifMatchTemplate = fc.option(
+  fc.oneof(
+    fc.constantFrom('CURRENT', '*', ' * ', 'W/CURRENT', '"0.0", CURRENT', 'CURRENT, W/"x"', '"x"', '', ',', '"1.1"', 'CURRENT CURRENT', '*, CURRENT', 'w/CURRENT', '"a'),
+    fc.array(fc.constantFrom('CURRENT', 'W/CURRENT', '"9.9"', '*', ',', ', ', ' ', '"', 'x'), { maxLength: 5 }).map((parts) => parts.join('')),
+    lineBytes(30).map((bytes) => bytes.toString('latin1')),
+  ),
+  { nil: null },
+);
+
+/** Merge patch bodies from plausible to absurd: every field optional, nulls, extras, non-objects, bytes. */
+const patchBody = fc.oneof(
+  fc.record(
+    {
+      name: fc.oneof(fc.string({ unit: anyCodePoint, minLength: 1, maxLength: 100 }).map((name) => JSON.stringify(name)), fc.constantFrom('null', '""', '5')),
+      categoryId: fc.oneof(fc.bigInt({ min: 1n, max: INT64_MAX }).map(String), fc.constantFrom('0', '1.0', '1e2', '"5"', 'null', '9223372036854775808')),
+      status: fc.constantFrom('"available"', '"pending"', '"sold"', 'null', '"SOLD"'),
+      extra: fc.constantFrom('"id":1', '"version":2', '"__proto__":{"x":1}', '"name":"dup"'),
+    },
+    { requiredKeys: [] },
+  ).map((members) => Buffer.from(`{${Object.entries(members).map(([name, value]) => (name === 'extra' ? value : `"${name}":${value}`)).join(',')}}`)),
+  fc.constantFrom('{}', ' { } ', '[]', 'null', '"sold"', '{"status":"sold"}x', '   ', '').map((text) => Buffer.from(text)),
+  fc.jsonValue().map((value) => Buffer.from(JSON.stringify(value) ?? '')),
+  fc.uint8Array({ maxLength: 120 }).map((bytes) => Buffer.from(bytes)),
+  fc.constant(Buffer.from(`{"name":"${'a'.repeat(17 * 1024)}"}`)),
+);
+
+const patchContentType = fc.constantFrom(
+  'application/merge-patch+json', 'application/merge-patch+json; charset=utf-8', 'application/json', 'APPLICATION/JSON;charset="UTF-8"',
+  'application/json-patch+json', 'application/merge-patch+json; charset=latin1', 'text/plain', '', undefined,
+);
+
+/** Whether a body that the server accepted with 200 held at least one member (else it was `{}`). */
+function hasMembers(body: Buffer): boolean {
+  return Object.keys(JSON.parse(body.toString('utf8')) as object).length > 0;
+}
+
+test('any PATCH of a pet (body, media type, If-Match) is answered in the contract\'s order, and changes the pet only on 200', async (t) => {
+  const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
+  assert.equal((await server.post('/v1/pets', { name: 'Rex', categoryId: 1 })).status, 201);
+  await fc.assert(
+    fc.asyncProperty(patchBody, patchContentType, ifMatchTemplate, async (body, type, template) => {
+      const before = storedPet(server, 1)!;
+      const ifMatch = template?.replaceAll('CURRENT', petETag(before)) ?? null;
+      const lines: (string | Buffer)[] = ['PATCH /v1/pets/1 HTTP/1.1', 'Host: x', `Authorization: Bearer ${server.key}`, `Content-Length: ${body.length}`];
+      if (type !== undefined) lines.push(`Content-Type: ${type}`);
+      if (ifMatch !== null) lines.push(Buffer.from(`If-Match: ${ifMatch}`, 'latin1'));
+      const response = await rawRequest(server.url, request(lines, body));
+      const context = `If-Match ${JSON.stringify(ifMatch)}, ${type}, ${JSON.stringify(body.toString('latin1').slice(0, 100))}`;
+      // Node trims the blanks around a header value; the grammar allows them anyway.
+      const expected = ifMatchOutcome(ifMatch, petETag(before));
+      if (expected === 'bad_request') assertContractAnswer(response, { 400: ['bad_request'] }, context);
+      else if (expected === 'precondition_failed') assertContractAnswer(response, { 412: ['precondition_failed'] }, context);
+      else assertContractAnswer(response, { 200: [], 400: ['invalid_json', 'invalid_body'], 413: ['payload_too_large'], 415: ['unsupported_media_type'] }, context);
+      const after = storedPet(server, 1)!;
+      if (response.status !== 200) {
+        assert.deepEqual(after, before, context);
+        return;
+      }
+      assert.equal(after.version, before.version + (hasMembers(body) ? 1 : 0), context);
+      assert.equal(response.body, `{"id":1,"name":${JSON.stringify(after.name)},"categoryId":${after.categoryId},"status":"${after.status}"}`, context);
+      assert.equal(response.headers.etag, petETag(after), context);
+    }),
+    settings(400),
+  );
+});
+
+test('any DELETE of a pet, existing or not, with any If-Match: 204 removes it, anything else removes nothing', async (t) => {
+  const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
+  await fc.assert(
+    fc.asyncProperty(fc.boolean(), ifMatchTemplate, async (exists, template) => {
+      const [pet] = server.service.pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available' }]);
+      const id = exists ? pet!.id : pet!.id + 1_000_000;
+      const ifMatch = template?.replaceAll('CURRENT', petETag(pet!)) ?? null;
+      const before = petsState(server);
+      const lines: (string | Buffer)[] = [`DELETE /v1/pets/${id} HTTP/1.1`, 'Host: x', `Authorization: Bearer ${server.key}`];
+      if (ifMatch !== null) lines.push(Buffer.from(`If-Match: ${ifMatch}`, 'latin1'));
+      const response = await rawRequest(server.url, request(lines));
+      const context = `${exists ? 'existing' : 'unknown'} pet, If-Match ${JSON.stringify(ifMatch)}`;
+      const expected = exists ? ifMatchOutcome(ifMatch, petETag(pet!)) : 'pet_not_found';
+      if (expected === 'proceed') assertContractAnswer(response, { 204: [] }, context);
+      else if (expected === 'pet_not_found') assertContractAnswer(response, { 404: ['pet_not_found'] }, context);
+      else assertContractAnswer(response, { [expected === 'bad_request' ? 400 : 412]: [expected] }, context);
+      if (response.status === 204) {
+        assert.equal(response.body, '');
+        assert.equal(storedPet(server, id), undefined, context);
+      } else {
+        assert.equal(petsState(server), before, context);
+      }
+    }),
+    settings(300),
   );
 });

@@ -84,7 +84,10 @@ test('a path outside /v1 is 404 not_found without asking for a key', async (t) =
 
 test('a known path with another method: 405 with Allow listing HEAD beside GET', async (t) => {
   const server = await startTestServer(t);
-  const cases = [['DELETE', '/v1/pets', 'GET, HEAD, POST'], ['PUT', '/v1/pets/1', 'GET, HEAD'], ['POST', '/v1/store/orders', 'GET, HEAD'], ['PATCH', '/v1/pets', 'GET, HEAD, POST']] as const;
+  const cases = [
+    ['DELETE', '/v1/pets', 'GET, HEAD, POST'], ['PUT', '/v1/pets/1', 'GET, HEAD, PATCH, DELETE'], ['POST', '/v1/pets/1', 'GET, HEAD, PATCH, DELETE'],
+    ['POST', '/v1/store/orders', 'GET, HEAD'], ['PATCH', '/v1/pets', 'GET, HEAD, POST'],
+  ] as const;
   for (const [method, path, allow] of cases) {
     const response = await server.request(path, { method });
     assert.equal(response.status, 405, `${method} ${path}`);
@@ -139,7 +142,9 @@ function failingStore(error: unknown): PetsStore {
   const fail = () => {
     throw error;
   };
-  return { insertMany: fail, get: fail, list: fail, findIdempotencyRecord: fail, purgeIdempotencyRecords: fail, revision: fail };
+  return {
+    insertMany: fail, get: fail, list: fail, changeMany: fail, findIdempotencyRecord: fail, purgeIdempotencyRecords: fail, revision: fail, writtenSince: fail,
+  };
 }
 
 test('an unexpected error is 500 internal_error with no detail, logged by name only', async (t) => {

@@ -12,10 +12,12 @@ local function headers(spec)
   local list = {}
   if authorization ~= nil and authorization ~= "" then list["Authorization"] = authorization end
   if spec.body ~= nil then list["Content-Type"] = "application/json" end
+  -- A script's own headers (a PATCH's media type and If-Match) come last and win.
+  for name, value in pairs(spec.headers or {}) do list[name] = value end
   return list
 end
 
--- Sends the requests in `specs` ({ method =, path =, body = }) in turn, over and over. Each is
+-- Sends the requests in `specs` ({ method =, path =, body =, headers = }) in turn, over and over. Each is
 -- formatted once, here: request() runs for every request, on the generator's own core.
 -- A single request is left to wrk itself, which then sends one buffer without calling Lua.
 function bench.send(specs)

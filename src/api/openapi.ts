@@ -16,8 +16,10 @@ import { DEPRECATION_HEADERS, SUNSET_MS } from './pets-operations.ts';
 import {
   createPetParameters,
   getPetParameters,
+  ifMatchParameters,
   listPetsParameters,
   newPetSchema,
+  petPatchSchema,
   petSchema,
   petsPageSchema,
   petStatusSchema,
@@ -191,7 +193,7 @@ const HEADERS = {
     schema: { type: 'string', enum: [UNAUTHENTICATED_CHALLENGE, INVALID_TOKEN_CHALLENGE] },
   },
   Allow: {
-    description: 'The methods of this path; HEAD wherever GET.',
+    description: 'The methods of this path (`GET, HEAD, PATCH, DELETE` on a pet); HEAD wherever GET.',
     required: true,
     schema: { type: 'string', maxLength: 64, pattern: '^[A-Z]+(, [A-Z]+)*$' },
   },
@@ -199,6 +201,13 @@ const HEADERS = {
     description: 'RFC 8288 `Link` to the next page, carrying the effective `limit`, the `status` filter and a `cursor`. Absent on the last page.',
     required: false,
     schema: { type: 'string', maxLength: 256, pattern: '^</v1/pets\\?[^>]*cursor=[A-Za-z0-9_-]+[^>]*>; rel="next"$' },
+  },
+  ETag: {
+    description:
+      "The pet's entity tag: a strong validator (RFC 9110, section 8.8.3), opaque, that changes with every change to the pet. " +
+      'Send it in `If-Match` to change or delete the pet only if nobody changed it since.',
+    required: true,
+    schema: { type: 'string', pattern: '^"[!#-~]*"$', maxLength: 64 },
   },
   Location: {
     description: 'The created pet.',
@@ -374,6 +383,12 @@ const EVERY_OPERATION: SharedResponse[] = ['Unauthorized', 'TooManyRequests', 'A
 
 const SUNSET = new Date(SUNSET_MS);
 
+/** The answers of updatePet and deletePet when the pet is not there or not in the state expected. */
+const petChangeRefusals = {
+  404: errorResponse(404, 'No pet has this id (it never existed, or it was deleted).', ['pet_not_found'], [...EVERY, ...RATE]),
+  412: errorResponse(412, "`If-Match` lists none of the pet's current ETag: it was changed since. Nothing was changed.", codesOf(412), [...EVERY, ...RATE]),
+};
+
 // --- The document -----------------------------------------------------------------------------
 
 /** Lists the configured base addresses; with none, the base path of the server serving the document. */
@@ -433,7 +448,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
           responses: {
             201: {
               description: 'The created pet.',
-              headers: headers([...EVERY, ...RATE, 'Location', 'Idempotent-Replayed']),
+              headers: headers([...EVERY, ...RATE, 'Location', 'ETag', 'Idempotent-Replayed']),
               content: json(ref('schemas', 'Pet')),
             },
             400: errorResponse(
@@ -464,13 +479,55 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
           deprecated: true,
           parameters: getPetParameters.map(parameter),
           responses: {
-            200: { description: 'The pet.', headers: headers([...EVERY, ...RATE, ...DEPRECATION]), content: json(ref('schemas', 'Pet')) },
+            200: { description: 'The pet.', headers: headers([...EVERY, ...RATE, ...DEPRECATION, 'ETag']), content: json(ref('schemas', 'Pet')) },
             400: errorResponse(400, '`petId` is not an int64 in decimal.', ['invalid_path', 'bad_request'], [...EVERY, ...RATE, ...DEPRECATION]),
             404: errorResponse(404, 'No pet has this id.', ['pet_not_found'], [...EVERY, ...RATE, ...DEPRECATION]),
             410: errorResponse(410, `The operation was removed on ${sunsetDay}; use \`GET /pets\`.`, codesOf(410), [...EVERY, ...RATE, ...DEPRECATION]),
             ...shared(...EVERY_OPERATION),
             // Once routed, a 500 carries the deprecation headers too; before routing it cannot.
             500: internalError(DEPRECATION),
+          },
+        },
+        patch: {
+          operationId: 'updatePet',
+          tags: ['pets'],
+          summary: 'Change a pet',
+          description:
+            'Applies a JSON merge patch (RFC 7396) of `name`, `categoryId` and `status` and answers once the change is durably stored. ' +
+            'Any status may change to any other. Checked in this order: the path, the pet\'s existence, `If-Match`, then the body.',
+          parameters: [...getPetParameters, ...ifMatchParameters].map(parameter),
+          requestBody: {
+            required: true,
+            description: 'At most 16 KiB, as `application/merge-patch+json` or `application/json`.',
+            content: { 'application/merge-patch+json': { schema: ref('schemas', 'PetPatch') }, ...json(ref('schemas', 'PetPatch')) },
+          },
+          responses: {
+            200: { description: 'The whole pet after the change.', headers: headers([...EVERY, ...RATE, 'ETag']), content: json(ref('schemas', 'Pet')) },
+            400: errorResponse(
+              400,
+              'A bad `petId`, a malformed `If-Match`, an empty body or one that is not a JSON object, malformed JSON, or invalid fields (the message names every one).',
+              ['invalid_path', 'bad_request', 'invalid_body', 'invalid_json'],
+              [...EVERY, ...RATE],
+            ),
+            ...petChangeRefusals,
+            413: errorResponse(413, 'The body is larger than 16 KiB.', codesOf(413), [...EVERY, ...RATE]),
+            415: errorResponse(415, 'The body is not sent as `application/merge-patch+json` or `application/json`.', codesOf(415), [...EVERY, ...RATE]),
+            ...shared(...EVERY_OPERATION),
+          },
+        },
+        delete: {
+          operationId: 'deletePet',
+          tags: ['pets'],
+          summary: 'Remove a pet',
+          description:
+            'Removes the pet from every list and lookup, once that is durably stored; its id is never used again. ' +
+            'Checked in this order: the path, the pet\'s existence, `If-Match`.',
+          parameters: [...getPetParameters, ...ifMatchParameters].map(parameter),
+          responses: {
+            204: { description: 'The pet is gone. No body.', headers: headers([...EVERY, ...RATE]) },
+            400: errorResponse(400, 'A bad `petId` or a malformed `If-Match`.', ['invalid_path', 'bad_request'], [...EVERY, ...RATE]),
+            ...petChangeRefusals,
+            ...shared(...EVERY_OPERATION),
           },
         },
       },
@@ -512,6 +569,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       schemas: {
         PetStatus: { ...petStatusSchema, enum: [...petStatusSchema.enum!] },
         NewPet: requestSchema(newPetSchema),
+        PetPatch: requestSchema(petPatchSchema),
         Pet: jsonSchema(petSchema),
         Pets: { ...petsPageSchema, items: ref('schemas', 'Pet') },
         Error: errorSchema,

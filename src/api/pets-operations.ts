@@ -7,12 +7,14 @@ import { ApiError } from '../http/api-error.ts';
 import type { Clock } from '../clock.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from './idempotency.ts';
-import type { NewPet, PetsStore } from '../storage/sqlite/pets-store.ts';
+import { ifMatchHolds, parseIfMatch } from '../http/if-match.ts';
+import type { ChangeOutcome, NewPet, Pet, PetPatch, PetsStore } from '../storage/sqlite/pets-store.ts';
+import type { ChangePet } from './pet-changes.ts';
 import type { Reply } from '../http/reply.ts';
-import { petJson, petsJson } from './pet-json.ts';
+import { petETag, petReply, petsJson } from './pet-json.ts';
 import type { Params } from '../http/router.ts';
-import { getPetParameters, listPetsParameters, newPetSchema, type PetStatus } from './schemas.ts';
-import { readJsonBody } from '../http/request-body.ts';
+import { getPetParameters, listPetsParameters, newPetSchema, petPatchSchema, type PetStatus } from './schemas.ts';
+import { MERGE_PATCH_BODY, readJsonBody } from '../http/request-body.ts';
 import { createReplyCache } from './reply-cache.ts';
 import { validateBody, validatePath, validateQuery } from './validator.ts';
 
@@ -47,9 +49,10 @@ export interface PetsOperationsDeps {
    * the service's create path (pet-creations.ts).
    */
   createPet: (pet: NewPet, context: OperationContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
+  /** Applies a change or deletion durably: the service's change path (pet-changes.ts). */
+  changePet: ChangePet;
 }
 
-/** Builds the operations over a pets store and a clock. */
 /**
  * Bounds on the answer caches (a list page is at most ~11 KiB, one pet well under 1 KiB): small,
  * so that they are full within a minute of steady traffic and memory stays flat after that.
@@ -57,12 +60,53 @@ export interface PetsOperationsDeps {
 const LIST_CACHE_ENTRIES = 256;
 const PET_CACHE_ENTRIES = 1_024;
 
-export function createPetsOperations({ pets, clock, createPet: store }: PetsOperationsDeps) {
+const petNotFound = (petId: bigint | number) => new ApiError('pet_not_found', `No pet has id ${petId}.`);
+const preconditionFailed = () =>
+  new ApiError('precondition_failed', 'If-Match does not match the pet\'s current ETag: it was changed since. Nothing was changed.');
 
+/**
+ * Evaluates If-Match against the pet as it is now (RFC 9110, section 13.1.1). Returns the version
+ * that the change must still find when it is applied, or null for an unconditional change (no
+ * header, or `*`: the pet exists, which the change checks again anyway).
+ */
+function precondition(header: string | undefined, pet: Pet): number | null {
+  const condition = parseIfMatch(header);
+  if (condition === null || condition.any) return null;
+  if (!ifMatchHolds(condition, petETag(pet))) throw preconditionFailed();
+  return pet.version;
+}
+
+/** The answer to a change once it was applied, or the error saying why it was not. */
+function changed(outcome: ChangeOutcome, petId: bigint): Reply {
+  switch (outcome.kind) {
+    case 'updated':
+      return petReply(outcome.pet);
+    case 'deleted':
+      return { status: 204, body: '' };
+    case 'not_found':
+      throw petNotFound(petId);
+    case 'version_mismatch':
+      throw preconditionFailed();
+  }
+}
+
+/** Builds the operations over a pets store, a clock, and the create and change paths. */
+export function createPetsOperations({ pets, clock, createPet: store, changePet }: PetsOperationsDeps) {
   // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
   // since only valid requests ever produce an entry.
-  const listCache = createReplyCache(LIST_CACHE_ENTRIES);
-  const petCache = createReplyCache(PET_CACHE_ENTRIES);
+  const listCache = createReplyCache(LIST_CACHE_ENTRIES, pets);
+  const petCache = createReplyCache(PET_CACHE_ENTRIES, pets);
+
+  /**
+   * The checks of a change before its body, in the contract's order: the path (400), the pet's
+   * existence (404), then If-Match (400 if malformed, 412 if it does not match).
+   */
+  function changeTarget(context: OperationContext): { petId: bigint; expectedVersion: number | null } {
+    const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
+    const pet = pets.get(petId);
+    if (!pet) throw petNotFound(petId);
+    return { petId, expectedVersion: precondition(context.req.headers['if-match'], pet) };
+  }
 
   return {
     listPets(context: OperationContext): Reply {
@@ -76,15 +120,15 @@ export function createPetsOperations({ pets, clock, createPet: store }: PetsOper
       // One row more than asked tells whether a next page exists without a COUNT.
       const page = pets.list({ afterId, status, limit: limit + 1 });
       const headers: Record<string, string> = {};
-      const full = page.length > limit;
-      if (full) {
+      // The answer depends on the pets up to that extra row, or on every later one without it.
+      const through = page.length > limit ? page[limit]!.id : Infinity;
+      if (page.length > limit) {
         page.length = limit;
         const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
         headers.Link = `<${next}>; rel="next"`;
       }
       const reply: Reply = { status: 200, body: petsJson(page), headers };
-      // A full page ends before pets that already exist, so later inserts cannot change it.
-      listCache.set(context.search, reply, full, revision);
+      listCache.set(context.search, reply, { after: afterId, through }, revision);
       return reply;
     },
 
@@ -107,11 +151,27 @@ export function createPetsOperations({ pets, clock, createPet: store }: PetsOper
       if (cached) return cached;
       const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
       const pet = pets.get(petId);
-      if (!pet) throw new ApiError('pet_not_found', `No pet has id ${petId}.`);
-      const reply: Reply = { status: 200, body: petJson(pet) };
-      // A stored pet never changes through the service.
-      petCache.set(raw, reply, true, revision);
+      if (!pet) throw petNotFound(petId);
+      const reply = petReply(pet);
+      petCache.set(raw, reply, { after: pet.id - 1, through: pet.id }, revision);
       return reply;
+    },
+
+    async updatePet(context: OperationContext): Promise<Reply> {
+      const { petId, expectedVersion } = changeTarget(context);
+      const body = await readJsonBody(context.req, MERGE_PATCH_BODY);
+      const patch = validateBody(body, petPatchSchema) as PetPatch;
+      if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion }), petId);
+      // `{}` changes nothing: the pet as it is now, held to the same conditions as a change.
+      const pet = pets.get(petId);
+      if (!pet) throw petNotFound(petId);
+      if (expectedVersion !== null && pet.version !== expectedVersion) throw preconditionFailed();
+      return petReply(pet);
+    },
+
+    async deletePet(context: OperationContext): Promise<Reply> {
+      const { petId, expectedVersion } = changeTarget(context);
+      return changed(await changePet({ kind: 'delete', id: petId, expectedVersion }), petId);
     },
 
     listOrders(): Reply {

@@ -1,42 +1,68 @@
 /**
- * Answers of read operations, kept while they are certainly still right. Pets are only ever
- * appended (ids increase, nothing is updated or deleted through the service), which gives two
- * rules that need no timer:
- * - an answer that no insert can change (a list page that is full, so more pets follow it, or one
- *   pet by id) stays valid until another connection commits (PRAGMA data_version changes);
- * - any other answer (the last page of a list) is valid only until the next insert.
+ * Answers of read operations, kept while they are certainly still right, with no timer.
+ *
+ * Every cached answer is a function of the pets whose ids lie in one range (after, through]:
+ * one pet by id covers its own id; a list page covers the ids after its cursor up to the extra
+ * row it read to know whether a next page exists (a last page, which read no extra row, covers
+ * every id after its cursor). No write outside that range can change the answer: a page holds
+ * the first rows after its cursor, so a pet changed, deleted or added beyond its extra row is
+ * not among them, and a new pet's id is above every existing one (AUTOINCREMENT), so it falls
+ * only into ranges without an end. So an entry is dropped when the pets' revision shows:
+ * - a commit by another connection or process (PRAGMA data_version): anything may have changed;
+ * - a write through this connection (an insert, a change or a delete, through any store on it)
+ *   that touched an id in the entry's range, or that the journal no longer remembers.
+ * The revision is read before the answer is computed and every write is journaled before it
+ * commits, and node:sqlite is synchronous, so no write can fall between an answer and its check.
  */
-import type { PetsRevision } from '../storage/sqlite/pets-store.ts';
+import type { PetsRevision, PetsStore } from '../storage/sqlite/pets-store.ts';
 import type { Reply } from '../http/reply.ts';
 
-interface Entry {
+/** The ids an answer depends on: those above `after` and up to `through` (Infinity: no end). */
+export interface Coverage {
+  after: bigint | number;
+  through: number;
+}
+
+interface Entry extends Coverage {
   reply: Reply;
-  /** False when an insert could change the answer. */
-  stable: boolean;
+  /** The revision up to which the entry is known to be right. */
   revision: PetsRevision;
 }
 
 export interface ReplyCache {
+  /** The cached answer, if it is still right at revision `now`. */
   get(key: string, now: PetsRevision): Reply | undefined;
-  set(key: string, reply: Reply, stable: boolean, revision: PetsRevision): void;
+  /** Keeps an answer computed at revision `revision` (read before computing it). */
+  set(key: string, reply: Reply, coverage: Coverage, revision: PetsRevision): void;
 }
 
-/** A cache of at most `capacity` answers; the oldest entry makes room for a new one. */
-export function createReplyCache(capacity: number): ReplyCache {
+/**
+ * A cache of at most `capacity` answers; the oldest entry makes room for a new one. `journal`
+ * says which writes touched which ids (the pets store's `writtenSince`).
+ */
+export function createReplyCache(capacity: number, journal: Pick<PetsStore, 'writtenSince'>): ReplyCache {
   const entries = new Map<string, Entry>();
   return {
     get(key, now) {
       const entry = entries.get(key);
       if (entry === undefined) return undefined;
-      if (entry.revision.external !== now.external || (!entry.stable && entry.revision.inserts !== now.inserts)) {
+      if (entry.revision.external !== now.external) {
         entries.delete(key);
         return undefined;
       }
+      if (entry.revision.writes !== now.writes) {
+        if (journal.writtenSince(entry.revision.writes, entry.after, entry.through)) {
+          entries.delete(key);
+          return undefined;
+        }
+        // Still right: later checks need only look at the writes after this one.
+        entry.revision = now;
+      }
       return entry.reply;
     },
-    set(key, reply, stable, revision) {
+    set(key, reply, { after, through }, revision) {
       if (entries.size >= capacity && !entries.has(key)) entries.delete(entries.keys().next().value!);
-      entries.set(key, { reply, stable, revision });
+      entries.set(key, { reply, after, through, revision });
     },
   };
 }

@@ -114,6 +114,36 @@ export const newPetSchema: ObjectSchema = {
   additionalProperties: false,
 };
 
+/**
+ * The body of updatePet, a JSON merge patch (RFC 7396) of a pet, made from newPetSchema so that
+ * each field's rules are written once: every property optional and without a default (an absent
+ * field keeps its value). The property schemas admit no null, so no field can be removed, and
+ * any other property (id included) is refused as in a creation.
+ */
+export const petPatchSchema: ObjectSchema = mergePatchOf(
+  newPetSchema,
+  'Changes to a pet as a JSON merge patch (RFC 7396): the fields sent replace the stored ones, the others are kept. ' +
+    '`null` removes nothing and is refused, as is any other property (including id). `{}` changes nothing.',
+);
+
+/**
+ * An object schema as a merge patch of itself: none required, no defaults, and the very same
+ * property objects, so a change to a field's rules reaches both (a property with a default is
+ * copied without it).
+ */
+function mergePatchOf(schema: ObjectSchema, description: string): ObjectSchema {
+  const properties: ObjectSchema['properties'] = {};
+  for (const [name, property] of Object.entries(schema.properties)) {
+    if (property.default === undefined) {
+      properties[name] = property;
+      continue;
+    }
+    const { default: _default, ...rules } = property;
+    properties[name] = rules;
+  }
+  return { type: 'object', description, properties, required: [], additionalProperties: false };
+}
+
 export const petSchema: ObjectSchema = {
   type: 'object',
   description: 'An animal available for adoption.',
@@ -180,5 +210,22 @@ export const createPetParameters: readonly Parameter[] = [
       'Makes a retry safe: the same key with the same body, by the same API key, within 24 h returns the first ' +
       'response (with `Idempotent-Replayed: true`) and creates nothing. 1 to 255 visible ASCII characters, bare or quoted.',
     schema: { type: 'string', minLength: 1, maxLength: 257, pattern: '^(?!""$)(?:[!-~]{1,255}|"[!-~]{1,255}")$' },
+  },
+];
+
+/**
+ * The optional `If-Match` request header of updatePet and deletePet (CONTRACT.md 1.1). It is
+ * parsed by src/http/if-match.ts (its grammar has no useful JSON Schema); described here once
+ * for the OpenAPI document. Its length is bounded by the 16 KiB cap on all request headers.
+ */
+export const ifMatchParameters: readonly Parameter[] = [
+  {
+    name: 'If-Match',
+    in: 'header',
+    description:
+      'Makes the change conditional: it is made only if the pet\'s current `ETag` is one of the listed entity tags (or `*`, ' +
+      'any). Otherwise `412 precondition_failed` and nothing changes. Weak tags (`W/"..."`) never match; a malformed ' +
+      'value is `400 bad_request`. Without it the change is unconditional.',
+    schema: { type: 'string', maxLength: 16384 },
   },
 ];

@@ -22,6 +22,7 @@ export const ERROR_STATUS = {
   request_timeout: 408,
   idempotency_key_in_flight: 409,
   gone: 410,
+  precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
   idempotency_key_reused: 422,

@@ -8,7 +8,23 @@ import { ApiError } from './api-error.ts';
 /** The contract's cap on request bodies. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
 
-const JSON_MEDIA_TYPE = /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i;
+/** The media types a body may be sent as, and how a 415 names them. */
+export interface BodyMediaTypes {
+  pattern: RegExp;
+  names: string;
+}
+
+/** `application/json`, optionally with `charset=utf-8`: what a creation accepts. */
+export const JSON_BODY: BodyMediaTypes = {
+  pattern: /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i,
+  names: 'application/json',
+};
+
+/** A JSON merge patch (RFC 7396) as its own media type or as plain JSON, `charset=utf-8` allowed. */
+export const MERGE_PATCH_BODY: BodyMediaTypes = {
+  pattern: /^application\/(?:merge-patch\+)?json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i,
+  names: 'application/merge-patch+json or application/json',
+};
 /** A JSON number written as plain decimal digits: the only form accepted as an integer. */
 const INTEGER_LITERAL = /^-?(?:0|[1-9][0-9]*)$/;
 /**
@@ -30,11 +46,11 @@ function declaresEmptyBody(req: IncomingMessage): boolean {
  * read from the source text), other numbers stay numbers, so the validator can refuse `1.0`
  * and `1e2` where an int64 is expected and keep 2^53 + 1 exact.
  */
-export async function readJsonBody(req: IncomingMessage, limit = BODY_LIMIT_BYTES): Promise<unknown> {
+export async function readJsonBody(req: IncomingMessage, mediaTypes = JSON_BODY, limit = BODY_LIMIT_BYTES): Promise<unknown> {
   if (declaresEmptyBody(req)) throw new ApiError('invalid_body', 'A JSON object body is required.');
   const contentType = req.headers['content-type'];
-  if (contentType === undefined || !JSON_MEDIA_TYPE.test(contentType)) {
-    throw new ApiError('unsupported_media_type', 'The body must be sent as Content-Type: application/json.');
+  if (contentType === undefined || !mediaTypes.pattern.test(contentType)) {
+    throw new ApiError('unsupported_media_type', `The body must be sent as Content-Type: ${mediaTypes.names}.`);
   }
   const bytes = await readBytes(req, limit);
   if (bytes.length === 0) throw new ApiError('invalid_body', 'A JSON object body is required.');

@@ -24,7 +24,7 @@ export interface Router<H> {
 interface PathEntry<H> {
   pattern: string;
   handlers: Map<string, H>;
-  /** Precomputed `Allow` value; HEAD is listed wherever GET is. */
+  /** Precomputed `Allow` value: the methods in the order they were added, HEAD right after GET. */
   allow: string;
 }
 
@@ -46,9 +46,7 @@ export function createRouter<H>(): Router<H> {
   function addTo(entry: PathEntry<H>, method: string, pattern: string, handler: H): void {
     if (entry.handlers.has(method)) throw new Error(`duplicate route ${method} ${pattern}`);
     entry.handlers.set(method, handler);
-    const methods = new Set(entry.handlers.keys());
-    if (methods.has('GET')) methods.add('HEAD');
-    entry.allow = [...methods].sort().join(', ');
+    entry.allow = [...entry.handlers.keys()].flatMap((name) => (name === 'GET' ? ['GET', 'HEAD'] : [name])).join(', ');
   }
 
   /** The route entry that has `path`, with the parameters it captures. */

@@ -33,6 +33,8 @@ interface PetsClientModule {
     listAllPets(query?: object): Promise<{ id: number; status: string }[]>;
     createPet(pet: object, idempotencyKey?: string): Promise<{ pet: { id: number; name: string; categoryId: number; status: string }; location: string }>;
     getPet(petId: number): Promise<{ pet: { id: number }; sunset: string | null }>;
+    updatePet(petId: number, patch: object, ifMatch?: string): Promise<{ pet: { id: number; name: string; categoryId: number; status: string }; etag: string }>;
+    deletePet(petId: number, ifMatch?: string): Promise<void>;
     createUnchecked(body: object): Promise<{ status: number; error: { code: string; message: string; status: number } } | null>;
   };
   PetsApiError: new (...args: never[]) => Error & { status: number; body: { code: string } };
@@ -49,6 +51,8 @@ test('a client generated from the served document type-checks and works against 
     writeFileSync(TYPES_FILE, source);
     assert.match(source, /Get a pet \(deprecated\)\n\s*\* @deprecated/);
     assert.match(source, /get: operations\["getPet"\]/);
+    assert.match(source, /patch: operations\["updatePet"\]/);
+    assert.match(source, /delete: operations\["deletePet"\]/);
   });
 
   await t.test('the client type-checks against the generated types, and misuses do not', () => {
@@ -82,6 +86,29 @@ test('a client generated from the served document type-checks and works against 
     const read = await client.getPet(pet.id);
     assert.deepEqual(read.pet, pet);
     assert.equal(read.sunset, 'Thu, 05 Dec 2030 00:00:00 GMT');
+  });
+
+  await t.test('changes a pet with If-Match, and a change with a stale ETag is a typed 412 that changes nothing', async () => {
+    const { etag } = await client.updatePet(6, {});
+    const { pet, etag: newTag } = await client.updatePet(6, { status: 'sold', name: 'Rex the sold' }, etag);
+    assert.deepEqual(pet, { id: 6, name: 'Rex the sold', categoryId: 42, status: 'sold' });
+    assert.notEqual(newTag, etag);
+    const stale = await client.updatePet(6, { status: 'available' }, etag).then(() => null, (error: unknown) => error);
+    assert.ok(stale instanceof PetsApiError);
+    assert.equal(stale.status, 412);
+    assert.equal(stale.body.code, 'precondition_failed');
+    assert.equal((await client.getPet(6)).pet.id, 6);
+    assert.deepEqual((await client.listPets({ status: 'sold' })).pets.map((listed) => listed.id), [2, 4, 6]);
+  });
+
+  await t.test('deletes a pet with If-Match; it is then a typed 404', async () => {
+    const { etag } = await client.updatePet(6, {});
+    await client.deletePet(6, etag);
+    const gone = await client.deletePet(6).then(() => null, (error: unknown) => error);
+    assert.ok(gone instanceof PetsApiError);
+    assert.equal(gone.status, 404);
+    assert.equal(gone.body.code, 'pet_not_found');
+    assert.deepEqual((await client.listAllPets()).map((listed) => listed.id), [1, 2, 3, 4, 5]);
   });
 
   await t.test('sees a typed 400 naming the field', async () => {

@@ -30,7 +30,7 @@ const CREATED: Sample = {
   method: 'POST',
   path: '/v1/pets',
   status: 201,
-  headers: { ...EVERY, ...RATE, ...JSON_TYPE, location: '/v1/pets/1' },
+  headers: { ...EVERY, ...RATE, ...JSON_TYPE, location: '/v1/pets/1', etag: '"1.1"' },
   body: '{"id":1,"name":"Rex","categoryId":7,"status":"pending"}',
 };
 
@@ -38,14 +38,25 @@ function check(sample: Sample, change: Partial<Sample> = {}, headerChanges: Reco
   const merged = { ...sample, ...change };
   const headers = new Headers();
   for (const [name, value] of Object.entries({ ...merged.headers, ...headerChanges })) if (value !== null) headers.set(name, value);
-  const body = merged.method === 'HEAD' && change.body === undefined ? null : merged.body;
+  // HEAD has no body, nor has a 204 (fetch cannot even build one with a body).
+  const body = (merged.method === 'HEAD' && change.body === undefined) || merged.status === 204 ? null : merged.body;
   return checker.check({ method: merged.method ?? 'GET', url: ORIGIN + merged.path }, new Response(body, { status: merged.status, headers }));
 }
 
 test('a response as the service sends it conforms', async () => {
   await check(CREATED);
   await check(CREATED, {}, { 'idempotent-replayed': 'true' });
-  await check(CREATED, { method: 'GET', status: 200, body: `[${CREATED.body}]` }, { location: null, link: '</v1/pets?limit=1&cursor=YWZ0ZXI6MQ>; rel="next"' });
+  await check(CREATED, { method: 'GET', status: 200, body: `[${CREATED.body}]` }, { location: null, etag: null, link: '</v1/pets?limit=1&cursor=YWZ0ZXI6MQ>; rel="next"' });
+  await check(CREATED, { method: 'PATCH', path: '/v1/pets/1', status: 200 }, { location: null, etag: '"1.2"' });
+  await check({ method: 'DELETE', path: '/v1/pets/1', status: 204, headers: { ...EVERY, ...RATE }, body: '' });
+});
+
+test('the ETag of a pet is required where the contract sends it, and must be a strong entity tag', async () => {
+  await assert.rejects(check(CREATED, {}, { etag: null }), /header ETag is required \(#\/components\/headers\/ETag\) but missing/);
+  const patched: Sample = { ...CREATED, method: 'PATCH', path: '/v1/pets/1', status: 200, headers: { ...EVERY, ...RATE, ...JSON_TYPE, etag: '"1.2"' } };
+  await assert.rejects(check(patched, {}, { etag: null }), /header ETag is required/);
+  await assert.rejects(check(patched, {}, { etag: 'W/"1.2"' }), /header ETag: "W\/\\"1.2\\"" does not match/);
+  await assert.rejects(check(CREATED, { method: 'GET', status: 200, body: `[${CREATED.body}]` }, { location: null }), /header etag: "\\"1.1\\"" is not described/);
 });
 
 test('a status the operation does not describe is refused', async () => {
@@ -100,6 +111,10 @@ test('paths and methods without an operation are held to the NotFound and Method
   await check(wrongMethod);
   await assert.rejects(check(wrongMethod, {}, { allow: 'GET, POST' }), /Allow is "GET, POST", the document's operations give "GET, HEAD, POST"/);
   await assert.rejects(check(wrongMethod, { status: 200, body: '[]' }), /200 for DELETE on \/pets, which has no such operation/);
+  // A pet's path lists its operations in the contract's order, HEAD right after GET.
+  const petMethod: Sample = { method: 'PUT', path: '/v1/pets/1', status: 405, headers: { ...EVERY, ...RATE, ...JSON_TYPE, allow: 'GET, HEAD, PATCH, DELETE' }, body: error(405, 'method_not_allowed') };
+  await check(petMethod);
+  await assert.rejects(check(petMethod, {}, { allow: 'DELETE, GET, HEAD, PATCH' }), /the document's operations give "GET, HEAD, PATCH, DELETE"/);
   // Outside /v1 nothing is rate limited, so those headers are not required there.
   await check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...JSON_TYPE }, body: error(404, 'not_found') });
   await check({ path: '/healthz', status: 200, headers: { ...EVERY, ...JSON_TYPE }, body: '{"status":"ok"}' });

@@ -27,6 +27,8 @@ const OPERATIONS = [
   ['/pets', 'get', 'listPets'],
   ['/pets', 'post', 'createPet'],
   ['/pets/{petId}', 'get', 'getPet'],
+  ['/pets/{petId}', 'patch', 'updatePet'],
+  ['/pets/{petId}', 'delete', 'deletePet'],
   ['/store/orders', 'get', 'listOrders'],
   ['/openapi.json', 'get', 'getOpenApiDocument'],
 ] as const;
@@ -85,12 +87,12 @@ test('bearerAuth is an HTTP bearer scheme applied to every operation; only the d
     assert.ok(security.some((requirement: object) => 'bearerAuth' in requirement), operationId);
   }
   assert.deepEqual(operation(document, 'getOpenApiDocument').security, [{}, { bearerAuth: [] }]);
-  for (const operationId of ['listPets', 'createPet', 'getPet', 'listOrders']) {
+  for (const operationId of ['listPets', 'createPet', 'getPet', 'updatePet', 'deletePet', 'listOrders']) {
     assert.equal(operation(document, operationId).security, undefined, `${operationId} uses the document-wide requirement`);
   }
 });
 
-test('the operations are listPets, createPet, getPet (deprecated, with the sunset date) and listOrders, and nothing else', () => {
+test('the operations are listPets, createPet, getPet (deprecated, with the sunset date), updatePet, deletePet and listOrders, and nothing else', () => {
   const document = served();
   const found = Object.entries(document.paths).flatMap(([path, item]: [string, any]) => Object.keys(item).map((method) => [path, method, item[method].operationId]));
   assert.deepEqual(found, OPERATIONS.map((entry) => [...entry]));
@@ -98,7 +100,7 @@ test('the operations are listPets, createPet, getPet (deprecated, with the sunse
   assert.equal(getPet.deprecated, true);
   assert.match(getPet.description, /2030-12-05/);
   assert.match(getPet.description, /Thu, 05 Dec 2030 00:00:00 GMT/);
-  for (const operationId of ['listPets', 'createPet', 'listOrders', 'getOpenApiDocument']) {
+  for (const operationId of ['listPets', 'createPet', 'updatePet', 'deletePet', 'listOrders', 'getOpenApiDocument']) {
     assert.equal(operation(document, operationId).deprecated, undefined, operationId);
   }
 });
@@ -123,11 +125,22 @@ test('every parameter carries its constraints', () => {
   for (const bad of ['', '""', 'a b', 'x'.repeat(256), 'é', '"a b"', `"${'k'.repeat(256)}"`]) assert.ok(!key.test(bad), bad);
   assert.equal(operation(document, 'createPet').requestBody.content['application/json'].schema.$ref, '#/components/schemas/NewPet');
   assert.equal(operation(document, 'createPet').requestBody.required, true);
+  for (const operationId of ['updatePet', 'deletePet']) {
+    const [path, ifMatch] = operation(document, operationId).parameters;
+    assert.deepEqual(path, operation(document, 'getPet').parameters[0], `${operationId}: petId as for getPet`);
+    assert.deepEqual([ifMatch.name, ifMatch.in, ifMatch.required, ifMatch.schema.type], ['If-Match', 'header', undefined, 'string']);
+    assert.match(ifMatch.description, /412 precondition_failed/);
+  }
+  const patch = operation(document, 'updatePet').requestBody;
+  assert.equal(patch.required, true);
+  assert.deepEqual(Object.keys(patch.content), ['application/merge-patch+json', 'application/json']);
+  for (const media of Object.values(patch.content) as { schema: { $ref: string } }[]) assert.equal(media.schema.$ref, '#/components/schemas/PetPatch');
+  assert.equal(operation(document, 'deletePet').requestBody, undefined);
 });
 
-test('components: Pet, NewPet, Pets, PetStatus and Error, with int64 ids and Error.code the contract codes', () => {
+test('components: Pet, NewPet, PetPatch, Pets, PetStatus and Error, with int64 ids and Error.code the contract codes', () => {
   const { schemas } = served().components;
-  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'NewPet', 'Pet', 'PetStatus', 'Pets']);
+  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'NewPet', 'Pet', 'PetPatch', 'PetStatus', 'Pets']);
   assert.deepEqual(Object.keys(schemas.Pet.properties), ['id', 'name', 'categoryId', 'status']);
   assert.deepEqual(schemas.Pet.required, ['id', 'name', 'categoryId', 'status']);
   for (const field of ['id', 'categoryId']) assert.deepEqual([schemas.Pet.properties[field].type, schemas.Pet.properties[field].format], ['integer', 'int64']);
@@ -140,7 +153,20 @@ test('components: Pet, NewPet, Pets, PetStatus and Error, with int64 ids and Err
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 23, 'the 23 codes of CONTRACT.md, "Errors"');
+  assert.equal(schemas.Error.properties.code.enum.length, 24, 'the 24 codes of CONTRACT.md, "Errors" (412 precondition_failed since 1.1)');
+});
+
+test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {
+  const { schemas } = served().components;
+  assert.deepEqual(Object.keys(schemas.PetPatch.properties), ['name', 'categoryId', 'status']);
+  assert.deepEqual(schemas.PetPatch.required, []);
+  assert.equal(schemas.PetPatch.additionalProperties, false);
+  assert.deepEqual(schemas.PetPatch.properties.name, schemas.NewPet.properties.name);
+  assert.deepEqual(schemas.PetPatch.properties.categoryId, schemas.NewPet.properties.categoryId);
+  assert.equal(schemas.PetPatch.properties.status.$ref, '#/components/schemas/PetStatus');
+  assert.equal(schemas.PetPatch.properties.status.default, undefined, 'no default: an absent status keeps its value');
+  assert.doesNotMatch(schemas.PetPatch.properties.status.description, /Omitted means/);
+  assert.match(schemas.PetPatch.description, /RFC 7396/);
 });
 
 test('each operation describes every response it can really give, with the Error schema and the codes of that status', () => {
@@ -150,6 +176,8 @@ test('each operation describes every response it can really give, with the Error
     listPets: [200, 400, 401, 429, 500, 503, 'default'],
     createPet: [201, 400, 401, 409, 413, 415, 422, 429, 500, 503, 'default'],
     getPet: [200, 400, 401, 404, 410, 429, 500, 503, 'default'],
+    updatePet: [200, 400, 401, 404, 412, 413, 415, 429, 500, 503, 'default'],
+    deletePet: [204, 400, 401, 404, 412, 429, 500, 503, 'default'],
     listOrders: [401, 429, 500, 501, 503, 'default'],
     getOpenApiDocument: [200, 429, 500, 503, 'default'],
   };
@@ -187,6 +215,16 @@ test('every response header is described where it is sent', () => {
   assert.ok(required('listPets', 401).includes('WWW-Authenticate'));
   assert.ok(names('listPets', 200).includes('Link') && !required('listPets', 200).includes('Link'), 'Link rel="next" only when more pets follow');
   assert.ok(required('createPet', 201).includes('Location'));
+  // The pet's ETag: on the answers that carry the pet, and only there.
+  for (const [operationId, status] of [['createPet', 201], ['getPet', 200], ['updatePet', 200]] as const) assert.ok(required(operationId, status).includes('ETag'), `${operationId} ${status}`);
+  for (const [operationId, status] of [['listPets', 200], ['deletePet', 204], ['updatePet', 412], ['getPet', 404]] as const) assert.ok(!names(operationId, status).includes('ETag'), `${operationId} ${status}`);
+  assert.equal(document.components.headers.ETag.required, true);
+  assert.ok(new RegExp(document.components.headers.ETag.schema.pattern).test('"12.3"'));
+  assert.ok(!new RegExp(document.components.headers.ETag.schema.pattern).test('W/"12.3"'), 'strong only');
+  // Only GET of a pet is deprecated: PATCH and DELETE carry none of its headers.
+  for (const [operationId, status] of [['updatePet', 200], ['updatePet', 404], ['deletePet', 204], ['deletePet', 412]] as const) {
+    for (const name of ['Deprecation', 'Sunset', 'Link']) assert.ok(!names(operationId, status).includes(name), `${operationId} ${status} ${name}`);
+  }
   assert.ok(names('createPet', 201).includes('Idempotent-Replayed') && !required('createPet', 201).includes('Idempotent-Replayed'));
   // A replay is the first response, whatever the operation answered; rejections before it are never stored.
   for (const status of [500, 503]) assert.ok(names('createPet', status).includes('Idempotent-Replayed'), `createPet ${status}`);
@@ -226,7 +264,11 @@ test('changing a schema object changes the validator and the document together',
   const document = await json(await server.request('/v1/openapi.json', { key: null }));
   assert.equal(document.components.schemas.NewPet.properties.name.maxLength, 5);
   assert.equal(document.components.schemas.Pet.properties.name.maxLength, 5);
+  assert.equal(document.components.schemas.PetPatch.properties.name.maxLength, 5);
   assert.equal((await server.post('/v1/pets', { name: 'Rexxx', categoryId: 1 })).status, 201);
+  const patch = (name: string) => server.request('/v1/pets/1', { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ name }) });
+  assert.equal((await patch('Rexx')).status, 200);
+  assert.match((await errorBody(await patch('Rexxxx'))).message, /name must be a string of 1 to 5 characters/);
   const refused = await server.post('/v1/pets', { name: 'Rexxxx', categoryId: 1 });
   assert.equal(refused.status, 400);
   assert.match((await errorBody(refused)).message, /name must be a string of 1 to 5 characters/);

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiError } from '../../src/http/api-error.ts';
 import { validateBody, validatePath, validateQuery } from '../../src/api/validator.ts';
-import { getPetParameters, listPetsParameters, newPetSchema } from '../../src/api/schemas.ts';
+import { getPetParameters, listPetsParameters, newPetSchema, petPatchSchema } from '../../src/api/schemas.ts';
 
 function rejects(run: () => unknown, code: string, ...named: string[]): void {
   assert.throws(run, (error: unknown) => {
@@ -57,6 +57,37 @@ test('__proto__ and friends are unknown properties, not prototype changes', () =
   const body = JSON.parse('{"name":"x","categoryId":1,"__proto__":{"admin":true}}');
   body.categoryId = 1n;
   rejects(() => validateBody(body, newPetSchema), 'invalid_body', '"__proto__"');
+});
+
+// --- the merge patch of updatePet (contract 1.1) -------------------------------------------
+
+test('a patch may hold any of name, categoryId and status; nothing is required and nothing is defaulted', () => {
+  assert.deepEqual(validateBody({}, petPatchSchema), {}, '{} changes nothing: no status appears');
+  assert.deepEqual(validateBody({ status: 'sold' }, petPatchSchema), { status: 'sold' });
+  assert.deepEqual(validateBody({ categoryId: 9223372036854775807n }, petPatchSchema), { categoryId: 9223372036854775807n });
+  assert.deepEqual(validateBody({ status: 'available', name: ' Rex ', categoryId: 2n }, petPatchSchema), { name: ' Rex ', categoryId: 2n, status: 'available' });
+});
+
+test('a patch field follows its creation rule', () => {
+  for (const name of ['', ' ', 'x'.repeat(101), 'a\u0000', 'a\ud800', 5n]) rejects(() => validateBody({ name }, petPatchSchema), 'invalid_body', 'name');
+  for (const categoryId of [0n, -1n, 9223372036854775808n, 1, '5', true]) rejects(() => validateBody({ categoryId }, petPatchSchema), 'invalid_body', 'categoryId');
+  for (const status of ['SOLD', 'adopted', '', 1n]) rejects(() => validateBody({ status }, petPatchSchema), 'invalid_body', 'status');
+});
+
+test('null is refused for every field of a patch: no field can be removed', () => {
+  for (const field of ['name', 'categoryId', 'status']) rejects(() => validateBody({ [field]: null }, petPatchSchema), 'invalid_body', `${field} must be`, 'not null');
+});
+
+test('a patch with any other property, id included, is refused, and the message names every bad field', () => {
+  for (const extra of ['id', 'version', 'owner', '__proto__', 'Name']) {
+    const body = JSON.parse(`{"${extra}":1}`);
+    rejects(() => validateBody(body, petPatchSchema), 'invalid_body', `"${extra}"`);
+  }
+  rejects(() => validateBody({ id: 1n, name: null, categoryId: 1.5, status: 'lost', owner: 'x' }, petPatchSchema), 'invalid_body', '"id"', '"owner"', 'name', 'categoryId', 'status');
+});
+
+test('a patch that is not a JSON object is refused (RFC 7396 would replace the whole pet with it)', () => {
+  for (const value of [null, [], [{ name: 'x' }], 'x', 1n, true]) rejects(() => validateBody(value, petPatchSchema), 'invalid_body');
 });
 
 test('list query: defaults, leading zeros, each value checked', () => {

@@ -13,6 +13,7 @@ import type { components, operations, paths } from '../.generated/pets-api.ts';
 
 export type Pet = components['schemas']['Pet'];
 export type NewPet = components['schemas']['NewPet'];
+export type PetPatch = components['schemas']['PetPatch'];
 export type PetStatus = components['schemas']['PetStatus'];
 export type ApiErrorBody = components['schemas']['Error'];
 export type ListQuery = NonNullable<operations['listPets']['parameters']['query']>;
@@ -20,6 +21,7 @@ export type ListQuery = NonNullable<operations['listPets']['parameters']['query'
 type ListHeaders = operations['listPets']['responses'][200]['headers'];
 type CreatedHeaders = operations['createPet']['responses'][201]['headers'];
 type GetPetHeaders = operations['getPet']['responses'][200]['headers'];
+type UpdatedHeaders = operations['updatePet']['responses'][200]['headers'];
 
 /** Every status, checked against the generated type in both directions below. */
 const PET_STATUSES = ['available', 'pending', 'sold'] as const satisfies readonly PetStatus[];
@@ -100,6 +102,25 @@ export function createPetsClient(baseUrl: string, apiKey: string, fetch?: (reque
       return { pet: data, sunset: sunset === 'Thu, 05 Dec 2030 00:00:00 GMT' ? sunset : null };
     },
 
+    /** Changes a pet with a merge patch; with `ifMatch`, only if it still has that ETag. Returns the pet and its new ETag. */
+    async updatePet(petId: Pet['id'], patch: PetPatch, ifMatch?: string): Promise<{ pet: Pet; etag: UpdatedHeaders['ETag'] }> {
+      const header = ifMatch === undefined ? {} : { 'If-Match': ifMatch };
+      const { data, error, response } = await client.PATCH('/pets/{petId}', {
+        params: { path: { petId }, header },
+        body: patch,
+        headers: { 'Content-Type': 'application/merge-patch+json' },
+      });
+      if (error) throw new PetsApiError({ status: response.status, error });
+      return { pet: data, etag: response.headers.get('etag') ?? '' };
+    },
+
+    /** Removes a pet; with `ifMatch`, only if it still has that ETag. */
+    async deletePet(petId: Pet['id'], ifMatch?: string): Promise<void> {
+      const header = ifMatch === undefined ? {} : { 'If-Match': ifMatch };
+      const { error, response } = await client.DELETE('/pets/{petId}', { params: { path: { petId }, header } });
+      if (error) throw new PetsApiError({ status: response.status, error });
+    },
+
     /** Sends a body the way a caller with loose input would, to see the typed 400. */
     async createUnchecked(body: NewPet): Promise<Failure | null> {
       const { error, response } = await client.POST('/pets', { body });
@@ -131,6 +152,15 @@ expectType<Equal<GetPetHeaders['Sunset'], 'Thu, 05 Dec 2030 00:00:00 GMT'>>();
 expectType<Equal<GetPetHeaders['Deprecation'], '@1764892800'>>();
 expectType<Equal<operations['listPets']['responses'][429]['headers']['Retry-After'], number>>();
 expectType<Equal<operations['createPet']['responses'][400]['content']['application/json']['code'], 'invalid_idempotency_key' | 'invalid_body' | 'invalid_json' | 'bad_request'>>();
+expectType<Equal<PetPatch, { name?: string; categoryId?: number; status?: PetStatus }>>();
+expectType<Equal<NonNullable<operations['updatePet']['parameters']['header']>, { 'If-Match'?: string }>>();
+expectType<Equal<NonNullable<operations['deletePet']['parameters']['header']>, { 'If-Match'?: string }>>();
+expectType<Equal<operations['updatePet']['parameters']['path'], { petId: number }>>();
+expectType<Equal<UpdatedHeaders['ETag'], string>>();
+expectType<Equal<CreatedHeaders['ETag'], string>>();
+expectType<Equal<GetPetHeaders['ETag'], string>>();
+expectType<Equal<operations['updatePet']['responses'][412]['content']['application/json']['code'], 'precondition_failed'>>();
+expectType<Equal<operations['deletePet']['responses'][204]['content'], undefined>>();
 
 /** Never called: each line must be refused by the compiler. */
 export function misuses(client: ReturnType<typeof createClient<paths>>): void {
@@ -146,4 +176,12 @@ export function misuses(client: ReturnType<typeof createClient<paths>>): void {
   void client.GET('/pets/{petId}', { params: { path: {} } });
   // @ts-expect-error there is no PUT /pets
   void client.PUT('/pets', { body: {} });
+  // @ts-expect-error categoryId is a number in a patch too
+  void client.PATCH('/pets/{petId}', { params: { path: { petId: 1 } }, body: { categoryId: '5' } });
+  // @ts-expect-error null removes nothing: it is not a value of any field
+  void client.PATCH('/pets/{petId}', { params: { path: { petId: 1 } }, body: { status: null } });
+  // @ts-expect-error status is one of the three values
+  void client.PATCH('/pets/{petId}', { params: { path: { petId: 1 } }, body: { status: 'adopted' } });
+  // @ts-expect-error DELETE takes no body
+  void client.DELETE('/pets/{petId}', { params: { path: { petId: 1 } }, body: {} });
 }

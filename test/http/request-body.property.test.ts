@@ -1,7 +1,8 @@
 /**
  * Properties of the body parser and the body validator over hostile input (issue #7): any bytes
- * give a value or `invalid_json`, never another error; a creation body is accepted exactly when
- * the contract's rules (written out independently in support/property.ts) say so.
+ * give a value or `invalid_json`, never another error; a creation body and a merge patch
+ * (issue #10) are accepted exactly when the contract's rules (written out independently in
+ * support/property.ts) say so.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,7 +10,7 @@ import fc from 'fast-check';
 import { ApiError } from '../../src/http/api-error.ts';
 import { parseJson } from '../../src/http/request-body.ts';
 import { validateBody } from '../../src/api/validator.ts';
-import { newPetSchema } from '../../src/api/schemas.ts';
+import { newPetSchema, petPatchSchema } from '../../src/api/schemas.ts';
 import { anyCodePoint, isValidCategoryLiteral, isValidName, settings } from '../support/property.ts';
 
 const encoder = new TextEncoder();
@@ -208,43 +209,79 @@ test('name is accepted exactly when the contract says so, and stored exactly as 
   );
 });
 
+/** Pet bodies field by field, each field optional: valid values, hostile strings, any JSON, raw number literals, and sometimes one more property. */
+const anyValue = fc.oneof(fc.jsonValue(), hostileString, numberLiteral.map((literal) => ({ literal })));
+const petFields = fc.record(
+  {
+    name: fc.oneof(hostileString, anyValue),
+    categoryId: fc.oneof(numberLiteral.map((literal) => ({ literal })), anyValue),
+    status: fc.oneof(fc.constantFrom('available', 'pending', 'sold', 'Available', 'sold ', '', null), anyValue),
+    extra: fc.tuple(fc.constantFrom('id', 'version', '__proto__', 'Name', 'status ', 'x'), anyValue),
+  },
+  { requiredKeys: [] },
+);
+type PetFields = Partial<Record<'name' | 'categoryId' | 'status', unknown>> & { extra?: [string, unknown] };
+
+/** A value as JSON text: a `{ literal }` is written as is (numbers JSON.stringify would normalise). */
+const toJson = (value: unknown): string => (value !== null && typeof value === 'object' && 'literal' in value ? String(value.literal) : JSON.stringify(value));
+
+/** The body's JSON text, fields in a fixed order. */
+function bodyText(fields: PetFields): string {
+  const members: string[] = [];
+  for (const name of ['name', 'categoryId', 'status'] as const) if (name in fields) members.push(`"${name}":${toJson(fields[name])}`);
+  if (fields.extra) members.push(`${JSON.stringify(fields.extra[0])}:${toJson(fields.extra[1])}`);
+  return `{${members.join(',')}}`;
+}
+
+/** Each field's creation rule, as the contract states it (support/property.ts), for a field that is present. */
+const FIELD_RULES = {
+  name: (fields: PetFields) => isValidName(fields.name),
+  categoryId: ({ categoryId }: PetFields) => categoryId !== null && typeof categoryId === 'object' && 'literal' in categoryId && isValidCategoryLiteral(String(categoryId.literal)),
+  status: (fields: PetFields) => ['available', 'pending', 'sold'].includes(fields.status as string),
+};
+
+/** Parses and validates the body against `schema`; null when a raw literal is not even JSON. */
+function validated(fields: PetFields, schema: typeof newPetSchema): { code: string | null; value: Record<string, unknown> | undefined } | null {
+  let parsed: unknown;
+  if (thrownCode(() => (parsed = parseJson(bytes(bodyText(fields))))) !== null) return null;
+  let value: Record<string, unknown> | undefined;
+  const code = thrownCode(() => (value = validateBody(parsed, schema)));
+  return { code, value };
+}
+
 test('any JSON body is a valid pet exactly when every field is, and otherwise invalid_body', () => {
-  const anyValue = fc.oneof(fc.jsonValue(), hostileString, numberLiteral.map((literal) => ({ literal })));
-  const body = fc.record(
-    {
-      name: fc.oneof(hostileString, anyValue),
-      categoryId: fc.oneof(numberLiteral.map((literal) => ({ literal })), anyValue),
-      status: fc.oneof(fc.constantFrom('available', 'pending', 'sold', 'Available', 'sold ', '', null), anyValue),
-      extra: fc.tuple(fc.constantFrom('id', '__proto__', 'Name', 'status ', 'x'), anyValue),
-    },
-    { requiredKeys: [] },
-  );
-  const toJson = (value: unknown): string => (value !== null && typeof value === 'object' && 'literal' in value ? String(value.literal) : JSON.stringify(value));
   fc.assert(
-    fc.property(body, (fields) => {
-      const members: string[] = [];
-      if ('name' in fields) members.push(`"name":${toJson(fields.name)}`);
-      if ('categoryId' in fields) members.push(`"categoryId":${toJson(fields.categoryId)}`);
-      if ('status' in fields) members.push(`"status":${toJson(fields.status)}`);
-      if (fields.extra) members.push(`${JSON.stringify(fields.extra[0])}:${toJson(fields.extra[1])}`);
-      const text = `{${members.join(',')}}`;
-      let parsed: unknown;
-      if (thrownCode(() => (parsed = parseJson(bytes(text)))) !== null) return; // an unparsable literal
-      let pet: Record<string, unknown> | undefined;
-      const code = thrownCode(() => (pet = validateBody(parsed, newPetSchema)));
-      const category = fields.categoryId;
-      const valid =
-        isValidName(fields.name) &&
-        category !== null && typeof category === 'object' && 'literal' in category && isValidCategoryLiteral(String(category.literal)) &&
-        (!('status' in fields) || ['available', 'pending', 'sold'].includes(fields.status as string)) &&
-        fields.extra === undefined;
-      if (valid) {
-        assert.equal(code, null, text);
-        assert.deepEqual(Object.keys(pet!), ['name', 'categoryId', 'status']);
-        assert.equal(pet!.status, 'status' in fields ? fields.status : 'available');
-      } else {
-        assert.equal(code, 'invalid_body', text);
+    fc.property(petFields, (fields: PetFields) => {
+      const result = validated(fields, newPetSchema);
+      if (result === null) return; // an unparsable literal
+      const valid = FIELD_RULES.name(fields) && FIELD_RULES.categoryId(fields) && (!('status' in fields) || FIELD_RULES.status(fields)) && fields.extra === undefined;
+      if (!valid) {
+        assert.equal(result.code, 'invalid_body', bodyText(fields));
+        return;
       }
+      assert.equal(result.code, null, bodyText(fields));
+      assert.deepEqual(Object.keys(result.value!), ['name', 'categoryId', 'status']);
+      assert.equal(result.value!.status, 'status' in fields ? fields.status : 'available');
+    }),
+    settings(2000),
+  );
+});
+
+test('any JSON body is a valid merge patch exactly when every field it holds is valid and it holds nothing else', () => {
+  fc.assert(
+    fc.property(petFields, (fields: PetFields) => {
+      const result = validated(fields, petPatchSchema);
+      if (result === null) return; // an unparsable literal
+      const present = (['name', 'categoryId', 'status'] as const).filter((name) => name in fields);
+      const valid = present.every((name) => FIELD_RULES[name](fields)) && fields.extra === undefined;
+      if (!valid) {
+        assert.equal(result.code, 'invalid_body', bodyText(fields));
+        return;
+      }
+      assert.equal(result.code, null, bodyText(fields));
+      // Exactly the fields sent, nothing defaulted: an absent field keeps the stored value.
+      assert.deepEqual(Object.keys(result.value!), present);
+      if ('status' in fields) assert.equal(result.value!.status, fields.status);
     }),
     settings(2000),
   );

@@ -39,7 +39,17 @@ test('an unknown path is null, never an exception', () => {
   }
 });
 
-test('a known path with another method lists the allowed methods, HEAD beside GET', () => {
+test('a known path with another method lists the allowed methods in the order they were added, HEAD right after GET', () => {
+  const router = createRouter<string>();
+  router.add('GET', '/v1/pets/{petId}', 'get');
+  router.add('PATCH', '/v1/pets/{petId}', 'update');
+  router.add('DELETE', '/v1/pets/{petId}', 'delete');
+  assert.deepEqual(router.find('PUT', '/v1/pets/1'), { kind: 'method_not_allowed', allow: 'GET, HEAD, PATCH, DELETE', pattern: '/v1/pets/{petId}' });
+  assert.deepEqual(router.find('DELETE', '/v1/pets/1'), { kind: 'found', handler: 'delete', params: { petId: '1' }, pattern: '/v1/pets/{petId}' });
+  const postFirst = createRouter<string>();
+  postFirst.add('POST', '/things', 'create');
+  postFirst.add('GET', '/things', 'list');
+  assert.deepEqual(postFirst.find('PUT', '/things'), { kind: 'method_not_allowed', allow: 'POST, GET, HEAD', pattern: '/things' });
   assert.deepEqual(sample().find('DELETE', '/v1/pets'), { kind: 'method_not_allowed', allow: 'GET, HEAD, POST', pattern: '/v1/pets' });
   assert.deepEqual(sample().find('PUT', '/v1/pets/1'), { kind: 'method_not_allowed', allow: 'GET, HEAD', pattern: '/v1/pets/{petId}' });
   assert.deepEqual(sample().find('POST', '/v1/store/orders'), { kind: 'method_not_allowed', allow: 'GET, HEAD', pattern: '/v1/store/orders' });
@@ -51,7 +61,7 @@ test('allowed(path) gives the Allow value of the same lookup, or null for an unk
   assert.equal(router.allowed('/v1/pets/7'), 'GET, HEAD');
   for (const path of ['/v1/pets/', '/v1/nowhere', '/v1']) assert.equal(router.allowed(path), null, path);
   router.add('DELETE', '/v1/pets/{petId}', 'delete');
-  assert.equal(router.allowed('/v1/pets/7'), 'DELETE, GET, HEAD', 'a method added later shows up by itself');
+  assert.equal(router.allowed('/v1/pets/7'), 'GET, HEAD, DELETE', 'a method added later shows up by itself, in its place');
 });
 
 test('programmer errors throw at registration', () => {

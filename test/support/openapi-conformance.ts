@@ -252,15 +252,17 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
     return problem ? [`body ${JSON.stringify(text.slice(0, 300))} does not match the schema of ${expected.what}: ${problem}`] : [];
   }
 
-  /** The `Allow` a 405 must carry: the path's operations, with HEAD beside GET, sorted as the router does. */
+  /**
+   * The `Allow` a 405 must carry: the path's operations in the document's order, with HEAD right
+   * after GET, as the router lists them (CONTRACT.md 1.1: `GET, HEAD, PATCH, DELETE` on a pet).
+   */
   function allowFor(path: string): string | null {
     const relative = path.slice(basePath.length);
     const match = templates.find(({ pattern }) => pattern.test(relative));
     if (!match) return OUTSIDE_PATHS.has(path) ? 'GET, HEAD' : null;
     const item = document.paths[match.template] as Json;
-    const methods = new Set(METHODS.filter((method) => item[method]).map((method) => method.toUpperCase()));
-    if (methods.has('GET')) methods.add('HEAD');
-    return [...methods].sort().join(', ');
+    const methods = Object.keys(item).filter((method) => METHODS.includes(method)).map((method) => method.toUpperCase());
+    return methods.flatMap((method) => (method === 'GET' ? ['GET', 'HEAD'] : [method])).join(', ');
   }
 
   return {

@@ -31,6 +31,7 @@ export const CONTRACT_ERRORS: Readonly<Record<string, number>> = {
   request_timeout: 408,
   idempotency_key_in_flight: 409,
   gone: 410,
+  precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
   idempotency_key_reused: 422,
@@ -71,3 +72,26 @@ export function isValidCategoryLiteral(literal: string): boolean {
  * the same but builds a reverse map of all 1.1 million code points on first use (1.5 s).
  */
 export const anyCodePoint = fc.integer({ min: 0, max: 0x10ffff - 0x800 }).map((value) => String.fromCodePoint(value >= 0xd800 ? value + 0x800 : value));
+
+/** RFC 9110 section 8.8.3: entity-tag = [ W/ ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E / %x80-FF. */
+const ENTITY_TAG = '(?:W/)?"[\\x21\\x23-\\x7e\\x80-\\xff]*"';
+
+/**
+ * RFC 9110 section 13.1.1, `If-Match = "*" / #entity-tag`, written out independently of
+ * src/http/if-match.ts as one regular expression: commas with optional blanks around them,
+ * empty list elements allowed (section 5.6.1.2), blanks around the whole value.
+ */
+export const IF_MATCH_GRAMMAR = new RegExp(`^[ \\t]*(?:\\*|[ \\t,]*(?:${ENTITY_TAG}(?:[ \\t]*,[ \\t,]*${ENTITY_TAG})*)?[ \\t,]*)[ \\t]*$`);
+
+/** The strong tags of a value that IF_MATCH_GRAMMAR accepts, found the grammar's way. */
+export function strongTagsOf(value: string): string[] {
+  return [...value.matchAll(new RegExp(ENTITY_TAG, 'g'))].map((match) => match[0]).filter((tag) => !tag.startsWith('W/'));
+}
+
+/** What an If-Match value (or none) asks of a resource whose ETag is `current`. */
+export function ifMatchOutcome(value: string | null, current: string): 'proceed' | 'precondition_failed' | 'bad_request' {
+  if (value === null) return 'proceed';
+  if (!IF_MATCH_GRAMMAR.test(value)) return 'bad_request';
+  if (value.replace(/^[ \t]+|[ \t]+$/g, '') === '*') return 'proceed';
+  return strongTagsOf(value).includes(current) ? 'proceed' : 'precondition_failed';
+}

@@ -119,6 +119,21 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   };
 }
 
+/** A pet's row as stored, with categoryId as text (its exact digits) and its version. */
+export interface StoredPet {
+  id: number;
+  name: string;
+  categoryId: string;
+  status: string;
+  version: number;
+}
+
+/** The pet's row in the server's database, or undefined when there is none. */
+export function storedPet(server: Pick<TestServer, 'db'>, id: number): StoredPet | undefined {
+  const row = server.db.prepare('SELECT id, name, CAST(category_id AS TEXT) AS categoryId, status, version FROM pets WHERE id = ?').get(id);
+  return row ? ({ ...row } as unknown as StoredPet) : undefined;
+}
+
 /** Reads an Error body and checks its shape: exactly code, message, status. */
 export async function errorBody(response: Response): Promise<{ code: string; message: string; status: number }> {
   const body = (await response.json()) as { code: string; message: string; status: number };

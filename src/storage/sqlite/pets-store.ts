@@ -15,7 +15,32 @@ export interface NewPet {
 
 export interface Pet extends NewPet {
   id: number;
+  /** 1 when created; every change adds 1, in the statement that makes the change. */
+  version: number;
 }
+
+/** The fields a change sets; an absent field keeps its value (RFC 7396 merge patch, no nulls). */
+export interface PetPatch {
+  name?: string;
+  categoryId?: bigint;
+  status?: PetStatus;
+}
+
+/**
+ * A change of one pet. With `expectedVersion`, it applies only while the pet still has that
+ * version: the check and the change are one statement, so of two changes expecting the same
+ * version exactly one applies. With null it applies to whatever version the pet has.
+ */
+export type PetChange =
+  | { kind: 'update'; id: bigint; patch: PetPatch; expectedVersion: number | null }
+  | { kind: 'delete'; id: bigint; expectedVersion: number | null };
+
+export type ChangeOutcome =
+  | { kind: 'updated'; pet: Pet }
+  | { kind: 'deleted' }
+  | { kind: 'not_found' }
+  /** The pet exists with another version than the one expected; nothing was changed. */
+  | { kind: 'version_mismatch' };
 
 /** A response as it is remembered under an Idempotency-Key and replayed. */
 export interface StoredResponse {
@@ -68,19 +93,32 @@ export interface PetsStore {
   get(id: bigint): Pet | null;
   /** Up to `limit` pets after `afterId`, by id ascending. */
   list(options: ListOptions): Pet[];
-  /** What may have changed since an earlier revision, for caches of pets (see PetsRevision). */
+  /**
+   * Applies the changes in one transaction (durable when it returns, like insertMany) and
+   * returns one outcome per change, in order. Every update bumps the version, even one that
+   * sets the values the pet already has: that is what makes "exactly one of two" hold.
+   */
+  changeMany(changes: readonly PetChange[]): ChangeOutcome[];
+  /** Where the pets stand now, for caches of answers about them (see PetsRevision). */
   revision(): PetsRevision;
+  /**
+   * Whether a write through this connection after revision `since` (a `writes` count) inserted,
+   * changed or deleted a pet whose id is in (after, through]. Also true when the journal no
+   * longer reaches back to `since`: a cache must then assume the worst.
+   */
+  writtenSince(since: number, after: bigint | number, through: number): boolean;
 }
 
 /**
- * Through this store a pet is only ever inserted, with an id above every existing one, and never
- * changed or deleted. So a cache of pets needs to know two things: whether this store inserted
- * pets since (`inserts`), and whether another connection committed anything (`external`, from
- * PRAGMA data_version), after which nothing can be assumed.
+ * What a cache of answers about pets compares. `external` is PRAGMA data_version: it changes
+ * when another connection or process commits, after which nothing cached can be trusted.
+ * `writes` counts the writes through this connection (any store on it); which pets each write
+ * touched is kept in a journal that `writtenSince` reads, so a cached answer survives the writes
+ * that cannot change it.
  */
 export interface PetsRevision {
-  inserts: number;
   external: number;
+  writes: number;
 }
 
 interface IdempotencyRow {
@@ -96,25 +134,65 @@ interface PetRow {
   name: string;
   category_id: string;
   status: PetStatus;
+  version: number;
 }
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
-const COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status';
+const COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status, version';
 
-/** Pets inserted through any store on a connection, shared so every store's revision sees them. */
-const counters = new WeakMap<DatabaseSync, { inserts: number }>();
-function insertCounter(db: DatabaseSync): { inserts: number } {
-  let counter = counters.get(db);
-  if (!counter) counters.set(db, (counter = { inserts: 0 }));
-  return counter;
+/** How many writes the journal remembers; a cache entry last checked longer ago is dropped. */
+export const JOURNAL_LENGTH = 1024;
+
+/**
+ * The writes through one connection, shared by every store on it, so that every store's caches
+ * see them: write n (from 0) touched the ids from[n % JOURNAL_LENGTH] to to[...] (a batch of
+ * inserts is one write covering its ids).
+ */
+interface WriteJournal {
+  count: number;
+  from: Float64Array;
+  to: Float64Array;
+}
+
+const journals = new WeakMap<DatabaseSync, WriteJournal>();
+function journalOf(db: DatabaseSync): WriteJournal {
+  let journal = journals.get(db);
+  if (!journal) {
+    journal = { count: 0, from: new Float64Array(JOURNAL_LENGTH), to: new Float64Array(JOURNAL_LENGTH) };
+    journals.set(db, journal);
+  }
+  return journal;
+}
+
+/**
+ * Records a write. Called inside the write's transaction, before COMMIT: should the commit fail,
+ * the record only costs some cache entries, and nothing can read the pets between the record and
+ * the commit, since node:sqlite is synchronous.
+ */
+function record(journal: WriteJournal, from: number, to: number): void {
+  const slot = journal.count % JOURNAL_LENGTH;
+  journal.from[slot] = from;
+  journal.to[slot] = to;
+  journal.count++;
 }
 
 /** Prepares every statement once; the returned functions are the only way to pets. */
 export function createPetsStore(db: DatabaseSync): PetsStore {
-  const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id');
+  const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id, version');
   const byId = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id = ?`);
+  const exists = db.prepare('SELECT 1 FROM pets WHERE id = ?');
   const page = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id > ? ORDER BY id LIMIT ?`);
   const pageByStatus = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`);
+  // The version check and the change are one statement: of two changes that expect the same
+  // version, the second finds the version already bumped and changes nothing. A null
+  // :expected makes the check always true (an unconditional change).
+  const update = db.prepare(`
+    UPDATE pets SET
+      name = coalesce(:name, name), category_id = coalesce(:categoryId, category_id),
+      status = coalesce(:status, status), version = version + 1
+    WHERE id = :id AND version = coalesce(:expected, version)
+    RETURNING ${COLUMNS}`);
+  const remove = db.prepare('DELETE FROM pets WHERE id = :id AND version = coalesce(:expected, version)');
   // An expired record that the purge has not reached yet is replaced; a live one never is (the
   // WHERE makes the upsert change nothing, which insertMany turns into a failed transaction).
   const remember = db.prepare(`
@@ -133,14 +211,27 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
       SELECT id FROM idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT ?)`);
 
   const externalVersion = dataVersion(db);
-  const counter = insertCounter(db);
+  const journal = journalOf(db);
+
+  function apply(change: PetChange): ChangeOutcome {
+    const target = { id: change.id, expected: change.expectedVersion };
+    if (change.kind === 'update') {
+      const { name = null, categoryId = null, status = null } = change.patch;
+      const row = update.get({ ...target, name, categoryId, status }) as PetRow | undefined;
+      if (row) return { kind: 'updated', pet: toPet(row) };
+    } else if (Number(remove.run(target).changes) === 1) {
+      return { kind: 'deleted' };
+    }
+    // Nothing was changed: either there is no such pet, or it has another version.
+    return exists.get(change.id) ? { kind: 'version_mismatch' } : { kind: 'not_found' };
+  }
 
   return {
     insertMany(pets) {
-      const stored = transaction(db, () =>
-        pets.map((creation) => {
-          const { id } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number };
-          const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status };
+      return transaction(db, () => {
+        const stored = pets.map((creation) => {
+          const { id, version } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number; version: number };
+          const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status, version };
           const record = creation.idempotency;
           if (record) {
             const response = record.respond(pet);
@@ -159,10 +250,11 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
             if (changes !== 1) throw new Error('a live idempotency record already exists for this key');
           }
           return pet;
-        }),
-      );
-      counter.inserts += stored.length;
-      return stored;
+        });
+        // AUTOINCREMENT ids are above every id ever used, so the batch is one range.
+        if (stored.length > 0) record(journal, stored[0]!.id, stored.at(-1)!.id);
+        return stored;
+      });
     },
     findIdempotencyRecord(apiKeyId, key, now) {
       const row = recall.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
@@ -184,12 +276,30 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
       const rows = (status === undefined ? page.all(afterId, limit) : pageByStatus.all(status, afterId, limit)) as unknown as PetRow[];
       return rows.map(toPet);
     },
+    changeMany(changes) {
+      return transaction(db, () =>
+        changes.map((change) => {
+          const outcome = apply(change);
+          if (outcome.kind === 'updated' || outcome.kind === 'deleted') record(journal, Number(change.id), Number(change.id));
+          return outcome;
+        }),
+      );
+    },
     revision() {
-      return { inserts: counter.inserts, external: externalVersion() };
+      return { external: externalVersion(), writes: journal.count };
+    },
+    writtenSince(since, after, through) {
+      if (since === journal.count) return false;
+      if (journal.count - since > JOURNAL_LENGTH) return true;
+      for (let write = since; write < journal.count; write++) {
+        const slot = write % JOURNAL_LENGTH;
+        if (journal.from[slot]! <= through && journal.to[slot]! > after) return true;
+      }
+      return false;
     },
   };
 }
 
 function toPet(row: PetRow): Pet {
-  return { id: row.id, name: row.name, categoryId: BigInt(row.category_id), status: row.status };
+  return { id: row.id, name: row.name, categoryId: BigInt(row.category_id), status: row.status, version: row.version };
 }

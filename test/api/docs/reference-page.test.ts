@@ -68,7 +68,8 @@ test('every error code of the document is listed once, with its status and who a
   const entries = errorCodes(document as Json, operationGroups(document as Json));
   assert.deepEqual(entries.find((entry) => entry.code === 'invalid_query')!.operations.map((entry) => entry.operationId), ['listPets']);
   assert.deepEqual(entries.find((entry) => entry.code === 'not_found')!.elsewhere.length, 1, 'a path with no operation');
-  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 5);
+  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 7);
+  assert.deepEqual(entries.find((entry) => entry.code === 'precondition_failed')!.operations.map((entry) => entry.operationId), ['updatePet', 'deletePet']);
 });
 
 test('a deprecated operation says so in the contents, its heading and a callout, and comes last in its group', () => {
@@ -79,7 +80,7 @@ test('a deprecated operation says so in the contents, its heading and a callout,
   assert.match(section, /<span class="badge-deprecated">Deprecated<\/span>/);
   assert.match(text(section.slice(section.indexOf('callout-deprecated'))), /removed on 2030-12-05/);
   const pets = operationGroups(document as Json).find((group) => group.tag === 'pets')!;
-  assert.deepEqual(pets.operations.map((entry) => entry.operationId), ['listPets', 'createPet', 'getPet']);
+  assert.deepEqual(pets.operations.map((entry) => entry.operationId), ['listPets', 'createPet', 'updatePet', 'deletePet', 'getPet']);
 });
 
 test('an operation added to the document appears in its place, with its body and content types, and no code knows it', () => {

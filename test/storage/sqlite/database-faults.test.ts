@@ -113,3 +113,29 @@ test('disk full through the store seam, part-way through a batch: every request 
   assert.equal((await create(server, 'a')).status, 201);
   assert.equal(count(server, 'pets'), 1);
 });
+
+test('a locked database makes PATCH and DELETE 503 unavailable with nothing changed; they succeed once it is released', async (t) => {
+  const path = temporaryFile(t);
+  const db = openDatabase(path, { busyTimeoutMs: 50 });
+  const server = await startTestServer(t, { db });
+  t.after(() => db.close());
+  for (let i = 0; i < 2; i++) assert.equal((await server.post('/v1/pets', { name: `pet ${i}`, categoryId: 1 })).status, 201);
+  const etag = (await server.request('/v1/pets/1')).headers.get('etag')!;
+  const rows = () => JSON.stringify(server.db.prepare('SELECT * FROM pets ORDER BY id').all());
+  const before = rows();
+  const other = new DatabaseSync(path);
+  t.after(() => other.close());
+  other.exec('BEGIN IMMEDIATE');
+
+  const patch = () => server.request('/v1/pets/1', { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json', 'if-match': etag }, body: '{"status":"sold"}' });
+  const remove = () => server.request('/v1/pets/2', { method: 'DELETE' });
+  for (const response of await Promise.all([patch(), remove()])) {
+    assert.equal(response.status, 503);
+    assert.equal((await errorBody(response)).code, 'unavailable');
+    assert.equal(response.headers.get('retry-after'), '1');
+  }
+  assert.equal((await server.request('/v1/pets/1')).status, 200, 'reads still work while the lock is held');
+  other.exec('ROLLBACK');
+  assert.equal(rows(), before, 'nothing was half-written');
+  assert.deepEqual((await Promise.all([patch(), remove()])).map((response) => response.status), [200, 204], 'the same ETag still matches: nothing had changed');
+});

@@ -1,7 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openDatabase } from '../../../src/storage/sqlite/database.ts';
-import { createPetsStore, type IdempotencyWrite } from '../../../src/storage/sqlite/pets-store.ts';
+import { DatabaseSync } from 'node:sqlite';
+import { migrate, MIGRATIONS, openDatabase } from '../../../src/storage/sqlite/database.ts';
+import { createPetsStore, JOURNAL_LENGTH, type IdempotencyWrite, type PetChange, type PetPatch } from '../../../src/storage/sqlite/pets-store.ts';
+import { petETag } from '../../../src/api/pet-json.ts';
 
 function store() {
   const db = openDatabase(':memory:');
@@ -15,7 +17,8 @@ test('insertMany returns the pets with increasing ids and stores int64 exactly',
     { name: 'b', categoryId: 2n, status: 'sold' },
   ]);
   assert.deepEqual(created.map((pet) => pet.id), [1, 2]);
-  assert.deepEqual(pets.get(1n), { id: 1, name: 'a', categoryId: 9223372036854775807n, status: 'available' });
+  assert.deepEqual(pets.get(1n), { id: 1, name: 'a', categoryId: 9223372036854775807n, status: 'available', version: 1 });
+  assert.deepEqual(created.map((pet) => pet.version), [1, 1]);
   assert.equal(pets.get(3n), null);
   assert.equal(pets.get(9223372036854775807n), null);
 });
@@ -117,4 +120,116 @@ test('purgeIdempotencyRecords deletes expired records only, oldest first, at mos
   assert.equal(pets.purgeIdempotencyRecords(now, 2), 0);
   assert.deepEqual(left(), [5000]);
   assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 4, 'purging records never deletes pets');
+});
+
+// --- changes and deletions (contract 1.1) -----------------------------------------------------
+
+const update = (id: bigint, patch: PetPatch, expectedVersion: number | null = null): PetChange => ({ kind: 'update', id, patch, expectedVersion });
+const remove = (id: bigint, expectedVersion: number | null = null): PetChange => ({ kind: 'delete', id, expectedVersion });
+
+function withPets(count = 3) {
+  const { db, pets } = store();
+  pets.insertMany(Array.from({ length: count }, (_, i) => ({ name: `p${i + 1}`, categoryId: BigInt(i + 1), status: 'available' as const })));
+  return { db, pets };
+}
+
+test('an update sets the fields given, keeps the others, bumps the version and returns the whole pet', () => {
+  const { pets } = withPets();
+  assert.deepEqual(pets.changeMany([update(2n, { status: 'sold' })]), [
+    { kind: 'updated', pet: { id: 2, name: 'p2', categoryId: 2n, status: 'sold', version: 2 } },
+  ]);
+  const [outcome] = pets.changeMany([update(2n, { name: 'Rex', categoryId: 9223372036854775807n })]);
+  assert.deepEqual(outcome, { kind: 'updated', pet: { id: 2, name: 'Rex', categoryId: 9223372036854775807n, status: 'sold', version: 3 } });
+  assert.deepEqual(pets.get(2n), { id: 2, name: 'Rex', categoryId: 9223372036854775807n, status: 'sold', version: 3 });
+  assert.equal(pets.get(1n)!.version, 1, 'other pets keep their version');
+});
+
+test('an update that sets the values the pet already has still bumps the version', () => {
+  const { pets } = withPets();
+  pets.changeMany([update(1n, { name: 'p1', status: 'available' })]);
+  assert.equal(pets.get(1n)!.version, 2);
+});
+
+test('with an expected version, a change applies only to that version, and of two expecting it exactly one applies', () => {
+  const { pets } = withPets();
+  const outcomes = pets.changeMany([update(1n, { status: 'pending' }, 1), update(1n, { status: 'sold' }, 1), remove(1n, 1)]);
+  assert.deepEqual(outcomes.map((outcome) => outcome.kind), ['updated', 'version_mismatch', 'version_mismatch']);
+  assert.deepEqual(pets.get(1n), { id: 1, name: 'p1', categoryId: 1n, status: 'pending', version: 2 });
+  assert.deepEqual(pets.changeMany([remove(1n, 2)]), [{ kind: 'deleted' }]);
+});
+
+test('changes of a pet that does not exist, or no longer does, are not_found; nothing is written', () => {
+  const { db, pets } = withPets();
+  assert.deepEqual(pets.changeMany([remove(2n), remove(2n), update(2n, { name: 'x' }), update(2n, { name: 'x' }, 1), update(99n, { name: 'x' }), remove(-1n)]).map((outcome) => outcome.kind), [
+    'deleted', 'not_found', 'not_found', 'not_found', 'not_found', 'not_found',
+  ]);
+  assert.deepEqual((db.prepare('SELECT id, version FROM pets ORDER BY id').all() as { id: number; version: number }[]).map((row) => ({ ...row })), [
+    { id: 1, version: 1 }, { id: 3, version: 1 },
+  ]);
+});
+
+test('a deleted pet is gone from lookups and lists, and its id is never given again (AUTOINCREMENT)', () => {
+  const { pets } = withPets(3);
+  pets.changeMany([remove(3n), remove(2n)]);
+  assert.equal(pets.get(3n), null);
+  assert.deepEqual(pets.list({ afterId: 0n, status: undefined, limit: 10 }).map((pet) => pet.id), [1]);
+  assert.equal(pets.insertMany([{ name: 'new', categoryId: 1n, status: 'available' }])[0]!.id, 4);
+});
+
+test('changeMany is all or nothing: a failing statement rolls back the changes before it', () => {
+  const { db, pets } = withPets();
+  assert.throws(() => pets.changeMany([update(1n, { name: 'kept?' }), update(2n, { categoryId: 0n })])); // violates the CHECK
+  assert.deepEqual(pets.get(1n), { id: 1, name: 'p1', categoryId: 1n, status: 'available', version: 1 });
+  assert.equal(db.isTransaction, false);
+});
+
+test('the journal says which writes touched which ids, shared by every store on the connection', () => {
+  const { db, pets } = withPets(5);
+  const other = createPetsStore(db);
+  const start = pets.revision().writes;
+  assert.equal(pets.writtenSince(start, 0n, Infinity), false, 'no write since');
+  other.changeMany([update(3n, { name: 'x' })]);
+  assert.equal(pets.revision().writes, start + 1, "another store's write counts");
+  assert.equal(pets.writtenSince(start, 2n, 3), true, 'id 3 is in (2, 3]');
+  assert.equal(pets.writtenSince(start, 3n, 10), false, 'the lower end is exclusive');
+  assert.equal(pets.writtenSince(start, 0n, 2), false);
+  const afterUpdate = pets.revision().writes;
+  pets.changeMany([update(1n, { name: 'y' }, 9), remove(42n)]);
+  assert.equal(pets.revision().writes, afterUpdate, 'a change that did not happen is no write');
+  pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available' }, { name: 'b', categoryId: 1n, status: 'available' }]);
+  assert.equal(pets.revision().writes, afterUpdate + 1, 'a batch of inserts is one write');
+  assert.equal(pets.writtenSince(afterUpdate, 5n, Infinity), true, 'new ids fall into an open range');
+  assert.equal(pets.writtenSince(afterUpdate, 0n, 5), false, 'and into no range that ends at an existing id');
+  assert.equal(pets.writtenSince(afterUpdate, 6n, 7), true, 'the batch covers ids 6 to 7');
+});
+
+test('the journal remembers the last JOURNAL_LENGTH writes; older revisions are answered "maybe" (true)', () => {
+  const { pets } = withPets(2);
+  const start = pets.revision().writes;
+  for (let i = 0; i < JOURNAL_LENGTH; i++) pets.changeMany([update(2n, { name: `n${i}` })]);
+  assert.equal(pets.writtenSince(start, 0n, 1), false, 'exactly the journal length: still known');
+  pets.changeMany([update(2n, { name: 'one more' })]);
+  assert.equal(pets.writtenSince(start, 0n, 1), true);
+});
+
+test('a failed write is journaled all the same: a spurious miss is harmless, a missed change is not', () => {
+  const { pets } = withPets();
+  const start = pets.revision().writes;
+  assert.throws(() => pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available' }, { name: 'b', categoryId: 0n, status: 'available' }]));
+  assert.equal(pets.writtenSince(start, 3n, Infinity), false, 'the batch failed before it was journaled');
+  assert.throws(() => pets.changeMany([update(1n, { name: 'x' }), update(2n, { categoryId: 0n })]));
+  assert.equal(pets.writtenSince(start, 0n, 1), true, 'the change of pet 1 was journaled before the batch failed');
+});
+
+test('migration 4 gives every existing pet version 1, and remembered creations the ETag they had', () => {
+  const db = new DatabaseSync(':memory:');
+  migrate(db, MIGRATIONS.slice(0, 3));
+  db.exec("INSERT INTO pets (name, category_id, status) VALUES ('old', 5, 'sold')");
+  db.prepare(`INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
+    VALUES ('key_a', 'k', 'fp', 201, '{"Location":"/v1/pets/1"}', '{"id":1,"name":"old","categoryId":5,"status":"sold"}', 1000)`).run();
+  migrate(db);
+  const pets = createPetsStore(db);
+  assert.deepEqual(pets.get(1n), { id: 1, name: 'old', categoryId: 5n, status: 'sold', version: 1 });
+  assert.deepEqual(pets.findIdempotencyRecord('key_a', 'k', 1000)!.response.headers, { Location: '/v1/pets/1', ETag: petETag({ id: 1, version: 1 }) });
+  assert.throws(() => db.exec('UPDATE pets SET version = 0'), /CHECK/);
 });
