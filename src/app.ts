@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { ApiError } from './http/api-error.ts';
 import type { Clock } from './clock.ts';
-import { toErrorReply } from './http/error-mapper.ts';
+import { isDatabaseError, toErrorReply } from './http/error-mapper.ts';
 import { clientAddress, INVALID_TOKEN_CHALLENGE, readCredentials, requestId, UNAUTHENTICATED_CHALLENGE } from './http/identify.ts';
 import type { Logger } from './http/access-log.ts';
 import { ANONYMOUS_LIMITS, type Limits } from './limits/plans.ts';
@@ -35,6 +35,21 @@ export interface RateLimiter {
   take(caller: string, limits: Limits): RateDecision;
 }
 
+/**
+ * What the pipeline reports as it answers, for the metrics (src/ops/metrics.ts); the pipeline
+ * knows nothing of how it is counted. Called on the hot path: implementations must be cheap.
+ */
+export interface PipelineObserver {
+  /** A response was written. `route` is the router's template, or null when no route matched. */
+  responded(method: string, route: string | null, status: number, seconds: number): void;
+  rateLimitRejected(code: 'rate_limited' | 'temporarily_banned'): void;
+  apiKeyRejected(code: 'missing_api_key' | 'invalid_api_key'): void;
+  /** A request failed on a database error (answered 503 or 500). */
+  databaseError(): void;
+}
+
+const NO_OBSERVER: PipelineObserver = { responded() {}, rateLimitRejected() {}, apiKeyRejected() {}, databaseError() {} };
+
 export interface AppDeps {
   clock: Clock;
   logger: Logger;
@@ -48,6 +63,8 @@ export interface AppDeps {
   /** The serialised OpenAPI document served at /v1/openapi.json, when there is one. */
   openapi?: string;
   generateRequestId?: () => string;
+  /** Told of every answer and refusal; default: nobody. */
+  observer?: PipelineObserver;
   /** The CORS policy of `CORS_ALLOWED_ORIGINS`; absent or null: no CORS header is ever sent. */
   cors?: Cors | null;
   /** The API reference page served at /docs, built once at start, when there is one. */
@@ -110,6 +127,7 @@ export function createApp(deps: AppDeps): App {
   const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
   const trustProxy = deps.trustProxy ?? false;
+  const observer = deps.observer ?? NO_OBSERVER;
   let draining = false;
 
   /** Per-request state that `send` needs whatever happened before it. */
@@ -118,6 +136,8 @@ export function createApp(deps: AppDeps): App {
     requestId: string;
     path: string;
     keyId: string | null;
+    /** The matched route's template, for the metrics; null until (or unless) one matches. */
+    route: string | null;
     rateHeaders: Record<string, string> | null;
     routeHeaders: Readonly<Record<string, string>> | undefined;
     corsHeaders: Readonly<Record<string, string>> | undefined;
@@ -132,6 +152,12 @@ export function createApp(deps: AppDeps): App {
     // A /v1 request is limited first, so even this 503 tells the caller where it stands.
     if (draining && !isApi) throw shuttingDown();
     if (!isApi) return outsideApi(req, exchange, method, search);
+
+    // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
+    // preflight too) is counted under its route; they are acted on in the contract's order below.
+    const open = publicRouter.find(method, path);
+    const match = open === null ? router.find(method, path) : null;
+    exchange.route = (open ?? match)?.pattern ?? null;
 
     // A CORS preflight asks before the request is sent, without the key: it is answered here,
     // unlimited, from the same route lookup as 404 and 405 (see http/cors.ts).
@@ -152,18 +178,18 @@ export function createApp(deps: AppDeps): App {
 
     if (draining) throw shuttingDown();
 
-    const open = publicRouter.find(method, path);
     if (open) return runPublic(open, exchange, req, search);
 
     // 3. Authentication.
     if (!apiKey) {
-      throw credentials.kind === 'missing'
+      const code = credentials.kind === 'missing' ? 'missing_api_key' : 'invalid_api_key';
+      observer.apiKeyRejected(code);
+      throw code === 'missing_api_key'
         ? new ApiError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
         : new ApiError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
     }
 
     // 4. Routing.
-    const match = router.find(method, path);
     if (match === null) throw new ApiError('not_found', 'No such path.');
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(method, match.allow);
 
@@ -188,6 +214,7 @@ export function createApp(deps: AppDeps): App {
     const decision = deps.limiter.take(caller, limits);
     exchange.rateHeaders = decision.headers;
     if (!decision.allowed) {
+      observer.rateLimitRejected(decision.code ?? 'rate_limited');
       throw decision.code === 'temporarily_banned'
         ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
         : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
@@ -195,6 +222,7 @@ export function createApp(deps: AppDeps): App {
   }
 
   function runPublic(match: NonNullable<ReturnType<typeof publicRouter.find>>, exchange: Exchange, req: IncomingMessage, search: string): Reply | Promise<Reply> {
+    exchange.route = match.pattern;
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(req.method ?? '', match.allow);
     return match.handler.run({ req, params: match.params, search, keyId: exchange.keyId ?? '' });
   }
@@ -218,13 +246,16 @@ export function createApp(deps: AppDeps): App {
     if (draining) headers.Connection = 'close';
     res.writeHead(reply.status, headers);
     res.end(reply.body);
+    const elapsedMs = performance.now() - exchange.started;
+    const method = req.method ?? '';
+    observer.responded(method, exchange.route, reply.status, elapsedMs / 1000);
     deps.logger.access({
       time: deps.clock(),
       requestId: exchange.requestId,
-      method: req.method ?? '',
+      method,
       path: exchange.path,
       status: reply.status,
-      durationMs: Math.round((performance.now() - exchange.started) * 1000) / 1000,
+      durationMs: Math.round(elapsedMs * 1000) / 1000,
       keyId: exchange.keyId,
     });
   }
@@ -240,6 +271,7 @@ export function createApp(deps: AppDeps): App {
         requestId: requestId(req.headers['x-request-id'], generateRequestId),
         path: question === -1 ? url : url.slice(0, question),
         keyId: null,
+        route: null,
         rateHeaders: null,
         routeHeaders: undefined,
         corsHeaders: cors?.responseHeaders(req.headers.origin),
@@ -247,7 +279,10 @@ export function createApp(deps: AppDeps): App {
       const search = question === -1 ? '' : url.slice(question + 1);
       respond(req, exchange, search).then(
         (reply) => send(req, res, exchange, reply),
-        (error: unknown) => send(req, res, exchange, toErrorReply(error, (fields) => logError({ ...fields, requestId: exchange.requestId }))),
+        (error: unknown) => {
+          if (isDatabaseError(error)) observer.databaseError();
+          send(req, res, exchange, toErrorReply(error, (fields) => logError({ ...fields, requestId: exchange.requestId })));
+        },
       );
     },
     drain() {

@@ -4,7 +4,7 @@
  * the variable, not run it with a surprising default.
  */
 import { isIP } from 'node:net';
-import type { AllowedOrigins } from './http/cors.ts';
+import { MAX_ORIGIN_LENGTH, type AllowedOrigins } from './http/cors.ts';
 
 export const APP_ENVS = ['production', 'staging', 'development'] as const;
 export type AppEnv = (typeof APP_ENVS)[number];
@@ -27,6 +27,8 @@ export interface Config {
   /** Open connections one client address may hold at once (`MAX_CONNECTIONS_PER_ADDRESS`). */
   maxConnectionsPerAddress: number;
   logLevel: LogLevel;
+  /** The port of the `/metrics` listener (on `host`), or null for none. */
+  metricsPort: number | null;
   /** `CORS_ALLOWED_ORIGINS`: `*`, a list of exact origins, or null (unset: no CORS header ever). */
   corsAllowedOrigins: AllowedOrigins | null;
 }
@@ -60,8 +62,9 @@ type Env = Readonly<Record<string, string | undefined>>;
  */
 export function loadConfig(env: Env): Config {
   const appEnv = oneOf(env, 'APP_ENV', APP_ENVS, 'development');
+  const port = integer(env, 'PORT', 0, 65_535, 8080);
   return {
-    port: integer(env, 'PORT', 0, 65_535, 8080),
+    port,
     host: host(env, 'HOST', '127.0.0.1'),
     appEnv,
     databasePath: read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`,
@@ -72,8 +75,19 @@ export function loadConfig(env: Env): Config {
     rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
     maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', 1, MAX_CONNECTIONS, 64),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    metricsPort: metricsPort(env, port),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
   };
+}
+
+/** Unset: no metrics listener. 0, like PORT=0, takes any free port, so 0 for both is no clash. */
+function metricsPort(env: Env, port: number): number | null {
+  if (read(env, 'METRICS_PORT') === undefined) return null;
+  const value = integer(env, 'METRICS_PORT', 0, 65_535, 0);
+  if (value !== 0 && value === port) {
+    throw new ConfigError('METRICS_PORT', `METRICS_PORT must differ from PORT (the API's port), got ${got(String(value))}`);
+  }
+  return value;
 }
 
 function read(env: Env, name: string): string | undefined {
@@ -162,6 +176,7 @@ function allowedOrigins(env: Env, name: string): AllowedOrigins | null {
   const origins = raw.split(',').map((entry) => entry.trim());
   for (const origin of origins) {
     if (origin === '*') throw new ConfigError(name, `${name} must be * alone or a list of origins, not both, got ${got(raw)}`);
+    if (origin.length > MAX_ORIGIN_LENGTH) throw new ConfigError(name, `${name} must list origins of at most ${MAX_ORIGIN_LENGTH} characters, got ${got(origin)}`);
     const url = URL.parse(origin);
     const serialised = url !== null && (url.protocol === 'https:' || url.protocol === 'http:') ? url.origin : null;
     if (serialised === origin) continue;

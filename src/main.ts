@@ -3,6 +3,7 @@
  * signals. Everything it wires together takes its dependencies as arguments.
  */
 import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openDatabase, widerPermissions } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
@@ -12,6 +13,10 @@ import { LIMITER_FLUSH_INTERVAL_MS } from './storage/sqlite/limiter-store.ts';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pet-creations.ts';
 import { createService } from './service.ts';
 import { errorName } from './http/error-mapper.ts';
+import { createHttpServer } from './http/server.ts';
+import { createMetrics } from './ops/metrics.ts';
+import { createMetricsApp } from './ops/metrics-app.ts';
+import { startProcessProbe } from './ops/process-probe.ts';
 
 /** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -51,7 +56,10 @@ if (exposed.length > 0) {
     message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
   });
 }
-const service = createService({ config, db, clock: systemClock, logger });
+// Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed.
+const processProbe = config.metricsPort === null ? null : startProcessProbe();
+const metrics = processProbe === null ? null : createMetrics(processProbe);
+const service = createService({ config, db, clock: systemClock, logger, observer: metrics ?? undefined });
 const { app, server, keys, limiterPersistence, petCreations } = service;
 const developmentKey = ensureDevelopmentKey(keys, config.appEnv, systemClock());
 if (developmentKey) {
@@ -64,6 +72,7 @@ const saveLimiterState = () => {
   try {
     limiterPersistence.flush();
   } catch (error) {
+    metrics?.databaseError();
     logger.event({ level: 'error', event: 'limiter_save_failed', error: errorName(error) });
   }
 };
@@ -74,6 +83,7 @@ limiterTimer.unref();
 // a small chunk per transaction so that requests run in between. Once at start, then on a timer.
 const purgeIdempotencyRecords = () => {
   petCreations.purgeExpired().catch((error: unknown) => {
+    metrics?.databaseError();
     logger.event({ level: 'error', event: 'idempotency_purge_failed', error: errorName(error) });
   });
 };
@@ -81,16 +91,27 @@ const purgeTimer = setInterval(purgeIdempotencyRecords, IDEMPOTENCY_PURGE_INTERV
 purgeTimer.unref();
 setImmediate(purgeIdempotencyRecords);
 
-server.on('error', (error: Error & { code?: string }) => {
-  process.stderr.write(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.name}\n`);
-  process.exit(1);
-});
-server.listen(config.port, config.host, () => {
-  const { address, port } = server.address() as AddressInfo;
-  const host = address.includes(':') ? `[${address}]` : address;
-  logger.event({ level: 'info', event: 'listening', url: `http://${host}:${port}`, appEnv: config.appEnv });
-  logger.flush();
-});
+/** Listens on HOST:port, logs `event` with the URL, then calls `then`; exits 1 if it cannot. */
+function listen(listener: Server, port: number, event: string, then: () => void = () => {}): void {
+  listener.on('error', (error: Error & { code?: string }) => {
+    process.stderr.write(`cannot listen on ${config.host}:${port}: ${error.code ?? error.name}\n`);
+    process.exit(1);
+  });
+  listener.listen(port, config.host, () => {
+    const { address, port: bound } = listener.address() as AddressInfo;
+    const host = address.includes(':') ? `[${address}]` : address;
+    logger.event({ level: 'info', event, url: `http://${host}:${bound}`, appEnv: config.appEnv });
+    logger.flush();
+    then();
+  });
+}
+
+// The metrics listener (if any) is up before the API's: once "listening" is logged, both are.
+const metricsApp = metrics === null ? null : createMetricsApp({ metrics, log: (fields) => logger.event(fields) });
+const metricsServer = metricsApp === null ? null : createHttpServer(metricsApp, logger);
+const listenApi = () => listen(server, config.port, 'listening');
+if (metricsServer !== null && config.metricsPort !== null) listen(metricsServer, config.metricsPort, 'metrics_listening', listenApi);
+else listenApi();
 
 let stopping = false;
 function shutdown(signal: string): void {
@@ -100,6 +121,11 @@ function shutdown(signal: string): void {
   app.drain();
   server.close(() => finish());
   server.closeIdleConnections();
+  // A scrape is answered synchronously, so only idle connections can be open: close them all.
+  metricsApp?.drain();
+  metricsServer?.close();
+  metricsServer?.closeAllConnections();
+  processProbe?.stop();
   // Requests still running after the grace period are cut so that the process can exit.
   setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
 }

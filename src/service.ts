@@ -12,12 +12,12 @@ import { createKeysStore, type KeysStore } from './storage/sqlite/keys-store.ts'
 import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
-import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
+import { createPetCreations, type CreationsObserver, type PetCreations } from './api/pet-creations.ts';
 import { createPetChanges } from './api/pet-changes.ts';
-import { createApp, type AppDeps } from './app.ts';
+import { createApp, type AppDeps, type PipelineObserver } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
-import { buildOpenApiDocument } from './api/openapi.ts';
+import { buildOpenApiDocument, serializeOpenApiDocument } from './api/openapi.ts';
 import { referencePageReply } from './api/docs/reference-page.ts';
 import { createCors } from './http/cors.ts';
 
@@ -43,6 +43,8 @@ export interface ServiceDeps {
   maxAnonymousCallers?: number;
   /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
+  /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
+  observer?: PipelineObserver & CreationsObserver;
 }
 
 export interface Service {
@@ -60,7 +62,7 @@ export interface Service {
 }
 
 /** Builds the service; the limiter's saved state is loaded before the first request. */
-export function createService({ config, db, clock, logger, overrides = {}, server, maxAnonymousCallers, groupCommit = true }: ServiceDeps): Service {
+export function createService({ config, db, clock, logger, overrides = {}, server, maxAnonymousCallers, groupCommit = true, observer }: ServiceDeps): Service {
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
   const limiter = createLimiter({
@@ -72,12 +74,13 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
   const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
-  const openapi = JSON.stringify(document);
+  const openapi = serializeOpenApiDocument(document);
   // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
   const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
-  const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
+  const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
+  const cors = createCors(config.corsAllowedOrigins ?? null);
   const app = createApp({
     clock,
     logger,
@@ -88,12 +91,15 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
     changePet,
     trustProxy: config.trustProxy,
     openapi,
+    observer,
     docs,
-    cors: createCors(config.corsAllowedOrigins ?? null),
+    cors,
     ...overrides,
   });
+  // With `*`, even the answers the HTTP server writes before the app runs are readable by a page.
+  const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {
-    app, server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server }), keys, pets, limiter, limiterPersistence,
+    app, server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }), keys, pets, limiter, limiterPersistence,
     openapi: overrides.openapi ?? openapi, petCreations,
   };
 }

@@ -21,6 +21,16 @@ export const IDEMPOTENCY_PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** Records deleted per purge transaction; requests run between two chunks. */
 export const IDEMPOTENCY_PURGE_CHUNK = 500;
 
+/** What the create path reports, for the metrics (src/ops/metrics.ts). */
+export interface CreationsObserver {
+  /** A pet was stored durably. */
+  petCreated(): void;
+  /** A create was answered from its Idempotency-Key record. */
+  idempotentReplayed(): void;
+}
+
+const NO_OBSERVER: CreationsObserver = { petCreated() {}, idempotentReplayed() {} };
+
 export interface PetCreationsOptions {
   pets: PetsStore;
   clock: Clock;
@@ -28,6 +38,8 @@ export interface PetCreationsOptions {
   groupCommit?: boolean;
   /** See GroupCommitOptions.schedule. */
   schedule?: (flush: () => void) => void;
+  /** Told of every pet stored and every replay; default: nobody. */
+  observer?: CreationsObserver;
 }
 
 export interface PetCreations {
@@ -38,7 +50,7 @@ export interface PetCreations {
 }
 
 /** Builds the create path over a pets store. */
-export function createPetCreations({ pets, clock, groupCommit = true, schedule }: PetCreationsOptions): PetCreations {
+export function createPetCreations({ pets, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
   const writer = createGroupCommit<PetCreation, Pet>({
     commit: (creations) => pets.insertMany(creations),
     enabled: groupCommit,
@@ -61,11 +73,13 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule }
       if (record.fingerprint !== fingerprint) {
         throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different body; use a new key for a new request.');
       }
+      observer.idempotentReplayed();
       return replay(record.response);
     }
     inFlight.add(slot);
     try {
       const stored = await writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: storedCreated } });
+      observer.petCreated();
       return created(stored);
     } finally {
       inFlight.delete(slot);
@@ -85,7 +99,11 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule }
 
   return {
     async create(pet, caller, idempotency) {
-      if (idempotency === null) return created(await writer.submit(pet));
+      if (idempotency === null) {
+        const stored = await writer.submit(pet);
+        observer.petCreated();
+        return created(stored);
+      }
       return createIdempotent(pet, caller.keyId, idempotency);
     },
 

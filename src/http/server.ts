@@ -62,11 +62,16 @@ export interface ServerOptions {
   maxConnections?: number;
   maxConnectionsPerAddress?: number;
   lingerMs?: number;
+  /** Headers for every answer written here, before the app runs (CORS of `*`, which needs no Origin). */
+  rawHeaders?: Readonly<Record<string, string>>;
 }
 
 /** Creates (does not start) the HTTP server around the app. */
 export function createHttpServer(app: App, logger: Logger, options: ServerOptions = {}): Server {
-  const limits = { ...SERVER_LIMITS, ...definedOnly(options) };
+  const { rawHeaders = {}, ...limitOptions } = options;
+  const limits = { ...SERVER_LIMITS, ...definedOnly(limitOptions) };
+  const rawExtra = rawHeaderLines(rawHeaders);
+  const rawErrorResponse = (code: RawCode, message: string, extraHeaders = '') => rawResponse(code, message, extraHeaders + rawExtra);
   const server = createServer(
     {
       headersTimeout: limits.headersTimeoutMs,
@@ -219,11 +224,14 @@ const RAW_MESSAGE = {
 } as const;
 type RawCode = keyof typeof RAW_MESSAGE;
 
+/** Headers as raw `Name: value` lines. */
+const rawHeaderLines = (headers: Readonly<Record<string, string>>) => Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+
 /** The headers every answer carries, as the app sends them, in raw form. */
-const RAW_COMMON_HEADERS = Object.entries(COMMON_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+const RAW_COMMON_HEADERS = rawHeaderLines(COMMON_HEADERS);
 
 /** A complete HTTP/1.1 response for errors raised while Node was still parsing the request. */
-function rawErrorResponse(code: RawCode, message: string, extraHeaders = ''): string {
+function rawResponse(code: RawCode, message: string, extraHeaders: string): string {
   const status = ERROR_STATUS[code];
   const body = errorJson(code, message, status);
   return (

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildOpenApiDocument } from '../../src/api/openapi.ts';
+import { buildOpenApiDocument, serializeOpenApiDocument } from '../../src/api/openapi.ts';
 import { createConformanceChecker } from '../support/openapi-conformance.ts';
 import { startTestServer } from '../support/test-server.ts';
 
-const checker = createConformanceChecker(JSON.stringify(buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null })));
+const checker = createConformanceChecker(serializeOpenApiDocument(buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null })));
 const ORIGIN = 'http://127.0.0.1:1';
 
 interface Sample {
@@ -128,7 +128,7 @@ test('the test server checks every response: a response the document does not de
   // A document that forgot the 501 of listOrders: the real 501 no longer conforms.
   const document = buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null });
   delete (document.paths['/store/orders']!.get!.responses as Record<string, unknown>)['501'];
-  const server = await startTestServer(t, { overrides: { openapi: JSON.stringify(document) } });
+  const server = await startTestServer(t, { overrides: { openapi: serializeOpenApiDocument(document) } });
   await assert.rejects(server.request('/v1/store/orders'), /GET \/v1\/store\/orders -> 501 .*\n.*501 is not a response of GET \/store\/orders/);
   assert.equal((await server.request('/v1/pets')).status, 200);
 });

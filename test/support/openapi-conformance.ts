@@ -24,9 +24,10 @@
  *   per address (issue #15), so it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests`
  *   with their headers.
  *
- * CORS headers (`Access-Control-*`, `Vary: Origin`) are the browser's protocol, set by the
- * deployment (`CORS_ALLOWED_ORIGINS`), not part of the API an OpenAPI document describes: like
- * the transport headers, they are left to their own tests (test/app-cors.test.ts).
+ * The CORS headers of an answer (`Access-Control-Allow-Origin`, `-Expose-Headers`, `Vary`) are
+ * described as optional on every response, so they are checked like the others; a preflight's
+ * (`OPTIONS`, `Access-Control-Allow-Methods`, ...) is the browser's protocol, no operation of the
+ * document, and is left to its own tests (test/app-cors.test.ts), which send it without this check.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
@@ -35,7 +36,8 @@ type Json = Record<string, any>;
 
 /** Headers that HTTP itself adds; the document describes the rest. */
 const TRANSPORT_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
-const isCorsHeader = (name: string) => name.startsWith('access-control-') || name === 'vary';
+/** Optional on every response when CORS_ALLOWED_ORIGINS is set. */
+const CORS_HEADERS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
 /** Paths outside the base address that answer GET and HEAD (CONTRACT.md), and how their 200 is checked. */
 const OUTSIDE_PAGES: Readonly<Record<string, Pick<Expected, 'body' | 'bodyText' | 'pageHeaders'>>> = {
   '/healthz': { body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`) },
@@ -51,9 +53,9 @@ const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'tr
 /** Responses that any request under the base address may get before it is routed. */
 const BEFORE_ROUTING: Readonly<Record<number, string>> = {
   401: 'Unauthorized',
-  408: 'RequestTimeout',
+  408: 'AnsweredByServer',
   429: 'TooManyRequests',
-  431: 'HeadersTooLarge',
+  431: 'AnsweredByServer',
   500: 'InternalError',
   503: 'Unavailable',
 };
@@ -86,6 +88,8 @@ interface Expected {
   optionalHeaders?: (name: string) => boolean;
   /** Checks the body instead of the described content (for `/healthz`). */
   body?: (value: unknown) => string | null;
+  /** Set when only the operation's `default` response can describe this status: said first if it does not fit. */
+  unlisted?: string;
   /** Checks a body that is not JSON, with its media type, instead of the described content (for `/docs`). */
   bodyText?: (text: string, mediaType: string) => string | null;
   /** Headers (lower case) of a page outside the API, checked by that page's own tests. */
@@ -100,6 +104,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   ajv.addVocabulary(['openapi', 'info', 'jsonSchemaDialect', 'servers', 'paths', 'webhooks', 'components', 'security', 'tags', 'externalDocs']);
   // OpenAPI's format: an integer that fits 64 bits (JSON.parse already rounded larger digits).
   ajv.addFormat('int64', { type: 'number', validate: (value: number) => Number.isInteger(value) && Math.abs(value) <= 2 ** 63 });
+  ajv.addFormat('int32', { type: 'number', validate: (value: number) => Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 });
   ajv.addSchema(document, DOCUMENT_ID);
 
   const basePath = new URL((document.servers?.[0]?.url as string | undefined) ?? '/', 'http://base.invalid').pathname.replace(/\/$/, '');
@@ -163,7 +168,12 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
     if (key === undefined) {
       return `${status} is not a response of ${operationMethod.toUpperCase()} ${match.template} (described: ${Object.keys(responses).join(', ')})`;
     }
-    return { described: resolve(`${operationPointer}/responses/${escapePointer(key)}`), what: `${operationMethod.toUpperCase()} ${match.template} ${key}` };
+    const what = `${operationMethod.toUpperCase()} ${match.template}`;
+    return {
+      described: resolve(`${operationPointer}/responses/${escapePointer(key)}`),
+      what: `${what} ${key}`,
+      ...(key === 'default' ? { unlisted: `${status} is not a response of ${what} (described: ${Object.keys(responses).join(', ')}), and its default does not fit it` } : {}),
+    };
   }
 
   function outsideBase(method: string, path: string, status: number): Expected | string {
@@ -175,7 +185,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
       if (status !== 200) return `${status} for ${method} ${path}, which answers 200`;
       // Described in info.description or the contract only (see the comment at the top); the
       // common headers are the document's.
-      const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options'];
+      const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options', ...CORS_HEADERS];
       return {
         described: { pointer: '', object: { headers: Object.fromEntries(every.map((name) => [name, { $ref: `#/components/headers/${name}` }])) } },
         what: `GET ${path} (outside the API)`,
@@ -197,7 +207,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
       described.set(name.toLowerCase(), { ...located, name });
     }
     for (const [name, value] of response.headers) {
-      if (TRANSPORT_HEADERS.has(name) || isCorsHeader(name) || expected.pageHeaders?.has(name)) continue;
+      if (TRANSPORT_HEADERS.has(name) || expected.pageHeaders?.has(name)) continue;
       const header = described.get(name);
       if (!header) {
         problems.push(`header ${name}: ${JSON.stringify(value)} is not described`);
@@ -272,6 +282,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
             ...checkBody(expected, response, text, upper === 'HEAD'),
           ];
       if (problems.length > 0) {
+        if (typeof expected !== 'string' && expected.unlisted) problems.unshift(expected.unlisted);
         const against = typeof expected === 'string' ? 'nothing in the document' : expected.what;
         throw new Error(`Response not described by the OpenAPI document: ${label} (checked against ${against})\n  - ${problems.join('\n  - ')}`);
       }

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createLogger } from '../../src/http/access-log.ts';
-import { createService, type Service, type ServiceConfig } from '../../src/service.ts';
+import { createService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service.ts';
 import type { AppDeps } from '../../src/app.ts';
 import { conformanceChecker } from './openapi-conformance.ts';
 import type { ServerOptions } from '../../src/http/server.ts';
@@ -59,6 +59,8 @@ export interface TestServerOptions {
   maxAnonymousCallers?: number;
   /** Smaller timeouts and caps for socket tests; default the contract's. */
   server?: ServerOptions;
+  /** Told of answers, refusals and creates (the metrics). */
+  observer?: ServiceDeps['observer'];
 }
 
 /** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
@@ -77,6 +79,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
     ...(options.overrides ? { overrides: options.overrides } : {}),
     ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
     ...(options.server ? { server: options.server } : {}),
+    observer: options.observer,
   });
   const roomy = service.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
   const free = service.keys.create({ plan: 'free', label: 'free', now: clock() });
