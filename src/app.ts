@@ -11,6 +11,7 @@ import { isDatabaseError, toErrorReply } from './http/error-mapper.ts';
 import { clientAddress, INVALID_TOKEN_CHALLENGE, readCredentials, requestId, UNAUTHENTICATED_CHALLENGE } from './http/identify.ts';
 import type { Logger } from './http/access-log.ts';
 import { ANONYMOUS_LIMITS, type Limits } from './limits/plans.ts';
+import { addressCaller, keyCaller } from './limits/callers.ts';
 import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOperationsDeps } from './api/pets-operations.ts';
 import { COMMON_HEADERS, type Reply } from './http/reply.ts';
 import type { App } from './http/server.ts';
@@ -80,6 +81,13 @@ interface Route {
 const methodNotAllowed = (method: string, allow: string) =>
   new ApiError('method_not_allowed', `${method} is not allowed here; use ${allow}.`, { Allow: allow });
 
+/**
+ * Paths outside `/v1` that are never rate limited, for GET and HEAD (CONTRACT.md, "Limits that
+ * hold under floods"): readiness probes and the API reference page. Anything else outside `/v1`
+ * is limited per address like a keyless `/v1` request, so that junk paths cost their sender.
+ */
+const UNLIMITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/docs']);
+
 /** The answer to a request that arrives on an open connection after shutdown began. */
 const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
 
@@ -143,9 +151,7 @@ export function createApp(deps: AppDeps): App {
     const isApi = path === '/v1' || path.startsWith('/v1/');
     // A /v1 request is limited first, so even this 503 tells the caller where it stands.
     if (draining && !isApi) throw shuttingDown();
-    const outside = isApi ? null : publicRouter.find(method, path);
-    if (outside) return runPublic(outside, exchange, req, search);
-    if (!isApi) throw new ApiError('not_found', 'No such path.');
+    if (!isApi) return outsideApi(req, exchange, method, search);
 
     // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
     // preflight too) is counted under its route; they are acted on in the contract's order below.
@@ -168,15 +174,7 @@ export function createApp(deps: AppDeps): App {
     exchange.keyId = apiKey?.id ?? null;
 
     // 2. Rate limiting: every request that gets here counts, whatever its outcome.
-    const caller = apiKey ? `key:${apiKey.id}` : `ip:${clientAddress(req, trustProxy)}`;
-    const decision = deps.limiter.take(caller, apiKey ?? ANONYMOUS_LIMITS);
-    exchange.rateHeaders = decision.headers;
-    if (!decision.allowed) {
-      observer.rateLimitRejected(decision.code ?? 'rate_limited');
-      throw decision.code === 'temporarily_banned'
-        ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
-        : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
-    }
+    limit(apiKey ? keyCaller(apiKey.id) : addressCaller(clientAddress(req, trustProxy)), apiKey ?? ANONYMOUS_LIMITS, exchange);
 
     if (draining) throw shuttingDown();
 
@@ -198,6 +196,29 @@ export function createApp(deps: AppDeps): App {
     // 5-6. Validation and the operation.
     exchange.routeHeaders = match.handler.headers;
     return match.handler.run({ req, params: match.params, search, keyId: apiKey.id });
+  }
+
+  /** A path outside `/v1`: limited per address unless it is a probe or the docs, then routed. */
+  function outsideApi(req: IncomingMessage, exchange: Exchange, method: string, search: string): Reply | Promise<Reply> {
+    const { path } = exchange;
+    if (!((method === 'GET' || method === 'HEAD') && UNLIMITED_PATHS.has(path))) {
+      limit(addressCaller(clientAddress(req, trustProxy)), ANONYMOUS_LIMITS, exchange);
+    }
+    const match = publicRouter.find(method, path);
+    if (match === null) throw new ApiError('not_found', 'No such path.');
+    return runPublic(match, exchange, req, search);
+  }
+
+  /** Counts the request against `caller`; its headers go on the answer, and a refusal is thrown. */
+  function limit(caller: string, limits: Limits, exchange: Exchange): void {
+    const decision = deps.limiter.take(caller, limits);
+    exchange.rateHeaders = decision.headers;
+    if (!decision.allowed) {
+      observer.rateLimitRejected(decision.code ?? 'rate_limited');
+      throw decision.code === 'temporarily_banned'
+        ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
+        : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
+    }
   }
 
   function runPublic(match: NonNullable<ReturnType<typeof publicRouter.find>>, exchange: Exchange, req: IncomingMessage, search: string): Reply | Promise<Reply> {

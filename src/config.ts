@@ -24,6 +24,8 @@ export interface Config {
   trustProxy: boolean;
   rateLimitBanThreshold: number;
   rateLimitBanSeconds: number;
+  /** Open connections one client address may hold at once (`MAX_CONNECTIONS_PER_ADDRESS`). */
+  maxConnectionsPerAddress: number;
   logLevel: LogLevel;
   /** The port of the `/metrics` listener (on `host`), or null for none. */
   metricsPort: number | null;
@@ -35,6 +37,11 @@ export interface Config {
 const MAX_BAN_SECONDS = 86_400;
 /** The limiter keeps one timestamp per recent 429 of a caller, up to this many. */
 const MAX_BAN_THRESHOLD = 10_000;
+/**
+ * The server's cap on all open connections (`SERVER_LIMITS.maxConnections` in http/server.ts,
+ * which sits above this file): a per-address cap beyond it would never bind.
+ */
+const MAX_CONNECTIONS = 1024;
 
 /** An invalid environment variable; `variable` names it so callers and tests need not parse the message. */
 export class ConfigError extends Error {
@@ -66,6 +73,7 @@ export function loadConfig(env: Env): Config {
     trustProxy: boolean(env, 'TRUST_PROXY', false),
     rateLimitBanThreshold: integer(env, 'RATE_LIMIT_BAN_THRESHOLD', 1, MAX_BAN_THRESHOLD, 30),
     rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
+    maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', 1, MAX_CONNECTIONS, 64),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     metricsPort: metricsPort(env, port),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),

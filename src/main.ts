@@ -2,12 +2,10 @@
  * The only impure edge: reads the environment, opens the database file, listens, handles
  * signals. Everything it wires together takes its dependencies as arguments.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { openDatabase } from './storage/sqlite/database.ts';
+import { openDatabase, widerPermissions } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger } from './http/access-log.ts';
 import { ensureDevelopmentKey } from './storage/sqlite/keys-store.ts';
@@ -46,10 +44,18 @@ process.on('uncaughtException', (error) => {
   process.exit(1);
 });
 
-if (config.databasePath !== ':memory:') mkdirSync(dirname(config.databasePath), { recursive: true });
 // node:sqlite is synchronous: waiting on another process's write lock blocks every request, so
 // the server waits briefly and answers 503 rather than freezing (the keys command's writes take ms).
+// A new folder and file are created private (0700, 0600); existing ones are left as they are,
+// with one warning if other accounts can read them.
 const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
+const exposed = widerPermissions(config.databasePath);
+if (exposed.length > 0) {
+  logger.event({
+    level: 'warn', event: 'database_permissions', found: exposed.join(', '),
+    message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
+  });
+}
 // Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed.
 const processProbe = config.metricsPort === null ? null : startProcessProbe();
 const metrics = processProbe === null ? null : createMetrics(processProbe);

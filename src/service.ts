@@ -25,8 +25,10 @@ export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
 > &
-  /** Absent means unset: no CORS header. */
-  Partial<Pick<Config, 'corsAllowedOrigins'>>;
+  // Optional so that the service can be built without them (tests, bench). An absent
+  // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
+  // server's default.
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
 
 export interface ServiceDeps {
   config: ServiceConfig;
@@ -35,8 +37,10 @@ export interface ServiceDeps {
   logger: Logger;
   /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
   overrides?: Partial<AppDeps>;
+  /** Smaller timeouts and caps for tests; they win over the configuration. */
   server?: ServerOptions;
-  maxLimiterCallers?: number;
+  /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
+  maxAnonymousCallers?: number;
   /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
@@ -58,18 +62,18 @@ export interface Service {
 }
 
 /** Builds the service; the limiter's saved state is loaded before the first request. */
-export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers, groupCommit = true, observer }: ServiceDeps): Service {
+export function createService({ config, db, clock, logger, overrides = {}, server, maxAnonymousCallers, groupCommit = true, observer }: ServiceDeps): Service {
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
   const limiter = createLimiter({
     clock,
     banThreshold: config.rateLimitBanThreshold,
     banSeconds: config.rateLimitBanSeconds,
-    ...(maxLimiterCallers !== undefined ? { maxCallers: maxLimiterCallers } : {}),
+    ...(maxAnonymousCallers !== undefined ? { maxAnonymousCallers } : {}),
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
-  const document = buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
+  const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
   const openapi = serializeOpenApiDocument(document);
   // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
   const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
@@ -95,7 +99,7 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   // With `*`, even the answers the HTTP server writes before the app runs are readable by a page.
   const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {
-    app, server: createHttpServer(app, logger, { ...server, rawHeaders }), keys, pets, limiter, limiterPersistence,
+    app, server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }), keys, pets, limiter, limiterPersistence,
     openapi: overrides.openapi ?? openapi, petCreations,
   };
 }

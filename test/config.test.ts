@@ -27,6 +27,7 @@ test('an empty environment gives every default of the contract', () => {
     trustProxy: false,
     rateLimitBanThreshold: 30,
     rateLimitBanSeconds: 900,
+    maxConnectionsPerAddress: 64,
     logLevel: 'info',
     metricsPort: null,
     corsAllowedOrigins: null,
@@ -165,6 +166,15 @@ test('RATE_LIMIT_BAN_SECONDS is a positive integer no longer than the 24 h cap',
   assert.equal(loadConfig({ RATE_LIMIT_BAN_SECONDS: '86400' }).rateLimitBanSeconds, 86400);
   for (const value of ['0', '86401', '1.5', '15m']) {
     assertRefused({ RATE_LIMIT_BAN_SECONDS: value }, 'RATE_LIMIT_BAN_SECONDS');
+  }
+});
+
+test('MAX_CONNECTIONS_PER_ADDRESS is an integer from 1 to the server\'s 1024 connections, default 64 (issue #15)', () => {
+  assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '32' }).maxConnectionsPerAddress, 32);
+  assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '1' }).maxConnectionsPerAddress, 1);
+  assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '1024' }).maxConnectionsPerAddress, 1024);
+  for (const value of ['0', '1025', '-1', '6.4', 'many']) {
+    assertRefused({ MAX_CONNECTIONS_PER_ADDRESS: value }, 'MAX_CONNECTIONS_PER_ADDRESS');
   }
 });
 

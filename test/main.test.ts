@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
@@ -78,7 +79,7 @@ test('SIGTERM lets a request in flight finish, saves limiter state and exits 0',
 test('an invalid variable stops the server with one line naming it and exit code 1', () => {
   const invalid = [
     ['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['CORS_ALLOWED_ORIGINS', 'https://shop.example/'],
-    ['METRICS_PORT', 'x'], ['METRICS_PORT', '8080'],
+    ['METRICS_PORT', 'x'], ['METRICS_PORT', '8080'], ['MAX_CONNECTIONS_PER_ADDRESS', '0'],
   ] as const;
   for (const [name, value] of invalid) {
     const result = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', [name]: value, DATABASE_PATH: ':memory:' }, encoding: 'utf8', timeout: 10_000 });
@@ -87,6 +88,35 @@ test('an invalid variable stops the server with one line naming it and exit code
     assert.equal(lines.length, 1, result.stderr);
     assert.match(lines[0]!, new RegExp(name));
   }
+});
+
+test('the server creates the database folder 0700 and its files 0600; a start on wider modes logs one warning (issue #15)', async (t) => {
+  const previous = process.umask(0o022); // the child inherits it: what a default shell gives
+  t.after(() => process.umask(previous));
+  const dir = tempDir(t);
+  const folder = join(dir, 'state');
+  const path = join(folder, 'prod.db');
+  const modeOf = (file: string) => (statSync(file).mode & 0o777).toString(8);
+  const first = await startMain({ APP_ENV: 'production', DATABASE_PATH: path });
+  t.after(() => first.child.kill('SIGKILL')); // if an assertion fails before the SIGTERM below
+  assert.equal(modeOf(folder), '700');
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) assert.equal(modeOf(file), '600', file);
+  first.child.kill('SIGTERM');
+  await once(first.child, 'exit');
+  assert.doesNotMatch(first.output().stdout, /database_permissions/);
+
+  chmodSync(folder, 0o755);
+  chmodSync(path, 0o644);
+  const second = await startMain({ APP_ENV: 'production', DATABASE_PATH: path });
+  t.after(() => second.child.kill('SIGKILL'));
+  second.child.kill('SIGTERM');
+  await once(second.child, 'exit');
+  const warnings = second.output().stdout.split('\n').filter((line) => line.includes('database_permissions'));
+  assert.equal(warnings.length, 1, second.output().stdout);
+  const warning = JSON.parse(warnings[0]!);
+  assert.equal(warning.level, 'warn');
+  assert.match(warning.found, new RegExp(`${folder} 0755`));
+  assert.match(warning.found, new RegExp(`${path} 0644`));
 });
 
 test('METRICS_PORT starts a second listener on HOST serving GET /metrics only; the API port does not serve it', async (t) => {

@@ -7,6 +7,7 @@
  * The schemas of schemas.ts are already JSON Schema 2020-12, which OpenAPI 3.1 uses as is; the
  * one convention of ours (int64 values arrive as bigints) is invisible on the wire.
  */
+import type { AppEnv } from '../config.ts';
 import { ERROR_STATUS, type ErrorCode } from '../http/api-error.ts';
 import { COMMON_HEADERS } from '../http/reply.ts';
 import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../http/identify.ts';
@@ -31,6 +32,8 @@ import {
 } from './schemas.ts';
 
 export interface OpenApiOptions {
+  /** The environment of the server serving the document: it lists that environment's address only. */
+  appEnv: AppEnv;
   /** `PUBLIC_BASE_URL` (ends in `/v1`), or null when not configured. */
   publicBaseUrl: string | null;
   /** `STAGING_BASE_URL` (ends in `/v1`), or null when not configured. */
@@ -391,14 +394,22 @@ const petChangeRefusals = {
 
 // --- The document -----------------------------------------------------------------------------
 
-/** Lists the configured base addresses; with none, the base path of the server serving the document. */
-function servers({ publicBaseUrl, stagingBaseUrl }: OpenApiOptions): OpenApiDocument['servers'] {
-  const list: OpenApiDocument['servers'] = [];
-  // x-internal (OWASP API9): each is for the API's clients, not only for ourselves.
-  if (publicBaseUrl !== null) list.push({ url: publicBaseUrl, description: 'Production', 'x-internal': false });
-  if (stagingBaseUrl !== null) list.push({ url: stagingBaseUrl, description: 'Staging', 'x-internal': false });
-  if (list.length === 0) list.push({ url: '/v1', description: 'This server, local (no PUBLIC_BASE_URL or STAGING_BASE_URL configured)', 'x-internal': false });
-  return list;
+/**
+ * The server's own base address only (issue #15): production lists `PUBLIC_BASE_URL`, staging
+ * `STAGING_BASE_URL`, each falling back to `/v1` on the server that serves the document when
+ * unset. Development always lists that relative `/v1`: a client generated from a development
+ * server, or a key pasted into its reference page, must never be sent to production.
+ * `x-internal: false` (OWASP API9): each is for the API's clients, not only for ourselves.
+ */
+function servers({ appEnv, publicBaseUrl, stagingBaseUrl }: OpenApiOptions): OpenApiDocument['servers'] {
+  if (appEnv === 'production' && publicBaseUrl !== null) return [{ url: publicBaseUrl, description: 'Production', 'x-internal': false }];
+  if (appEnv === 'staging' && stagingBaseUrl !== null) return [{ url: stagingBaseUrl, description: 'Staging', 'x-internal': false }];
+  // Each description names its environment in terms the OWASP ruleset knows (API9: "local").
+  const description =
+    appEnv === 'production' ? 'This production server (PUBLIC_BASE_URL is not set)'
+    : appEnv === 'staging' ? 'This staging server (STAGING_BASE_URL is not set)'
+    : 'This local development server';
+  return [{ url: '/v1', description, 'x-internal': false }];
 }
 
 /** Builds the document; serialise it once at start (serializeOpenApiDocument). */

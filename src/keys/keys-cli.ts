@@ -10,8 +10,6 @@
  * Arguments are parsed by hand rather than with `util.parseArgs`, which silently keeps the last of
  * a repeated option and words its errors over several clauses.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
 import type { RandomBytes } from './api-keys.ts';
 import type { Clock } from '../clock.ts';
@@ -420,8 +418,8 @@ function quote(text: string): string {
 }
 
 /**
- * The whole command line: arguments, then the environment, then the database (whose directory is
- * created if missing). Arguments come first so that a typo creates no file. Any failure is one
+ * The whole command line: arguments, then the environment, then the database (created with its
+ * folder if missing, private to this account). Arguments come first so that a typo creates no file. Any failure is one
  * line on stderr and an exit code.
  */
 export function runKeysCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: KeysCliIo): number {
@@ -439,7 +437,7 @@ export function runKeysCli(argv: readonly string[], env: Readonly<Record<string,
       // Keys made here would vanish with the process while the key is printed as if it worked.
       throw new ConfigError('DATABASE_PATH', 'DATABASE_PATH must be a file for the keys command, got ":memory:"');
     }
-    mkdirSync(dirname(config.databasePath), { recursive: true });
+    // Creates a missing folder (0700) and file (0600), as the server does.
     db = openDatabase(config.databasePath);
     return executeKeysCommand(command, { db, appEnv: config.appEnv, clock, stdout, stderr });
   } catch (error) {

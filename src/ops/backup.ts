@@ -13,9 +13,10 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, linkSync, openSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { backup, DatabaseSync } from 'node:sqlite';
+import { createPrivateFile, PRIVATE_FILE_MODE } from '../storage/sqlite/database.ts';
 
 /** The copy is readable by its owner only, like the database (it holds the key hashes). */
-export const BACKUP_FILE_MODE = 0o600;
+export const BACKUP_FILE_MODE = PRIVATE_FILE_MODE;
 /** More pages than any database has: the whole copy in one step (node:sqlite wants a positive int32). */
 const ALL_PAGES = 2 ** 31 - 1;
 
@@ -30,8 +31,9 @@ export class BackupExistsError extends Error {
 /** Copies the open database `source` to `file`, which must not exist. Resolves with the page count. */
 export async function backupDatabase(source: DatabaseSync, file: string): Promise<number> {
   const partial = join(dirname(file), `.${basename(file)}.partial-${randomBytes(6).toString('hex')}`);
-  // Created here, exclusively and with its mode, so that SQLite opens a file that is already ours.
-  closeSync(openSync(partial, 'wx', BACKUP_FILE_MODE));
+  // Created here, exclusively and 0600, as the server creates its database (issue #15), so that
+  // SQLite opens a file that is already ours.
+  createPrivateFile(partial, { exclusive: true });
   try {
     const pages = await backup(source, partial, { rate: ALL_PAGES });
     checkCopy(partial);

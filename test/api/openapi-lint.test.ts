@@ -72,8 +72,11 @@ const describe = (finding: Finding) => `${finding.code} at ${finding.path.join('
 
 test('Spectral (spectral:oas and the OWASP ruleset) finds no error in the document but the two the contract rules out', (t) => {
   const documents = {
-    local: served({ publicBaseUrl: null, stagingBaseUrl: null }),
-    deployed: served({ publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' }),
+    local: served({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null }),
+    // Each environment lists only its own base address (issue #15).
+    production: served({ appEnv: 'production', publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' }),
+    staging: served({ appEnv: 'staging', publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' }),
+    'production-unset': served({ appEnv: 'production', publicBaseUrl: null, stagingBaseUrl: null }),
   };
   const results = lint(tempDir(t, 'pets-lint-'), documents);
   for (const [name, findings] of results) {
@@ -88,7 +91,7 @@ test('Spectral (spectral:oas and the OWASP ruleset) finds no error in the docume
 });
 
 test('the lint is not a rubber stamp: a string without maxLength, an integer without bounds and a 4XX without rate-limit headers are errors', (t) => {
-  const broken = served({ publicBaseUrl: null, stagingBaseUrl: null });
+  const broken = served({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null });
   delete broken.components.schemas.Pet.properties.name.maxLength;
   delete broken.components.schemas.Pet.properties.id.maximum;
   delete broken.paths['/pets'].get.responses['400'].headers['RateLimit'];

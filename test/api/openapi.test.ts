@@ -8,8 +8,8 @@ import { INT64_MAX, INT64_MIN, listPetsParameters, MAX_PAGE_SIZE, newPetSchema, 
 import { validateBody, validateQuery } from '../../src/api/validator.ts';
 import { errorBody, json, startTestServer } from '../support/test-server.ts';
 
-const UNSET = { publicBaseUrl: null, stagingBaseUrl: null };
-const BOTH = { publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' };
+const UNSET = { appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null } as const;
+const BOTH = { appEnv: 'development', publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' } as const;
 
 /** The document as a client reads it: through JSON, loosely typed for assertions. */
 function served(options: OpenApiOptions = UNSET): any {
@@ -46,7 +46,7 @@ function response(document: any, operationId: string, status: number | 'default'
 }
 
 test('the document is a valid OpenAPI 3.1 document, with and without configured base addresses', async () => {
-  for (const options of [UNSET, BOTH, { ...UNSET, publicBaseUrl: BOTH.publicBaseUrl }, { ...UNSET, stagingBaseUrl: BOTH.stagingBaseUrl }]) {
+  for (const options of [UNSET, BOTH, { ...BOTH, appEnv: 'production' }, { ...BOTH, appEnv: 'staging' }, { ...UNSET, appEnv: 'production' }] as const) {
     const document = served(options);
     assert.match(document.openapi, /^3\.1\.\d+$/);
     await assertValid(document);
@@ -69,13 +69,17 @@ test('info.version is 1.0.0', () => {
   assert.equal(served().info.version, '1.0.0');
 });
 
-test('servers come from PUBLIC_BASE_URL and STAGING_BASE_URL, else the current origin path /v1', () => {
-  assert.deepEqual(served().servers.map((server: { url: string }) => server.url), ['/v1']);
-  assert.deepEqual(served(BOTH).servers, [
-    { url: 'https://api.example.com/v1', description: 'Production', 'x-internal': false },
-    { url: 'https://staging.example.com/v1', description: 'Staging', 'x-internal': false },
-  ]);
-  assert.deepEqual(served({ ...UNSET, stagingBaseUrl: BOTH.stagingBaseUrl }).servers.map((server: { url: string }) => server.url), ['https://staging.example.com/v1']);
+test('servers list only the environment\'s own base address: production PUBLIC_BASE_URL, staging STAGING_BASE_URL (issue #15)', () => {
+  assert.deepEqual(served({ ...BOTH, appEnv: 'production' }).servers, [{ url: 'https://api.example.com/v1', description: 'Production', 'x-internal': false }]);
+  assert.deepEqual(served({ ...BOTH, appEnv: 'staging' }).servers, [{ url: 'https://staging.example.com/v1', description: 'Staging', 'x-internal': false }]);
+  // Unset, the server that serves the document is the address.
+  assert.deepEqual(served({ ...BOTH, appEnv: 'production', publicBaseUrl: null }).servers.map((server: { url: string }) => server.url), ['/v1']);
+  assert.deepEqual(served({ ...BOTH, appEnv: 'staging', stagingBaseUrl: null }).servers.map((server: { url: string }) => server.url), ['/v1']);
+});
+
+test('a development server lists only itself (/v1), never the production or staging address', () => {
+  assert.deepEqual(served(BOTH).servers, [{ url: '/v1', description: 'This local development server', 'x-internal': false }]);
+  assert.deepEqual(served(UNSET).servers, served(BOTH).servers);
 });
 
 test('bearerAuth is an HTTP bearer scheme applied to every operation; only the document itself may be read anonymously', () => {
@@ -300,3 +304,13 @@ test('GET /v1/openapi.json serves the document built at start, without a key, ra
   assert.equal(post.status, 405);
   assert.equal(post.headers.get('allow'), 'GET, HEAD');
 });
+
+for (const [appEnv, listed] of [['production', 'https://api.example.com/v1'], ['staging', 'https://staging.example.com/v1'], ['development', '/v1']] as const) {
+  test(`a ${appEnv} server configured with both base addresses serves a document that lists only ${listed} (issue #15)`, async (t) => {
+    const server = await startTestServer(t, { config: { ...BOTH, appEnv } });
+    const response = await server.request('/v1/openapi.json', { key: null });
+    assert.equal(response.status, 200);
+    const document = (await json(response)) as OpenApiDocument;
+    assert.deepEqual(document.servers.map((entry) => entry.url), [listed]);
+  });
+}

@@ -18,10 +18,11 @@
  *   path's operations (plus HEAD beside GET);
  * - paths outside the base address (`/healthz`, `/docs`, `/`, `/pets`): the contract puts them
  *   "outside the API operations", and describing `/healthz` as a path would make generated clients
- *   call it under `/v1`, where it does not exist. `/healthz` must answer `200 {"status":"ok"}` (the
- *   document's info says so) and `/docs` an HTML page with its Content-Security-Policy; anything
- *   else there must be `NotFound` or `MethodNotAllowed`, less the rate-limit headers, since the
- *   limiter only counts requests under the base address.
+ *   call it under `/v1`, where it does not exist. `GET /healthz` must answer `200 {"status":"ok"}`
+ *   (the document's info says so) and `GET /docs` an HTML page with its Content-Security-Policy,
+ *   both without the rate-limit headers; any other request outside the base address is limited
+ *   per address (issue #15), so it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests`
+ *   with their headers.
  *
  * The CORS headers of an answer (`Access-Control-Allow-Origin`, `-Expose-Headers`, `Vary`) are
  * described as optional on every response, so they are checked like the others; a preflight's
@@ -178,6 +179,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function outsideBase(method: string, path: string, status: number): Expected | string {
     const notLimited = (name: string) => name.startsWith('x-ratelimit-') || name.startsWith('ratelimit');
     if (status === 503) return { ...sharedResponse('Unavailable', 'shutting down'), optionalHeaders: notLimited };
+    // GET and HEAD of these pages are never limited; any other request outside /v1 is (issue #15).
     const page = OUTSIDE_PAGES[path];
     if (page !== undefined && (method === 'GET' || method === 'HEAD')) {
       if (status !== 200) return `${status} for ${method} ${path}, which answers 200`;
@@ -190,9 +192,10 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
         ...page,
       };
     }
-    if (OUTSIDE_PATHS.has(path) && status === 405) return { ...sharedResponse('MethodNotAllowed', `${method} ${path}`), optionalHeaders: notLimited };
-    if (status === 404) return { ...sharedResponse('NotFound', 'a path outside the API'), optionalHeaders: notLimited };
-    return `${status} for ${method} ${path}, outside the API (only 404, 405 on ${[...OUTSIDE_PATHS].join(' or ')}, or 503)`;
+    if (OUTSIDE_PATHS.has(path) && status === 405) return sharedResponse('MethodNotAllowed', `${method} ${path}`);
+    if (status === 404) return sharedResponse('NotFound', 'a path outside the API');
+    if (status === 429) return sharedResponse('TooManyRequests', 'a path outside the API, limited per address');
+    return `${status} for ${method} ${path}, outside the API (only 404, 405 on ${[...OUTSIDE_PATHS].join(' or ')}, 429, or 503)`;
   }
 
   function checkHeaders(expected: Expected, response: Response, allow: string | null): string[] {

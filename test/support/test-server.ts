@@ -56,7 +56,7 @@ export interface TestServerOptions {
   db?: DatabaseSync;
   config?: Partial<ServiceConfig>;
   overrides?: Partial<AppDeps>;
-  maxLimiterCallers?: number;
+  maxAnonymousCallers?: number;
   /** Smaller timeouts and caps for socket tests; default the contract's. */
   server?: ServerOptions;
   /** Told of answers, refusals and creates (the metrics). */
@@ -77,7 +77,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const service = createService({
     config, db, clock, logger,
     ...(options.overrides ? { overrides: options.overrides } : {}),
-    ...(options.maxLimiterCallers !== undefined ? { maxLimiterCallers: options.maxLimiterCallers } : {}),
+    ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
     ...(options.server ? { server: options.server } : {}),
     observer: options.observer,
   });

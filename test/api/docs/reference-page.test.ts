@@ -13,7 +13,7 @@ import { exampleOf, rulesOf } from '../../../src/api/docs/schema-text.ts';
 import { ERROR_STATUS } from '../../../src/http/api-error.ts';
 
 const OPTIONS = { basePath: '/v1', documentPath: '/v1/openapi.json' };
-const freshDocument = () => structuredClone(buildOpenApiDocument({ publicBaseUrl: null, stagingBaseUrl: null })) as any;
+const freshDocument = () => structuredClone(buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null })) as any;
 
 /** The HTML of one operation's article. */
 function article(page: string, operationId: string): string {
