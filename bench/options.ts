@@ -22,6 +22,8 @@ export interface BenchOptions {
   only: WorkloadName[] | null;
   /** Start the service with --cpu-prof (its figures are then not representative). */
   profile: boolean;
+  /** Start the service with METRICS_PORT, so that every request is counted (issue #14). */
+  metrics: boolean;
   /** The load generator; null: wrk when it is installed, else autocannon. */
   generator: Generator | null;
   /** false with --no-pin: no core of its own for the server nor for the generator. */
@@ -49,6 +51,7 @@ one core and wrk to another.
   --connections C   concurrent connections (default 50)
   --only A,B        only these workloads: ${WORKLOAD_NAMES.join(', ')}
   --profile         run the service under node --cpu-prof and summarise the profile
+  --metrics         run the service with METRICS_PORT set (metrics counted), and scrape it at the end
   --generator G     wrk or autocannon (default: wrk when installed, else autocannon with a warning)
   --server-cpus L   the CPUs of the servers, a list such as 0 or 0-1,4 (default: the first
                     CPU this process may use)
@@ -74,6 +77,7 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
       connections: { type: 'string' },
       only: { type: 'string' },
       profile: { type: 'boolean' },
+      metrics: { type: 'boolean' },
       generator: { type: 'string' },
       'server-cpus': { type: 'string' },
       'generator-cpus': { type: 'string' },
@@ -111,6 +115,7 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     connections: integer(values.connections, '--connections', 50, 1, 10_000),
     only,
     profile: values.profile ?? false,
+    metrics: values.metrics ?? false,
     generator: generator as Generator | null,
     pin,
     serverCpus,

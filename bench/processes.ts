@@ -28,6 +28,8 @@ export interface ServerProcess {
   pid: number;
   /** `http://127.0.0.1:<port>`, from the child's `{"event":"listening","url":...}` line. */
   url: string;
+  /** The metrics listener's, from a `metrics_listening` line before it; null without one. */
+  metricsUrl: string | null;
   /** performance.now() just before the spawn. */
   spawnedAt: number;
   /** From the spawn to the listening line. */
@@ -85,6 +87,7 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
       if (listening) return;
       head += chunk.toString('utf8');
       const url = findListeningUrl(head);
+      const metricsUrl = findListeningUrl(head, 'metrics_listening');
       if (url === null) {
         if (head.length > 65_536) fail(new Error(`${name} printed 64 KiB without a listening line`));
         return;
@@ -96,6 +99,7 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
         name,
         pid: child.pid!,
         url,
+        metricsUrl,
         spawnedAt,
         listeningMs: performance.now() - spawnedAt,
         stdout: () => ({ bytes, lines }),
@@ -115,12 +119,12 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
   });
 }
 
-/** The `url` of the first complete `{"event":"listening",...}` JSON line in `text`, if any. */
-export function findListeningUrl(text: string): string | null {
+/** The `url` of the first complete `{"event":"listening",...}` (or `name`) JSON line in `text`, if any. */
+export function findListeningUrl(text: string, name = 'listening'): string | null {
   for (const line of text.split('\n').slice(0, -1)) {
     try {
       const event = JSON.parse(line) as { event?: unknown; url?: unknown };
-      if (event.event === 'listening' && typeof event.url === 'string') return event.url;
+      if (event.event === name && typeof event.url === 'string') return event.url;
     } catch {
       // Not JSON: some other output before the listening line.
     }

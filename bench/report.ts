@@ -184,7 +184,7 @@ export interface BenchReport {
   finishedAt: string;
   command: string;
   machine: { cpus: number; cpuModel: string; memoryBytes: number; kernel: string; node: string };
-  options: { pets: number; seconds: number; warmup: number; rounds: number; connections: number; only: string[] | null; profile: boolean };
+  options: { pets: number; seconds: number; warmup: number; rounds: number; connections: number; only: string[] | null; profile: boolean; metrics: boolean };
   load: LoadFacts;
   database: { pets: number; seedMs: number };
   servers: { service: ServerFacts; baseline: ServerFacts };
@@ -335,6 +335,7 @@ function facts(report: BenchReport): string[] {
   const threads = Math.max(1, generatorCpus.length);
   lines.push(
     `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
+    `Metrics: ${options.metrics ? 'on (METRICS_PORT set, every request counted)' : 'off (no METRICS_PORT)'}`,
     `Load: ${load.generator === 'wrk' ? `${load.version}, ${threads} thread${threads === 1 ? '' : 's'}` : `${load.version} in the bench process`}${load.fallback === null ? '' : ` (${load.fallback})`}, ` +
       `${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ${load.pinningNote}`,
     `Generator load (${load.pinning === null ? 'CPU of the generator process' : `busy share of CPU ${generatorCpus.join(',')}${threads > 1 ? ', the busiest' : ''}, which also runs the bench process that reads the service's log`}): ` +

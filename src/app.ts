@@ -7,10 +7,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { ApiError } from './http/api-error.ts';
 import type { Clock } from './clock.ts';
-import { toErrorReply } from './http/error-mapper.ts';
+import { isDatabaseError, toErrorReply } from './http/error-mapper.ts';
 import { clientAddress, INVALID_TOKEN_CHALLENGE, readCredentials, requestId, UNAUTHENTICATED_CHALLENGE } from './http/identify.ts';
 import type { Logger } from './http/access-log.ts';
 import { ANONYMOUS_LIMITS, type Limits } from './limits/plans.ts';
+import { addressCaller, keyCaller } from './limits/callers.ts';
 import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOperationsDeps } from './api/pets-operations.ts';
 import { COMMON_HEADERS, type Reply } from './http/reply.ts';
 import type { App } from './http/server.ts';
@@ -35,6 +36,21 @@ export interface RateLimiter {
   take(caller: string, limits: Limits): RateDecision | Promise<RateDecision>;
 }
 
+/**
+ * What the pipeline reports as it answers, for the metrics (src/ops/metrics.ts); the pipeline
+ * knows nothing of how it is counted. Called on the hot path: implementations must be cheap.
+ */
+export interface PipelineObserver {
+  /** A response was written. `route` is the router's template, or null when no route matched. */
+  responded(method: string, route: string | null, status: number, seconds: number): void;
+  rateLimitRejected(code: 'rate_limited' | 'temporarily_banned'): void;
+  apiKeyRejected(code: 'missing_api_key' | 'invalid_api_key'): void;
+  /** A request failed on a database error (answered 503 or 500). */
+  databaseError(): void;
+}
+
+const NO_OBSERVER: PipelineObserver = { responded() {}, rateLimitRejected() {}, apiKeyRejected() {}, databaseError() {} };
+
 export interface AppDeps {
   clock: Clock;
   logger: Logger;
@@ -50,6 +66,8 @@ export interface AppDeps {
   /** The serialised OpenAPI document served at /v1/openapi.json, when there is one. */
   openapi?: string;
   generateRequestId?: () => string;
+  /** Told of every answer and refusal; default: nobody. */
+  observer?: PipelineObserver;
   /** The CORS policy of `CORS_ALLOWED_ORIGINS`; absent or null: no CORS header is ever sent. */
   cors?: Cors | null;
   /** The API reference page served at /docs, built once at start, when there is one. */
@@ -69,6 +87,13 @@ const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', header
 /** 405 for a path that exists with other methods, listed in `Allow`. */
 const methodNotAllowed = (method: string, allow: string) =>
   new ApiError('method_not_allowed', `${method} is not allowed here; use ${allow}.`, { Allow: allow });
+
+/**
+ * Paths outside `/v1` that are never rate limited, for GET and HEAD (CONTRACT.md, "Limits that
+ * hold under floods"): readiness probes and the API reference page. Anything else outside `/v1`
+ * is limited per address like a keyless `/v1` request, so that junk paths cost their sender.
+ */
+const UNLIMITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/docs']);
 
 /** The answer to a request that arrives on an open connection after shutdown began. */
 const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
@@ -112,6 +137,7 @@ export function createApp(deps: AppDeps): App {
   const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
   const trustProxy = deps.trustProxy ?? false;
+  const observer = deps.observer ?? NO_OBSERVER;
   let draining = false;
 
   /** Per-request state that `send` needs whatever happened before it. */
@@ -120,6 +146,8 @@ export function createApp(deps: AppDeps): App {
     requestId: string;
     path: string;
     keyId: string | null;
+    /** The matched route's template, for the metrics; null until (or unless) one matches. */
+    route: string | null;
     rateHeaders: Record<string, string> | null;
     routeHeaders: Readonly<Record<string, string>> | undefined;
     corsHeaders: Readonly<Record<string, string>> | undefined;
@@ -133,9 +161,13 @@ export function createApp(deps: AppDeps): App {
     const isApi = path === '/v1' || path.startsWith('/v1/');
     // A /v1 request is limited first, so even this 503 tells the caller where it stands.
     if (draining && !isApi) throw shuttingDown();
-    const outside = isApi ? null : publicRouter.find(method, path);
-    if (outside) return runPublic(outside, exchange, req, search);
-    if (!isApi) throw new ApiError('not_found', 'No such path.');
+    if (!isApi) return outsideApi(req, exchange, method, search);
+
+    // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
+    // preflight too) is counted under its route; they are acted on in the contract's order below.
+    const open = publicRouter.find(method, path);
+    const match = open === null ? router.find(method, path) : null;
+    exchange.route = (open ?? match)?.pattern ?? null;
 
     // A CORS preflight asks before the request is sent, without the key: it is answered here,
     // unlimited, from the same route lookup as 404 and 405 (see http/cors.ts).
@@ -155,30 +187,23 @@ export function createApp(deps: AppDeps): App {
     exchange.keyId = apiKey?.id ?? null;
 
     // 2. Rate limiting: every request that gets here counts, whatever its outcome.
-    const caller = apiKey ? `key:${apiKey.id}` : `ip:${clientAddress(req, trustProxy)}`;
-    const taken = deps.limiter.take(caller, apiKey ?? ANONYMOUS_LIMITS);
-    const decision = taken instanceof Promise ? await taken : taken;
-    exchange.rateHeaders = decision.headers;
-    if (!decision.allowed) {
-      throw decision.code === 'temporarily_banned'
-        ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
-        : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
-    }
+    const limited = limit(apiKey ? keyCaller(apiKey.id) : addressCaller(clientAddress(req, trustProxy)), apiKey ?? ANONYMOUS_LIMITS, exchange);
+    if (limited) await limited;
 
     if (draining) throw shuttingDown();
 
-    const open = publicRouter.find(method, path);
     if (open) return runPublic(open, exchange, req, search);
 
     // 3. Authentication.
     if (!apiKey) {
-      throw credentials.kind === 'missing'
+      const code = credentials.kind === 'missing' ? 'missing_api_key' : 'invalid_api_key';
+      observer.apiKeyRejected(code);
+      throw code === 'missing_api_key'
         ? new ApiError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
         : new ApiError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
     }
 
     // 4. Routing.
-    const match = router.find(method, path);
     if (match === null) throw new ApiError('not_found', 'No such path.');
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(method, match.allow);
 
@@ -187,7 +212,43 @@ export function createApp(deps: AppDeps): App {
     return match.handler.run({ req, params: match.params, search, keyId: apiKey.id });
   }
 
+  /** A path outside `/v1`: limited per address unless it is a probe or the docs, then routed. */
+  function outsideApi(req: IncomingMessage, exchange: Exchange, method: string, search: string): Reply | Promise<Reply> {
+    const { path } = exchange;
+    const route = () => {
+      const match = publicRouter.find(method, path);
+      if (match === null) throw new ApiError('not_found', 'No such path.');
+      return runPublic(match, exchange, req, search);
+    };
+    if ((method === 'GET' || method === 'HEAD') && UNLIMITED_PATHS.has(path)) return route();
+    const limited = limit(addressCaller(clientAddress(req, trustProxy)), ANONYMOUS_LIMITS, exchange);
+    return limited ? limited.then(route) : route();
+  }
+
+  /** Counts the request against `caller`; its headers go on the answer, and a refusal is thrown. */
+  /**
+   * Takes the caller's token; throws the 429 when refused. A promise only when the limiter
+   * answers later (PostgreSQL): SQLite's requests do not wait a microtask for it.
+   */
+  function limit(caller: string, limits: Limits, exchange: Exchange): Promise<void> | undefined {
+    const taken = deps.limiter.take(caller, limits);
+    if (taken instanceof Promise) return taken.then((decision) => apply(decision, exchange));
+    apply(taken, exchange);
+    return undefined;
+  }
+
+  function apply(decision: RateDecision, exchange: Exchange): void {
+    exchange.rateHeaders = decision.headers;
+    if (!decision.allowed) {
+      observer.rateLimitRejected(decision.code ?? 'rate_limited');
+      throw decision.code === 'temporarily_banned'
+        ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
+        : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
+    }
+  }
+
   function runPublic(match: NonNullable<ReturnType<typeof publicRouter.find>>, exchange: Exchange, req: IncomingMessage, search: string): Reply | Promise<Reply> {
+    exchange.route = match.pattern;
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(req.method ?? '', match.allow);
     return match.handler.run({ req, params: match.params, search, keyId: exchange.keyId ?? '' });
   }
@@ -211,13 +272,16 @@ export function createApp(deps: AppDeps): App {
     if (draining) headers.Connection = 'close';
     res.writeHead(reply.status, headers);
     res.end(reply.body);
+    const elapsedMs = performance.now() - exchange.started;
+    const method = req.method ?? '';
+    observer.responded(method, exchange.route, reply.status, elapsedMs / 1000);
     deps.logger.access({
       time: deps.clock(),
       requestId: exchange.requestId,
-      method: req.method ?? '',
+      method,
       path: exchange.path,
       status: reply.status,
-      durationMs: Math.round((performance.now() - exchange.started) * 1000) / 1000,
+      durationMs: Math.round(elapsedMs * 1000) / 1000,
       keyId: exchange.keyId,
     });
   }
@@ -233,6 +297,7 @@ export function createApp(deps: AppDeps): App {
         requestId: requestId(req.headers['x-request-id'], generateRequestId),
         path: question === -1 ? url : url.slice(0, question),
         keyId: null,
+        route: null,
         rateHeaders: null,
         routeHeaders: undefined,
         corsHeaders: cors?.responseHeaders(req.headers.origin),
@@ -240,7 +305,10 @@ export function createApp(deps: AppDeps): App {
       const search = question === -1 ? '' : url.slice(question + 1);
       respond(req, exchange, search).then(
         (reply) => send(req, res, exchange, reply),
-        (error: unknown) => send(req, res, exchange, toErrorReply(error, (fields) => logError({ ...fields, requestId: exchange.requestId }))),
+        (error: unknown) => {
+          if (isDatabaseError(error)) observer.databaseError();
+          send(req, res, exchange, toErrorReply(error, (fields) => logError({ ...fields, requestId: exchange.requestId })));
+        },
       );
     },
     drain() {

@@ -4,7 +4,7 @@
  * the variable, not run it with a surprising default.
  */
 import { isIP } from 'node:net';
-import type { AllowedOrigins } from './http/cors.ts';
+import { MAX_ORIGIN_LENGTH, type AllowedOrigins } from './http/cors.ts';
 
 export const APP_ENVS = ['production', 'staging', 'development'] as const;
 export type AppEnv = (typeof APP_ENVS)[number];
@@ -28,7 +28,11 @@ export interface Config {
   trustProxy: boolean;
   rateLimitBanThreshold: number;
   rateLimitBanSeconds: number;
+  /** Open connections one client address may hold at once (`MAX_CONNECTIONS_PER_ADDRESS`). */
+  maxConnectionsPerAddress: number;
   logLevel: LogLevel;
+  /** The port of the `/metrics` listener (on `host`), or null for none. */
+  metricsPort: number | null;
   /** `CORS_ALLOWED_ORIGINS`: `*`, a list of exact origins, or null (unset: no CORS header ever). */
   corsAllowedOrigins: AllowedOrigins | null;
 }
@@ -37,6 +41,11 @@ export interface Config {
 const MAX_BAN_SECONDS = 86_400;
 /** The limiter keeps one timestamp per recent 429 of a caller, up to this many. */
 const MAX_BAN_THRESHOLD = 10_000;
+/**
+ * The server's cap on all open connections (`SERVER_LIMITS.maxConnections` in http/server.ts,
+ * which sits above this file): a per-address cap beyond it would never bind.
+ */
+const MAX_CONNECTIONS = 1024;
 
 /**
  * Connections per instance: enough for the batched limiter and key lookups, group-committed
@@ -65,13 +74,14 @@ type Env = Readonly<Record<string, string | undefined>>;
  */
 export function loadConfig(env: Env): Config {
   const appEnv = oneOf(env, 'APP_ENV', APP_ENVS, 'development');
+  const port = integer(env, 'PORT', 0, 65_535, 8080);
   const databaseUrl = postgresUrl(env, 'DATABASE_URL');
   if (databaseUrl !== null && read(env, 'DATABASE_PATH') !== undefined) {
     // Either engine alone is a clear choice; both at once would leave one silently ignored.
     throw new ConfigError('DATABASE_URL', 'DATABASE_URL and DATABASE_PATH are both set; set DATABASE_URL for PostgreSQL or DATABASE_PATH for SQLite, not both');
   }
   return {
-    port: integer(env, 'PORT', 0, 65_535, 8080),
+    port,
     host: host(env, 'HOST', '127.0.0.1'),
     appEnv,
     databasePath: read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`,
@@ -82,9 +92,21 @@ export function loadConfig(env: Env): Config {
     trustProxy: boolean(env, 'TRUST_PROXY', false),
     rateLimitBanThreshold: integer(env, 'RATE_LIMIT_BAN_THRESHOLD', 1, MAX_BAN_THRESHOLD, 30),
     rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
+    maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', 1, MAX_CONNECTIONS, 64),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    metricsPort: metricsPort(env, port),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
   };
+}
+
+/** Unset: no metrics listener. 0, like PORT=0, takes any free port, so 0 for both is no clash. */
+function metricsPort(env: Env, port: number): number | null {
+  if (read(env, 'METRICS_PORT') === undefined) return null;
+  const value = integer(env, 'METRICS_PORT', 0, 65_535, 0);
+  if (value !== 0 && value === port) {
+    throw new ConfigError('METRICS_PORT', `METRICS_PORT must differ from PORT (the API's port), got ${got(String(value))}`);
+  }
+  return value;
 }
 
 function read(env: Env, name: string): string | undefined {
@@ -184,6 +206,7 @@ function allowedOrigins(env: Env, name: string): AllowedOrigins | null {
   const origins = raw.split(',').map((entry) => entry.trim());
   for (const origin of origins) {
     if (origin === '*') throw new ConfigError(name, `${name} must be * alone or a list of origins, not both, got ${got(raw)}`);
+    if (origin.length > MAX_ORIGIN_LENGTH) throw new ConfigError(name, `${name} must list origins of at most ${MAX_ORIGIN_LENGTH} characters, got ${got(origin)}`);
     const url = URL.parse(origin);
     const serialised = url !== null && (url.protocol === 'https:' || url.protocol === 'http:') ? url.origin : null;
     if (serialised === origin) continue;

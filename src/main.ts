@@ -3,11 +3,10 @@
  * when DATABASE_URL is set), listens, handles signals. Everything it wires together takes its
  * dependencies as arguments.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { openDatabase } from './storage/sqlite/database.ts';
+import { openDatabase, widerPermissions } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger } from './http/access-log.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
@@ -15,6 +14,10 @@ import { LIMITER_FLUSH_INTERVAL_MS } from './storage/sqlite/limiter-store.ts';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pet-creations.ts';
 import { createPostgresService, createService, type BaseService } from './service.ts';
 import { errorName } from './http/error-mapper.ts';
+import { createHttpServer } from './http/server.ts';
+import { createMetrics } from './ops/metrics.ts';
+import { createMetricsApp } from './ops/metrics-app.ts';
+import { startProcessProbe } from './ops/process-probe.ts';
 import { DriverMissingError } from './storage/postgres/driver.ts';
 import { connectPostgres, migratePostgres } from './storage/postgres/database.ts';
 import { DatabaseUnavailableError } from './storage/unavailable.ts';
@@ -45,6 +48,10 @@ process.on('uncaughtException', (error) => {
   process.exit(1);
 });
 
+// Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed.
+const processProbe = config.metricsPort === null ? null : startProcessProbe();
+const metrics = processProbe === null ? null : createMetrics(processProbe);
+
 /** A failure to start: one line on stderr, exit 1. */
 function fail(message: string): never {
   process.stderr.write(`${message}\n`);
@@ -54,11 +61,19 @@ function fail(message: string): never {
 /** The service over the configured engine, and what stopping it must do. */
 async function open(): Promise<{ service: BaseService; saveLimiterState(): void; close(): Promise<void> }> {
   if (config.databaseUrl === null) {
-    if (config.databasePath !== ':memory:') mkdirSync(dirname(config.databasePath), { recursive: true });
     // node:sqlite is synchronous: waiting on another process's write lock blocks every request, so
     // the server waits briefly and answers 503 rather than freezing (the keys command's writes take ms).
+    // A new folder and file are created private (0700, 0600); existing ones are left as they are,
+    // with one warning if other accounts can read them.
     const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
-    const service = createService({ config, db, clock: systemClock, logger });
+    const exposed = widerPermissions(config.databasePath);
+    if (exposed.length > 0) {
+      logger.event({
+        level: 'warn', event: 'database_permissions', found: exposed.join(', '),
+        message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
+      });
+    }
+    const service = createService({ config, db, clock: systemClock, logger, observer: metrics ?? undefined });
     return {
       service,
       // Limiter state lives in memory and is saved every second (the contract allows 5 s of lag),
@@ -77,7 +92,8 @@ async function open(): Promise<{ service: BaseService; saveLimiterState(): void;
     throw error;
   }
   // On PostgreSQL every token is taken in the database: there is no limiter state to save.
-  return { service: createPostgresService({ config, sql, clock: systemClock, logger }), saveLimiterState: () => {}, close: () => sql.end({ timeout: 5 }) };
+  const service = createPostgresService({ config, sql, clock: systemClock, logger, observer: metrics ?? undefined });
+  return { service, saveLimiterState: () => {}, close: () => sql.end({ timeout: 5 }) };
 }
 
 const engine = await open();
@@ -87,10 +103,13 @@ if (developmentKey) {
   process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
 }
 
+// Limiter state lives in memory and is saved every second (the contract allows 5 s of lag), so
+// no request waits on a database write; a restart resumes from the last save.
 const saveLimiterState = () => {
   try {
     engine.saveLimiterState();
   } catch (error) {
+    metrics?.databaseError();
     logger.event({ level: 'error', event: 'limiter_save_failed', error: errorName(error) });
   }
 };
@@ -102,9 +121,11 @@ limiterTimer.unref();
 // On PostgreSQL the same timer purges limiter rows idle for a day.
 const purge = () => {
   petCreations.purgeExpired().catch((error: unknown) => {
+    metrics?.databaseError();
     logger.event({ level: 'error', event: 'idempotency_purge_failed', error: errorName(error) });
   });
   engine.service.purgeIdle().catch((error: unknown) => {
+    metrics?.databaseError();
     logger.event({ level: 'error', event: 'limiter_purge_failed', error: errorName(error) });
   });
 };
@@ -112,16 +133,27 @@ const purgeTimer = setInterval(purge, IDEMPOTENCY_PURGE_INTERVAL_MS);
 purgeTimer.unref();
 setImmediate(purge);
 
-server.on('error', (error: Error & { code?: string }) => {
-  process.stderr.write(`cannot listen on ${config.host}:${config.port}: ${error.code ?? error.name}\n`);
-  process.exit(1);
-});
-server.listen(config.port, config.host, () => {
-  const { address, port } = server.address() as AddressInfo;
-  const host = address.includes(':') ? `[${address}]` : address;
-  logger.event({ level: 'info', event: 'listening', url: `http://${host}:${port}`, appEnv: config.appEnv, database: config.databaseUrl === null ? 'sqlite' : 'postgres' });
-  logger.flush();
-});
+/** Listens on HOST:port, logs `event` with the URL, then calls `then`; exits 1 if it cannot. */
+function listen(listener: Server, port: number, event: string, then: () => void = () => {}): void {
+  listener.on('error', (error: Error & { code?: string }) => {
+    process.stderr.write(`cannot listen on ${config.host}:${port}: ${error.code ?? error.name}\n`);
+    process.exit(1);
+  });
+  listener.listen(port, config.host, () => {
+    const { address, port: bound } = listener.address() as AddressInfo;
+    const host = address.includes(':') ? `[${address}]` : address;
+    logger.event({ level: 'info', event, url: `http://${host}:${bound}`, appEnv: config.appEnv, database: config.databaseUrl === null ? 'sqlite' : 'postgres' });
+    logger.flush();
+    then();
+  });
+}
+
+// The metrics listener (if any) is up before the API's: once "listening" is logged, both are.
+const metricsApp = metrics === null ? null : createMetricsApp({ metrics, log: (fields) => logger.event(fields) });
+const metricsServer = metricsApp === null ? null : createHttpServer(metricsApp, logger);
+const listenApi = () => listen(server, config.port, 'listening');
+if (metricsServer !== null && config.metricsPort !== null) listen(metricsServer, config.metricsPort, 'metrics_listening', listenApi);
+else listenApi();
 
 let stopping = false;
 function shutdown(signal: string): void {
@@ -131,6 +163,11 @@ function shutdown(signal: string): void {
   app.drain();
   server.close(() => void finish());
   server.closeIdleConnections();
+  // A scrape is answered synchronously, so only idle connections can be open: close them all.
+  metricsApp?.drain();
+  metricsServer?.close();
+  metricsServer?.closeAllConnections();
+  processProbe?.stop();
   // Requests still running after the grace period are cut so that the process can exit.
   setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
 }

@@ -19,12 +19,14 @@ import { createKeysStore, type SqliteKeysStore } from './storage/sqlite/keys-sto
 import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore } from './storage/sqlite/pets-store.ts';
-import { createPetCreations, type PetCreations } from './api/pet-creations.ts';
+import { createPetCreations, type CreationsObserver, type PetCreations } from './api/pet-creations.ts';
 import { createPetChanges } from './api/pet-changes.ts';
-import { createApp, type AppDeps, type RateLimiter } from './app.ts';
+import { createApp, type AppDeps, type PipelineObserver, type RateLimiter } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
-import { buildOpenApiDocument } from './api/openapi.ts';
+import { buildOpenApiDocument, serializeOpenApiDocument } from './api/openapi.ts';
+import { referencePageReply } from './api/docs/reference-page.ts';
+import { createCors } from './http/cors.ts';
 import type { KeysStore } from './storage/keys.ts';
 import type { PetsStore } from './storage/pets.ts';
 import type { PostgresSql } from './storage/postgres/driver.ts';
@@ -32,15 +34,15 @@ import { createPostgresKeysStore } from './storage/postgres/keys-store.ts';
 import { createPostgresPetsStore } from './storage/postgres/pets-store.ts';
 import { createPostgresLimiter, type PostgresLimiter } from './storage/postgres/limiter.ts';
 import { createHealthCheck } from './storage/postgres/health.ts';
-import { referencePageReply } from './api/docs/reference-page.ts';
-import { createCors } from './http/cors.ts';
 
 export type ServiceConfig = Pick<
   Config,
   'appEnv' | 'trustProxy' | 'rateLimitBanThreshold' | 'rateLimitBanSeconds' | 'publicBaseUrl' | 'stagingBaseUrl'
 > &
-  /** Absent means unset: no CORS header. */
-  Partial<Pick<Config, 'corsAllowedOrigins'>>;
+  // Optional so that the service can be built without them (tests, bench). An absent
+  // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
+  // server's default.
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
 
 interface CommonDeps {
   config: ServiceConfig;
@@ -48,14 +50,18 @@ interface CommonDeps {
   logger: Logger;
   /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
   overrides?: Partial<AppDeps>;
+  /** Smaller timeouts and caps for tests; they win over the configuration. */
   server?: ServerOptions;
   /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
+  /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
+  observer?: PipelineObserver & CreationsObserver;
 }
 
 export interface ServiceDeps extends CommonDeps {
   db: DatabaseSync;
-  maxLimiterCallers?: number;
+  /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
+  maxAnonymousCallers?: number;
 }
 
 export interface PostgresServiceDeps extends CommonDeps {
@@ -93,28 +99,30 @@ export interface PostgresService extends BaseService {
 const LIMITER_PURGE_CHUNK = 1000;
 
 /** Builds the SQLite service; the limiter's saved state is loaded before the first request. */
-export function createService({ config, db, clock, logger, overrides = {}, server, maxLimiterCallers, groupCommit = true }: ServiceDeps): Service {
+export function createService({ db, maxAnonymousCallers, ...common }: ServiceDeps): Service {
+  const { config, clock } = common;
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
   const limiter = createLimiter({
     clock,
     banThreshold: config.rateLimitBanThreshold,
     banSeconds: config.rateLimitBanSeconds,
-    ...(maxLimiterCallers !== undefined ? { maxCallers: maxLimiterCallers } : {}),
+    ...(maxAnonymousCallers !== undefined ? { maxAnonymousCallers } : {}),
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
-  const assembled = assemble({ config, clock, logger, overrides, server, groupCommit }, { keys, pets, limiter });
+  const assembled = assemble(common, { keys, pets, limiter });
   return { ...assembled, keys, pets, limiter, limiterPersistence, purgeIdle: async () => {} };
 }
 
 /** Builds the PostgreSQL service over a pool on a migrated database. */
-export function createPostgresService({ config, sql, clock, logger, overrides = {}, server, groupCommit = true }: PostgresServiceDeps): PostgresService {
+export function createPostgresService({ sql, ...common }: PostgresServiceDeps): PostgresService {
+  const { config, clock } = common;
   const keys = createPostgresKeysStore(sql, { appEnv: config.appEnv });
   const pets = createPostgresPetsStore(sql);
   const limiter = createPostgresLimiter({ sql, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds });
   const health = createHealthCheck(sql, clock);
-  const assembled = assemble({ config, clock, logger, overrides: { health, ...overrides }, server, groupCommit }, { keys, pets, limiter });
+  const assembled = assemble({ ...common, overrides: { health, ...common.overrides } }, { keys, pets, limiter });
   return {
     ...assembled, keys, pets, limiter,
     async purgeIdle() {
@@ -123,17 +131,19 @@ export function createPostgresService({ config, sql, clock, logger, overrides = 
   };
 }
 
+/** The app and its server over either engine's stores. */
 function assemble(
-  { config, clock, logger, overrides = {}, server, groupCommit = true }: CommonDeps,
+  { config, clock, logger, overrides = {}, server, groupCommit = true, observer }: CommonDeps,
   { keys, pets, limiter }: { keys: KeysStore; pets: PetsStore; limiter: RateLimiter },
 ) {
-  const document = buildOpenApiDocument({ publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
-  const openapi = JSON.stringify(document);
+  const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
+  const openapi = serializeOpenApiDocument(document);
   // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
   const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
   // Over the overriding store when a test injects one, so its faults reach the create path.
-  const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit });
+  const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
+  const cors = createCors(config.corsAllowedOrigins ?? null);
   const app = createApp({
     clock,
     logger,
@@ -144,9 +154,17 @@ function assemble(
     changePet,
     trustProxy: config.trustProxy,
     openapi,
+    observer,
     docs,
-    cors: createCors(config.corsAllowedOrigins ?? null),
+    cors,
     ...overrides,
   });
-  return { app, server: createHttpServer(app, logger, server), openapi: overrides.openapi ?? openapi, petCreations };
+  // With `*`, even the answers the HTTP server writes before the app runs are readable by a page.
+  const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
+  return {
+    app,
+    server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }),
+    openapi: overrides.openapi ?? openapi,
+    petCreations,
+  };
 }

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { errorBody, startTestServer, type TestServer } from './support/test-server.ts';
 import type { AllowedOrigins } from '../src/http/cors.ts';
+import { rawRequest } from './support/raw-http.ts';
 
 const SHOP = 'https://shop.example';
 const EXPOSED =
@@ -183,4 +184,19 @@ test('preflights are logged like every request, without a key id', async (t) => 
   await server.close();
   const line = server.logs.map((text) => JSON.parse(text)).find((entry) => entry.method === 'OPTIONS');
   assert.deepEqual([line.path, line.status, line.keyId], ['/v1/pets', 204, null]);
+});
+
+test('with *, even an answer the HTTP server writes itself (431) is readable; with a list of origins it is not', async (t) => {
+  const tooLarge = `GET /v1/pets HTTP/1.1\r\nHost: x\r\nOrigin: ${SHOP}\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`;
+  const any = await withCors(t, '*');
+  const readable = await rawRequest(any.url, tooLarge);
+  assert.equal(readable.status, 431);
+  assert.equal(readable.headers['access-control-allow-origin'], '*');
+  assert.equal(readable.headers['access-control-expose-headers'], EXPOSED);
+  assert.equal(readable.headers.vary, 'Origin');
+  // The Origin of a request Node could not read is unknown, so a list of origins cannot answer it.
+  const listed = await withCors(t);
+  const unreadable = await rawRequest(listed.url, tooLarge);
+  assert.equal(unreadable.status, 431);
+  assert.deepEqual(Object.keys(unreadable.headers).filter((name) => name.startsWith('access-control-') || name === 'vary'), []);
 });

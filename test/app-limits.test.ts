@@ -76,15 +76,69 @@ test('every /v1 response carries the limit headers, whatever its status', async 
   for (const header of LIMIT_HEADERS) assert.ok(gone.headers.has(header), `${header} on 410`);
 });
 
-test('/healthz and paths outside /v1 are not rate limited', async (t) => {
+test('GET /healthz is never rate limited, even for an address that is refused everywhere else', async (t) => {
   const server = await startTestServer(t);
-  for (const path of ['/healthz', '/elsewhere']) {
-    const response = await server.request(path, { key: null });
-    for (const header of LIMIT_HEADERS) assert.equal(response.headers.has(header), false, `${header} on ${path}`);
+  for (const method of ['GET', 'HEAD']) {
+    const response = await server.request('/healthz', { key: null, method });
+    for (const header of LIMIT_HEADERS) assert.equal(response.headers.has(header), false, `${header} on ${method} /healthz`);
   }
   await exhaust(server, null, 60);
   assert.equal((await server.request('/v1/pets', { key: null })).status, 429);
+  assert.equal((await server.request('/elsewhere', { key: null })).status, 429);
   assert.equal((await server.request('/healthz', { key: null })).status, 200);
+  // GET /docs (another branch serves the page) is exempt by its path.
+  const docs = await server.request('/docs', { key: null });
+  assert.notEqual(docs.status, 429);
+  for (const header of LIMIT_HEADERS) assert.equal(docs.headers.has(header), false, `${header} on GET /docs`);
+});
+
+test('paths outside /v1 are limited per address like keyless /v1 requests, and their 404 carries the limit headers (issue #15)', async (t) => {
+  // They used to be free: 100 requests with a 15,000-character path cost nothing and added 1.5 MB to the log.
+  const server = await startTestServer(t);
+  const first = await server.request('/elsewhere', { key: null });
+  assert.equal(first.status, 404);
+  assert.equal((await errorBody(first)).code, 'not_found');
+  for (const header of LIMIT_HEADERS) assert.ok(first.headers.has(header), `${header} on a 404 outside /v1`);
+  assert.equal(first.headers.get('x-ratelimit-limit'), '60');
+  assert.equal(first.headers.get('x-ratelimit-remaining'), '59');
+  // The same bucket as the address's keyless /v1 requests, whatever key is sent.
+  const api = await server.request('/v1/pets', { key: null });
+  assert.equal(api.headers.get('x-ratelimit-remaining'), '58');
+  const withKey = await server.request('/', { key: server.key });
+  assert.equal(withKey.status, 404);
+  assert.equal(withKey.headers.get('x-ratelimit-remaining'), '57', 'outside /v1 the address is the caller, not the key');
+  const post = await server.request('/healthz', { key: null, method: 'POST' });
+  assert.equal(post.status, 405);
+  assert.equal(post.headers.get('x-ratelimit-remaining'), '56', 'only GET and HEAD of /healthz are free');
+  for (let i = 0; i < 56; i++) assert.equal((await server.request(`/junk/${i}`, { key: null })).status, 404);
+  const refused = await server.request('/junk', { key: null });
+  assert.equal(refused.status, 429);
+  assert.equal((await errorBody(refused)).code, 'rate_limited');
+  assert.equal(refused.headers.get('retry-after'), '1');
+  assert.equal((await server.request('/v1/pets', { key: null })).status, 429);
+});
+
+test('a 15,000-character path outside /v1 is limited, and its log line holds at most 256 characters of it (issue #15)', async (t) => {
+  const server = await startTestServer(t);
+  const path = `/${'x'.repeat(14_999)}`;
+  const before = server.logs.length;
+  const statuses: number[] = [];
+  for (let i = 0; i < 100; i++) {
+    const response = await server.request(path, { key: null });
+    statuses.push(response.status);
+    await response.body?.cancel();
+  }
+  assert.deepEqual(statuses, [...new Array<number>(60).fill(404), ...new Array<number>(40).fill(429)]);
+  await server.close();
+  const lines = server.logs.slice(before).filter((line) => line.includes('"path"'));
+  assert.equal(lines.length, 100);
+  for (const line of lines) {
+    const logged = JSON.parse(line).path as string;
+    assert.equal(logged.length, 256);
+    assert.ok(logged.endsWith('...[cut from 15000 characters]'), logged.slice(-40));
+  }
+  const bytes = lines.reduce((sum, line) => sum + line.length + 1, 0);
+  assert.ok(bytes < 100 * 512, `100 lines took ${bytes} bytes of log`);
 });
 
 test('callers without a valid key are limited per address at the free numbers, before authentication', async (t) => {

@@ -29,7 +29,9 @@ test('an empty environment gives every default of the contract', () => {
     trustProxy: false,
     rateLimitBanThreshold: 30,
     rateLimitBanSeconds: 900,
+    maxConnectionsPerAddress: 64,
     logLevel: 'info',
+    metricsPort: null,
     corsAllowedOrigins: null,
   });
 });
@@ -58,6 +60,22 @@ test('PORT error message quotes the value', () => {
 
 test('a value with a newline still gives a one-line message', () => {
   assertRefused({ PORT: '80\n81' }, 'PORT');
+});
+
+test('METRICS_PORT: unset or empty is no metrics listener; a port is taken as PORT is', () => {
+  assert.equal(loadConfig({}).metricsPort, null);
+  assert.equal(loadConfig({ METRICS_PORT: '' }).metricsPort, null);
+  assert.equal(loadConfig({ METRICS_PORT: '9464' }).metricsPort, 9464);
+  assert.equal(loadConfig({ METRICS_PORT: '08080', PORT: '3000' }).metricsPort, 8080);
+  // 0 is any free port, as for PORT, so two zeros cannot clash.
+  assert.equal(loadConfig({ METRICS_PORT: '0', PORT: '0' }).metricsPort, 0);
+});
+
+test('METRICS_PORT refuses anything but digits in range, and the API\'s own port', () => {
+  for (const value of ['abc', '65536', '-1', ' 9464', '9464.0']) assertRefused({ METRICS_PORT: value }, 'METRICS_PORT');
+  assertRefused({ METRICS_PORT: '8080' }, 'METRICS_PORT');
+  assertRefused({ METRICS_PORT: '3000', PORT: '3000' }, 'METRICS_PORT');
+  assertRefused({ METRICS_PORT: '03000', PORT: '3000' }, 'METRICS_PORT');
 });
 
 test('HOST accepts IPv4, IPv6 and host names', () => {
@@ -153,11 +171,27 @@ test('RATE_LIMIT_BAN_SECONDS is a positive integer no longer than the 24 h cap',
   }
 });
 
+test('MAX_CONNECTIONS_PER_ADDRESS is an integer from 1 to the server\'s 1024 connections, default 64 (issue #15)', () => {
+  assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '32' }).maxConnectionsPerAddress, 32);
+  assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '1' }).maxConnectionsPerAddress, 1);
+  assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '1024' }).maxConnectionsPerAddress, 1024);
+  for (const value of ['0', '1025', '-1', '6.4', 'many']) {
+    assertRefused({ MAX_CONNECTIONS_PER_ADDRESS: value }, 'MAX_CONNECTIONS_PER_ADDRESS');
+  }
+});
+
 test('LOG_LEVEL is one of the five levels', () => {
   for (const value of ['debug', 'info', 'warn', 'error', 'silent'] as const) {
     assert.equal(loadConfig({ LOG_LEVEL: value }).logLevel, value);
   }
   for (const value of ['warning', 'INFO', 'trace']) assertRefused({ LOG_LEVEL: value }, 'LOG_LEVEL');
+});
+
+test('CORS_ALLOWED_ORIGINS refuses an origin longer than any DNS name allows (the document bounds the header by it)', () => {
+  const longest = `https://${'a'.repeat(61)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(63)}:65535`;
+  assert.equal(longest.length, 8 + 253 + 6);
+  assert.deepEqual(loadConfig({ CORS_ALLOWED_ORIGINS: longest }).corsAllowedOrigins, [longest]);
+  assertRefused({ CORS_ALLOWED_ORIGINS: `https://${'a'.repeat(62)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(63)}:65535` }, 'CORS_ALLOWED_ORIGINS');
 });
 
 test('CORS_ALLOWED_ORIGINS is unset (null), * or a list of exact origins', () => {

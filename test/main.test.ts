@@ -1,37 +1,12 @@
 /** The process edge, run for real as a child process: start, first key, signals, bad config. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
-
-const MAIN = new URL('../src/main.ts', import.meta.url).pathname;
-
-function tempDir(t: { after(fn: () => void): void }): string {
-  const dir = mkdtempSync(join(tmpdir(), 'pets-main-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** Starts src/main.ts and resolves once it has logged the address it listens on. */
-async function startMain(env: Record<string, string>) {
-  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.setEncoding('utf8').on('data', (text: string) => {
-      stdout += text;
-      const match = /"event":"listening","url":"([^"]+)"/.exec(stdout);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
-  });
-  return { child, url, output: () => ({ stdout, stderr }) };
-}
+import { MAIN, startMain, tempDir } from './support/main-process.ts';
 
 test('a first development start creates one free key, prints it once on stderr, and it works', async (t) => {
   const dir = tempDir(t);
@@ -102,13 +77,78 @@ test('SIGTERM lets a request in flight finish, saves limiter state and exits 0',
 });
 
 test('an invalid variable stops the server with one line naming it and exit code 1', () => {
-  for (const [name, value] of [['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['CORS_ALLOWED_ORIGINS', 'https://shop.example/']] as const) {
+  const invalid = [
+    ['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['CORS_ALLOWED_ORIGINS', 'https://shop.example/'],
+    ['METRICS_PORT', 'x'], ['METRICS_PORT', '8080'], ['MAX_CONNECTIONS_PER_ADDRESS', '0'],
+  ] as const;
+  for (const [name, value] of invalid) {
     const result = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', [name]: value, DATABASE_PATH: ':memory:' }, encoding: 'utf8', timeout: 10_000 });
     assert.equal(result.status, 1, name);
     const lines = result.stderr.trim().split('\n');
     assert.equal(lines.length, 1, result.stderr);
     assert.match(lines[0]!, new RegExp(name));
   }
+});
+
+test('the server creates the database folder 0700 and its files 0600; a start on wider modes logs one warning (issue #15)', async (t) => {
+  const previous = process.umask(0o022); // the child inherits it: what a default shell gives
+  t.after(() => process.umask(previous));
+  const dir = tempDir(t);
+  const folder = join(dir, 'state');
+  const path = join(folder, 'prod.db');
+  const modeOf = (file: string) => (statSync(file).mode & 0o777).toString(8);
+  const first = await startMain({ APP_ENV: 'production', DATABASE_PATH: path });
+  t.after(() => first.child.kill('SIGKILL')); // if an assertion fails before the SIGTERM below
+  assert.equal(modeOf(folder), '700');
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) assert.equal(modeOf(file), '600', file);
+  first.child.kill('SIGTERM');
+  await once(first.child, 'exit');
+  assert.doesNotMatch(first.output().stdout, /database_permissions/);
+
+  chmodSync(folder, 0o755);
+  chmodSync(path, 0o644);
+  const second = await startMain({ APP_ENV: 'production', DATABASE_PATH: path });
+  t.after(() => second.child.kill('SIGKILL'));
+  second.child.kill('SIGTERM');
+  await once(second.child, 'exit');
+  const warnings = second.output().stdout.split('\n').filter((line) => line.includes('database_permissions'));
+  assert.equal(warnings.length, 1, second.output().stdout);
+  const warning = JSON.parse(warnings[0]!);
+  assert.equal(warning.level, 'warn');
+  assert.match(warning.found, new RegExp(`${folder} 0755`));
+  assert.match(warning.found, new RegExp(`${path} 0644`));
+});
+
+test('METRICS_PORT starts a second listener on HOST serving GET /metrics only; the API port does not serve it', async (t) => {
+  const dir = tempDir(t);
+  const server = await startMain({ APP_ENV: 'development', DATABASE_PATH: join(dir, 'dev.db'), METRICS_PORT: '0' });
+  const metricsUrl = /"event":"metrics_listening","url":"([^"]+)"/.exec(server.output().stdout)?.[1];
+  assert.ok(metricsUrl, 'the metrics listener is up before the API logs "listening"');
+  assert.match(metricsUrl!, /^http:\/\/127\.0\.0\.1:\d+$/);
+  assert.notEqual(metricsUrl, server.url);
+  const key = /(pk_test_[A-Za-z0-9_-]+)/.exec(server.output().stderr)![1]!;
+  assert.equal((await fetch(`${server.url}/v1/pets`, { headers: { authorization: `Bearer ${key}` } })).status, 200);
+  assert.equal((await fetch(`${server.url}/metrics`)).status, 404, 'not on the API port');
+
+  const scrape = await fetch(`${metricsUrl}/metrics`);
+  assert.equal(scrape.status, 200);
+  assert.equal(scrape.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
+  const text = await scrape.text();
+  assert.match(text, /^http_requests_total\{method="GET",route="\/v1\/pets",status="200"\} 1$/m);
+  assert.match(text, /^http_requests_total\{method="GET",route="other",status="404"\} 1$/m);
+  assert.match(text, /^process_start_time_seconds \d+(\.\d+)?$/m);
+  assert.equal((await fetch(`${metricsUrl}/v1/pets`)).status, 404);
+
+  server.child.kill('SIGTERM');
+  assert.deepEqual(await once(server.child, 'exit'), [0, null]);
+});
+
+test('without METRICS_PORT there is no metrics listener', async (t) => {
+  const dir = tempDir(t);
+  const server = await startMain({ APP_ENV: 'development', DATABASE_PATH: join(dir, 'dev.db') });
+  server.child.kill('SIGTERM');
+  await once(server.child, 'exit');
+  assert.doesNotMatch(server.output().stdout, /metrics_listening/);
 });
 
 test('CORS_ALLOWED_ORIGINS reaches the server: an allowed origin may read, another may not', async (t) => {

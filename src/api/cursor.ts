@@ -3,9 +3,9 @@
  * so it combines with any `limit` and `status`. Opaque to clients, not secret.
  */
 import { ApiError } from '../http/api-error.ts';
+import { INT64_MAX } from './schemas.ts';
 
 const DECODED = /^after:(0|[1-9][0-9]{0,18})$/;
-const INT64_MAX = 2n ** 63n - 1n;
 
 /** Encodes "the page after `id`". */
 export function encodeCursor(afterId: number | bigint): string {

@@ -7,9 +7,11 @@
  * The schemas of schemas.ts are already JSON Schema 2020-12, which OpenAPI 3.1 uses as is; the
  * one convention of ours (int64 values arrive as bigints) is invisible on the wire.
  */
+import type { AppEnv } from '../config.ts';
 import { ERROR_STATUS, type ErrorCode } from '../http/api-error.ts';
 import { COMMON_HEADERS } from '../http/reply.ts';
 import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../http/identify.ts';
+import { EXPOSED_HEADERS, MAX_ORIGIN_LENGTH } from '../http/cors.ts';
 import { CLIENT_REQUEST_ID } from '../http/identify.ts';
 import { DEPRECATION_HEADERS, SUNSET_MS } from './pets-operations.ts';
 import {
@@ -20,6 +22,7 @@ import {
   newPetSchema,
   petPatchSchema,
   petSchema,
+  petsPageSchema,
   petStatusSchema,
   type IntegerSchema,
   type ObjectSchema,
@@ -29,6 +32,8 @@ import {
 } from './schemas.ts';
 
 export interface OpenApiOptions {
+  /** The environment of the server serving the document: it lists that environment's address only. */
+  appEnv: AppEnv;
   /** `PUBLIC_BASE_URL` (ends in `/v1`), or null when not configured. */
   publicBaseUrl: string | null;
   /** `STAGING_BASE_URL` (ends in `/v1`), or null when not configured. */
@@ -41,7 +46,7 @@ export type JsonObject = { [key: string]: unknown };
 export interface OpenApiDocument extends JsonObject {
   openapi: string;
   info: JsonObject & { title: string; version: string };
-  servers: { url: string; description: string }[];
+  servers: { url: string; description: string; 'x-internal': boolean }[];
   paths: Record<string, Record<string, JsonObject>>;
   components: Record<string, Record<string, JsonObject>>;
 }
@@ -50,6 +55,20 @@ export interface OpenApiDocument extends JsonObject {
 export const API_VERSION = '1.0.0';
 
 const ref = (kind: 'schemas' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+
+/**
+ * `JSON.rawJSON` (ES2025, in Node 24, not yet in TypeScript's lib): JSON.stringify writes its
+ * digits as they are, so an int64 bound such as 9223372036854775807 is exact in the document.
+ */
+const rawJson = (JSON as unknown as { rawJSON(text: string): object }).rawJSON;
+
+/**
+ * The document as served. Its int64 bounds are bigints (exact, and plain data for the /docs page
+ * and structuredClone), which JSON.stringify alone refuses: they are written as their digits.
+ */
+export function serializeOpenApiDocument(document: OpenApiDocument): string {
+  return JSON.stringify(document, (_key, value: unknown) => (typeof value === 'bigint' ? rawJson(String(value)) : value));
+}
 
 // --- Schemas ----------------------------------------------------------------------------------
 
@@ -102,13 +121,22 @@ function parameter(source: Parameter): JsonObject {
 
 const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
 
+/**
+ * An upper bound of an error message, in characters. Messages are short except those that name
+ * every bad field of a request: each unknown body property or query parameter is named, so a
+ * request of 16 KiB of two-character names provokes the longest (about 11 characters of message
+ * per byte of query, 5 per byte of body: under 200,000). test/api/openapi-bounds.test.ts sends
+ * those requests.
+ */
+export const MAX_ERROR_MESSAGE_LENGTH = 262_144;
+
 const errorSchema = {
   type: 'object',
   description: 'Every error body: exactly these three properties.',
   properties: {
     code: { type: 'string', description: 'Machine-readable and permanent.', enum: ERROR_CODES },
-    message: { type: 'string', description: 'For people; may change.' },
-    status: { type: 'integer', description: 'The HTTP status of the response.', minimum: 400, maximum: 599 },
+    message: { type: 'string', description: 'For people; may change. It names every bad field of the request.', maxLength: MAX_ERROR_MESSAGE_LENGTH },
+    status: { type: 'integer', format: 'int32', description: 'The HTTP status of the response.', minimum: 400, maximum: 599 },
   },
   required: ['code', 'message', 'status'],
   additionalProperties: false,
@@ -116,14 +144,31 @@ const errorSchema = {
 
 // --- Headers ----------------------------------------------------------------------------------
 
-const integerHeader = (description: string, minimum: number) => ({ description, required: true, schema: { type: 'integer', minimum } });
+/** An integer header; every one fits the bounds of its format. */
+const integerHeader = (description: string, format: 'int32' | 'int64', minimum: number, maximum: number) => ({
+  description,
+  required: true,
+  schema: { type: 'integer', format, minimum, maximum },
+});
+
+/**
+ * A key's numbers are positive safe integers (the keys command refuses larger ones, the limiter
+ * throws on them), and so is every count of tokens.
+ */
+const MAX_TOKENS = Number.MAX_SAFE_INTEGER;
+/** Retry-After is at most a day: a ban lasts at most 24 h, and one token of any bucket refills within its window. */
+const MAX_RETRY_AFTER_SECONDS = 86_400;
+/** Reset is a Unix time in seconds; 9999-12-31T23:59:59Z bounds any clock this service will run on. */
+const MAX_UNIX_SECONDS = 253_402_300_799;
+/** A rate-limit header of both buckets: two 16-digit counts and two short times, about 70 characters. */
+const MAX_RATE_HEADER_LENGTH = 128;
 
 /** Response headers, each described once; responses refer to them. */
 const HEADERS = {
   'X-Request-Id': {
     description: "The client's X-Request-Id when it is 1 to 128 of `A-Z a-z 0-9 . _ : -`, else a generated one. On every response.",
     required: true,
-    schema: { type: 'string', pattern: CLIENT_REQUEST_ID.source },
+    schema: { type: 'string', maxLength: 128, pattern: CLIENT_REQUEST_ID.source },
   },
   'Cache-Control': { description: 'On every response.', required: true, schema: { type: 'string', enum: [COMMON_HEADERS['Cache-Control']] } },
   'X-Content-Type-Options': {
@@ -131,20 +176,20 @@ const HEADERS = {
     required: true,
     schema: { type: 'string', enum: [COMMON_HEADERS['X-Content-Type-Options']] },
   },
-  'X-RateLimit-Limit': integerHeader('Capacity of the binding bucket (the one with the fewest tokens left; the minute bucket on a tie).', 1),
-  'X-RateLimit-Remaining': integerHeader('Whole tokens left in the binding bucket after this request.', 0),
-  'X-RateLimit-Reset': integerHeader('Unix time in seconds (rounded up) at which the binding bucket is full again.', 0),
+  'X-RateLimit-Limit': integerHeader('Capacity of the binding bucket (the one with the fewest tokens left; the minute bucket on a tie).', 'int64', 1, MAX_TOKENS),
+  'X-RateLimit-Remaining': integerHeader('Whole tokens left in the binding bucket after this request.', 'int64', 0, MAX_TOKENS),
+  'X-RateLimit-Reset': integerHeader('Unix time in seconds (rounded up) at which the binding bucket is full again.', 'int64', 0, MAX_UNIX_SECONDS),
   'RateLimit-Policy': {
     description: 'Both buckets (draft-ietf-httpapi-ratelimit-headers): quota `q` per window `w` seconds.',
     required: true,
-    schema: { type: 'string', pattern: '^"minute";q=[0-9]+;w=60, "day";q=[0-9]+;w=86400$' },
+    schema: { type: 'string', maxLength: MAX_RATE_HEADER_LENGTH, pattern: '^"minute";q=[0-9]+;w=60, "day";q=[0-9]+;w=86400$' },
   },
   RateLimit: {
     description: 'Both buckets (draft-ietf-httpapi-ratelimit-headers): `r` tokens left, `t` seconds until the bucket is full.',
     required: true,
-    schema: { type: 'string', pattern: '^"minute";r=[0-9]+;t=[0-9]+, "day";r=[0-9]+;t=[0-9]+$' },
+    schema: { type: 'string', maxLength: MAX_RATE_HEADER_LENGTH, pattern: '^"minute";r=[0-9]+;t=[0-9]+, "day";r=[0-9]+;t=[0-9]+$' },
   },
-  'Retry-After': integerHeader('Whole seconds (at least 1) until a request would be accepted.', 1),
+  'Retry-After': integerHeader('Whole seconds (at least 1) until a request would be accepted.', 'int32', 1, MAX_RETRY_AFTER_SECONDS),
   'WWW-Authenticate': {
     description: 'The Bearer challenge; `error="invalid_token"` when a key was sent but is not valid.',
     required: true,
@@ -153,12 +198,12 @@ const HEADERS = {
   Allow: {
     description: 'The methods of this path (`GET, HEAD, PATCH, DELETE` on a pet); HEAD wherever GET.',
     required: true,
-    schema: { type: 'string', pattern: '^[A-Z]+(, [A-Z]+)*$' },
+    schema: { type: 'string', maxLength: 64, pattern: '^[A-Z]+(, [A-Z]+)*$' },
   },
   NextLink: {
     description: 'RFC 8288 `Link` to the next page, carrying the effective `limit`, the `status` filter and a `cursor`. Absent on the last page.',
     required: false,
-    schema: { type: 'string', pattern: '^</v1/pets\\?[^>]*cursor=[A-Za-z0-9_-]+[^>]*>; rel="next"$' },
+    schema: { type: 'string', maxLength: 256, pattern: '^</v1/pets\\?[^>]*cursor=[A-Za-z0-9_-]+[^>]*>; rel="next"$' },
   },
   ETag: {
     description:
@@ -170,7 +215,8 @@ const HEADERS = {
   Location: {
     description: 'The created pet.',
     required: true,
-    schema: { type: 'string', pattern: '^/v1/pets/[1-9][0-9]*$' },
+    // `/v1/pets/` and at most 19 digits.
+    schema: { type: 'string', maxLength: 28, pattern: '^/v1/pets/[1-9][0-9]*$' },
   },
   'Idempotent-Replayed': {
     description: 'Present when this is the stored first response to the same `Idempotency-Key` and body.',
@@ -192,6 +238,24 @@ const HEADERS = {
     required: true,
     schema: { type: 'string', enum: [DEPRECATION_HEADERS.Link] },
   },
+  // CORS (CONTRACT.md, "Browsers"): only with CORS_ALLOWED_ORIGINS set, hence never required.
+  'Access-Control-Allow-Origin': {
+    description:
+      "The request's `Origin` when CORS_ALLOWED_ORIGINS allows it, or `*` when that setting is `*`; then a page of that origin may read the answer. " +
+      'On the answers the HTTP server writes itself (408, 431, a malformed request, too many connections) only with `*`.',
+    required: false,
+    schema: { type: 'string', maxLength: MAX_ORIGIN_LENGTH, pattern: '^(\\*|https?://[^/]+)$' },
+  },
+  'Access-Control-Expose-Headers': {
+    description: 'With `Access-Control-Allow-Origin`: the response headers a page may read.',
+    required: false,
+    schema: { type: 'string', enum: [EXPOSED_HEADERS.join(', ')] },
+  },
+  Vary: {
+    description: 'With CORS_ALLOWED_ORIGINS set: the answer depends on the `Origin` request header.',
+    required: false,
+    schema: { type: 'string', enum: ['Origin'] },
+  },
 } as const;
 
 type HeaderName = keyof typeof HEADERS;
@@ -208,7 +272,7 @@ type HeaderUse = HeaderName | { optional: HeaderName };
  */
 function headers(uses: readonly HeaderUse[]): JsonObject {
   const described: JsonObject = {};
-  for (const use of uses) {
+  for (const use of [...uses, ...CORS]) {
     const name = typeof use === 'string' ? use : use.optional;
     const header = HEADERS[name];
     described[WIRE_NAME[name] ?? name] = typeof use !== 'string' ? { ...header, required: false } : header.required ? ref('headers', name) : header;
@@ -223,6 +287,8 @@ const EVERY: readonly HeaderName[] = ['X-Request-Id', 'Cache-Control', 'X-Conten
 /** On every response of a `/v1` request once the caller is limited (CONTRACT.md, "Rate limits"). */
 const RATE: readonly HeaderName[] = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit'];
 const DEPRECATION: readonly HeaderName[] = ['Deprecation', 'Sunset', 'SuccessorLink'];
+/** On any response, every one of them declared, when CORS_ALLOWED_ORIGINS is set. */
+const CORS: readonly HeaderName[] = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
 
 // --- Responses --------------------------------------------------------------------------------
 
@@ -232,19 +298,20 @@ const json = (schema: JsonObject) => ({ 'application/json': { schema } });
  * An error response: the Error schema, narrowed to the codes this response can carry. A code
  * with another status is a programmer error, thrown at start.
  */
-function errorResponse(status: number, description: string, codes: readonly ErrorCode[], uses: readonly HeaderUse[]): JsonObject {
+function errorResponse(status: number | readonly number[], description: string, codes: readonly ErrorCode[], uses: readonly HeaderUse[]): JsonObject {
+  const statuses = typeof status === 'number' ? [status] : status;
   for (const code of codes) {
-    if (ERROR_STATUS[code] !== status) throw new Error(`error code ${code} is not a ${status}`);
+    if (!statuses.includes(ERROR_STATUS[code])) throw new Error(`error code ${code} is not a ${statuses.join(' or ')}`);
   }
+  // The Error schema bounds `status` already; this narrows it to the codes of each status.
+  const narrowing = (one: number) => ({
+    type: 'object',
+    properties: { code: { type: 'string', enum: codes.filter((code) => ERROR_STATUS[code] === one) }, status: { const: one } },
+  });
   return {
     description: `${description} Codes: ${codes.map((code) => `\`${code}\``).join(', ')}.`,
     headers: headers(uses),
-    content: json({
-      allOf: [
-        ref('schemas', 'Error'),
-        { type: 'object', properties: { code: { type: 'string', enum: [...codes] }, status: { type: 'integer', const: status } } },
-      ],
-    }),
+    content: json({ allOf: [ref('schemas', 'Error'), statuses.length === 1 ? narrowing(statuses[0]!) : { oneOf: statuses.map(narrowing) }] }),
   };
 }
 
@@ -286,7 +353,13 @@ const SHARED_RESPONSES = {
       'Allow',
     ]),
   ],
-  RequestTimeout: [408, errorResponse(408, 'The request did not arrive in time; the connection is closed.', codesOf(408), EVERY)],
+  // Written by the HTTP server itself before the request reaches the limiter, so without the
+  // rate-limit headers that every response of the API carries: `default`, the responses no
+  // operation lists, rather than a 4XX that would promise them.
+  AnsweredByServer: [
+    'default',
+    errorResponse([408, 431], 'The HTTP server answered before the request reached the API: it did not arrive in time (408), or its headers are larger than 16 KiB (431). The connection is closed.', [...codesOf(408), ...codesOf(431)], EVERY),
+  ],
   TooManyRequests: [
     429,
     errorResponse(
@@ -296,11 +369,10 @@ const SHARED_RESPONSES = {
       [...EVERY, ...RATE, 'Retry-After'],
     ),
   ],
-  HeadersTooLarge: [431, errorResponse(431, 'The request headers are larger than 16 KiB; the connection is closed.', codesOf(431), EVERY)],
   InternalError: [500, internalError()],
   NotImplemented: [501, errorResponse(501, 'This operation is not available in this version.', codesOf(501), [...EVERY, ...RATE])],
   Unavailable: [503, unavailable()],
-} as const satisfies Record<string, readonly [number, JsonObject]>;
+} as const satisfies Record<string, readonly [number | 'default', JsonObject]>;
 
 type SharedResponse = keyof typeof SHARED_RESPONSES;
 
@@ -310,7 +382,7 @@ function shared(...names: SharedResponse[]): JsonObject {
 }
 
 /** What every API operation can answer whatever it does. */
-const EVERY_OPERATION: SharedResponse[] = ['Unauthorized', 'RequestTimeout', 'TooManyRequests', 'HeadersTooLarge', 'InternalError', 'Unavailable'];
+const EVERY_OPERATION: SharedResponse[] = ['Unauthorized', 'TooManyRequests', 'AnsweredByServer', 'InternalError', 'Unavailable'];
 
 const SUNSET = new Date(SUNSET_MS);
 
@@ -322,16 +394,25 @@ const petChangeRefusals = {
 
 // --- The document -----------------------------------------------------------------------------
 
-/** Lists the configured base addresses; with none, the base path of the server serving the document. */
-function servers({ publicBaseUrl, stagingBaseUrl }: OpenApiOptions): OpenApiDocument['servers'] {
-  const list: OpenApiDocument['servers'] = [];
-  if (publicBaseUrl !== null) list.push({ url: publicBaseUrl, description: 'Production' });
-  if (stagingBaseUrl !== null) list.push({ url: stagingBaseUrl, description: 'Staging' });
-  if (list.length === 0) list.push({ url: '/v1', description: 'This server (no PUBLIC_BASE_URL or STAGING_BASE_URL configured)' });
-  return list;
+/**
+ * The server's own base address only (issue #15): production lists `PUBLIC_BASE_URL`, staging
+ * `STAGING_BASE_URL`, each falling back to `/v1` on the server that serves the document when
+ * unset. Development always lists that relative `/v1`: a client generated from a development
+ * server, or a key pasted into its reference page, must never be sent to production.
+ * `x-internal: false` (OWASP API9): each is for the API's clients, not only for ourselves.
+ */
+function servers({ appEnv, publicBaseUrl, stagingBaseUrl }: OpenApiOptions): OpenApiDocument['servers'] {
+  if (appEnv === 'production' && publicBaseUrl !== null) return [{ url: publicBaseUrl, description: 'Production', 'x-internal': false }];
+  if (appEnv === 'staging' && stagingBaseUrl !== null) return [{ url: stagingBaseUrl, description: 'Staging', 'x-internal': false }];
+  // Each description names its environment in terms the OWASP ruleset knows (API9: "local").
+  const description =
+    appEnv === 'production' ? 'This production server (PUBLIC_BASE_URL is not set)'
+    : appEnv === 'staging' ? 'This staging server (STAGING_BASE_URL is not set)'
+    : 'This local development server';
+  return [{ url: '/v1', description, 'x-internal': false }];
 }
 
-/** Builds the document; serialise it once at start (JSON.stringify). */
+/** Builds the document; serialise it once at start (serializeOpenApiDocument). */
 export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
   const sunsetDay = SUNSET.toISOString().slice(0, 10);
   return {
@@ -486,11 +567,11 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
               headers: headers([...EVERY, ...RATE]),
               content: json({
                 type: 'object',
-                properties: { openapi: { type: 'string', pattern: '^3\\.1\\.[0-9]+$' }, info: { type: 'object' }, paths: { type: 'object' } },
+                properties: { openapi: { type: 'string', maxLength: 16, pattern: '^3\\.1\\.[0-9]+$' }, info: { type: 'object' }, paths: { type: 'object' } },
                 required: ['openapi', 'info', 'paths'],
               }),
             },
-            ...shared('RequestTimeout', 'TooManyRequests', 'HeadersTooLarge', 'InternalError', 'Unavailable'),
+            ...shared('TooManyRequests', 'AnsweredByServer', 'InternalError', 'Unavailable'),
           },
         },
       },
@@ -501,11 +582,12 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         NewPet: requestSchema(newPetSchema),
         PetPatch: requestSchema(petPatchSchema),
         Pet: jsonSchema(petSchema),
-        Pets: { type: 'array', description: 'Pets in id order.', items: ref('schemas', 'Pet') },
+        Pets: { ...petsPageSchema, items: ref('schemas', 'Pet') },
         Error: errorSchema,
       },
       // Only the headers that are always present when described: the others are written in place.
-      headers: Object.fromEntries(Object.entries(HEADERS).filter(([, header]) => header.required)),
+      // The CORS headers too, so that a client can find them among the components.
+      headers: Object.fromEntries(Object.entries(HEADERS).filter(([name, header]) => header.required || CORS.includes(name as HeaderName))),
       responses: Object.fromEntries(Object.entries(SHARED_RESPONSES).map(([name, [, response]]) => [name, response])),
       securitySchemes: {
         bearerAuth: {

@@ -22,6 +22,16 @@ export const IDEMPOTENCY_PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** Records deleted per purge transaction; requests run between two chunks. */
 export const IDEMPOTENCY_PURGE_CHUNK = 500;
 
+/** What the create path reports, for the metrics (src/ops/metrics.ts). */
+export interface CreationsObserver {
+  /** A pet was stored durably. */
+  petCreated(): void;
+  /** A create was answered from its Idempotency-Key record. */
+  idempotentReplayed(): void;
+}
+
+const NO_OBSERVER: CreationsObserver = { petCreated() {}, idempotentReplayed() {} };
+
 export interface PetCreationsOptions {
   pets: PetsStore;
   clock: Clock;
@@ -29,6 +39,8 @@ export interface PetCreationsOptions {
   groupCommit?: boolean;
   /** See GroupCommitOptions.schedule. */
   schedule?: (flush: () => void) => void;
+  /** Told of every pet stored and every replay; default: nobody. */
+  observer?: CreationsObserver;
 }
 
 export interface PetCreations {
@@ -39,7 +51,7 @@ export interface PetCreations {
 }
 
 /** Builds the create path over a pets store. */
-export function createPetCreations({ pets, clock, groupCommit = true, schedule }: PetCreationsOptions): PetCreations {
+export function createPetCreations({ pets, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
   const writer = createGroupCommit<PetCreation, CreationResult>({
     commit: (creations) => pets.insertMany(creations),
     enabled: groupCommit,
@@ -60,14 +72,17 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule }
     const now = clock();
     const found = pets.findIdempotencyRecord(apiKeyId, key, now);
     const record = found instanceof Promise ? await found : found;
-    if (record) return replayOrRefuse(record, fingerprint);
+    if (record) return replayOrRefuse(record, fingerprint, observer);
     inFlight.add(slot);
     try {
       const result = await writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: storedCreated } });
-      if (!isConflict(result)) return created(result);
+      if (!isConflict(result)) {
+        observer.petCreated();
+        return created(result);
+      }
       // Another instance took the key between our lookup and our commit.
       if (result.conflict === 'in_flight') throw inFlightError();
-      return replayOrRefuse(result.record, fingerprint);
+      return replayOrRefuse(result.record, fingerprint, observer);
     } finally {
       inFlight.delete(slot);
     }
@@ -87,7 +102,11 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule }
 
   return {
     async create(pet, caller, idempotency) {
-      if (idempotency === null) return created((await writer.submit(pet)) as Pet);
+      if (idempotency === null) {
+        const stored = (await writer.submit(pet)) as Pet;
+        observer.petCreated();
+        return created(stored);
+      }
       return createIdempotent(pet, caller.keyId, idempotency);
     },
 
@@ -106,10 +125,11 @@ function inFlightError(): ApiError {
 }
 
 /** The first response again for the same body; 422 for another body under the same key. */
-function replayOrRefuse(record: IdempotencyRecord, fingerprint: string): Reply {
+function replayOrRefuse(record: IdempotencyRecord, fingerprint: string, observer: CreationsObserver): Reply {
   if (record.fingerprint !== fingerprint) {
     throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different body; use a new key for a new request.');
   }
+  observer.idempotentReplayed();
   return replay(record.response);
 }
 

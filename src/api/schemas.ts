@@ -8,6 +8,13 @@
  */
 
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
+
+/** The int64 range, exact: bounds beyond 2^53 are bigints (the document writes their digits). */
+export const INT64_MIN = -(2n ** 63n);
+export const INT64_MAX = 2n ** 63n - 1n;
+
+/** The most pets one page of `GET /v1/pets` holds (the `limit` parameter's maximum). */
+export const MAX_PAGE_SIZE = 100;
 export type PetStatus = (typeof PET_STATUSES)[number];
 
 export interface StringSchema {
@@ -26,9 +33,10 @@ export interface StringSchema {
 export interface IntegerSchema {
   type: 'integer';
   description?: string;
-  format?: 'int64';
-  minimum?: number;
-  maximum?: number;
+  /** int64 values arrive as bigints; int32 and unformatted ones as numbers. */
+  format?: 'int32' | 'int64';
+  minimum?: number | bigint;
+  maximum?: number | bigint;
   default?: number;
 }
 
@@ -41,6 +49,14 @@ export interface ObjectSchema {
 }
 
 export type Schema = StringSchema | IntegerSchema | ObjectSchema;
+
+/** An array in a response; the service never reads one. */
+export interface ArraySchema {
+  type: 'array';
+  description?: string;
+  items: Schema;
+  maxItems: number;
+}
 
 /** An OpenAPI parameter object; the validator reads `name`, `in`, `required` and `schema`. */
 export interface Parameter {
@@ -74,6 +90,7 @@ export const categoryIdSchema: IntegerSchema = {
   type: 'integer',
   format: 'int64',
   minimum: 1,
+  maximum: INT64_MAX,
   description: 'Identifier of the category (1 to 9223372036854775807). Written as plain digits; exact above 2^53.',
 };
 
@@ -81,6 +98,7 @@ export const petIdSchema: IntegerSchema = {
   type: 'integer',
   format: 'int64',
   minimum: 1,
+  maximum: INT64_MAX,
   description: 'Unique identifier, assigned by the service on creation.',
 };
 
@@ -139,12 +157,20 @@ export const petSchema: ObjectSchema = {
   additionalProperties: false,
 };
 
+/** A page of `GET /v1/pets`. */
+export const petsPageSchema: ArraySchema = {
+  type: 'array',
+  description: 'Pets in id order.',
+  items: petSchema,
+  maxItems: MAX_PAGE_SIZE,
+};
+
 export const listPetsParameters: readonly Parameter[] = [
   {
     name: 'limit',
     in: 'query',
     description: 'Maximum number of pets returned (decimal digits).',
-    schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+    schema: { type: 'integer', format: 'int32', minimum: 1, maximum: MAX_PAGE_SIZE, default: 20 },
   },
   {
     name: 'status',
@@ -166,7 +192,8 @@ export const getPetParameters: readonly Parameter[] = [
     in: 'path',
     required: true,
     description: 'The identifier of the pet (an int64 in decimal).',
-    schema: { type: 'integer', format: 'int64' },
+    // The whole int64 range: a well-formed id that no pet has is 404, not 400 (CONTRACT.md).
+    schema: { type: 'integer', format: 'int64', minimum: INT64_MIN, maximum: INT64_MAX },
   },
 ];
 

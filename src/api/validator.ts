@@ -3,10 +3,8 @@
  * names every bad field, then one ApiError is thrown with the caller's code.
  */
 import { ApiError, type ErrorCode } from '../http/api-error.ts';
-import type { IntegerSchema, ObjectSchema, Parameter, StringSchema } from './schemas.ts';
+import { INT64_MAX, INT64_MIN, type IntegerSchema, type ObjectSchema, type Parameter, type StringSchema } from './schemas.ts';
 
-const INT64_MIN = -(2n ** 63n);
-const INT64_MAX = 2n ** 63n - 1n;
 /** Query and path integers: an optional minus and decimal digits (leading zeros allowed). */
 const DECIMAL = /^-?[0-9]+$/;
 

@@ -6,6 +6,20 @@
 
 import { LOG_LEVELS, type LogLevel } from '../config.ts';
 
+/**
+ * Most characters of a path that a log line holds (issue #15). A request line may carry up to
+ * 16 KiB of path, and whole paths let a client fill the bounded log buffer so that real lines
+ * are dropped; the start of a path says enough.
+ */
+export const MAX_LOGGED_PATH = 256;
+
+/** `path` as logged: whole when short, else its start and a marker saying it was cut, 256 characters in all. */
+export function loggedPath(path: string): string {
+  if (path.length <= MAX_LOGGED_PATH) return path;
+  const marker = `...[cut from ${path.length} characters]`;
+  return path.slice(0, MAX_LOGGED_PATH - marker.length) + marker;
+}
+
 export interface AccessEntry {
   time: number;
   requestId: string;
@@ -61,7 +75,7 @@ export function createLogger({ level, write, clock, highWaterMark = 64 * 1024 }:
       if (!enabled('info')) return;
       push(
         `{"time":"${new Date(entry.time).toISOString()}","level":"info","requestId":"${entry.requestId}",` +
-          `"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(entry.path)},"status":${entry.status},` +
+          `"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(loggedPath(entry.path))},"status":${entry.status},` +
           `"durationMs":${entry.durationMs},"keyId":${entry.keyId === null ? 'null' : JSON.stringify(entry.keyId)}}`,
       );
     },

@@ -47,6 +47,11 @@ export function errorName(error: unknown): string {
   return error instanceof Error ? error.name : typeof error;
 }
 
+/** Whether an error came from the database (any SQLite error), whatever it is answered with. */
+export function isDatabaseError(error: unknown): boolean {
+  return error instanceof DatabaseUnavailableError || sqlitePrimaryCode(error) !== undefined;
+}
+
 function reply(error: ApiError): Reply {
   return { status: error.status, body: errorJson(error.code, error.message, error.status), headers: { ...error.headers } };
 }

@@ -8,9 +8,10 @@
 
 export type Params = Record<string, string>;
 
+/** `pattern` is the route as registered (`/v1/pets/{petId}`): a bounded label for metrics. */
 export type RouteMatch<H> =
-  | { kind: 'found'; handler: H; params: Params }
-  | { kind: 'method_not_allowed'; allow: string };
+  | { kind: 'found'; handler: H; params: Params; pattern: string }
+  | { kind: 'method_not_allowed'; allow: string; pattern: string };
 
 export interface Router<H> {
   add(method: string, pattern: string, handler: H): void;
@@ -21,13 +22,13 @@ export interface Router<H> {
 }
 
 interface PathEntry<H> {
+  pattern: string;
   handlers: Map<string, H>;
   /** Precomputed `Allow` value: the methods in the order they were added, HEAD right after GET. */
   allow: string;
 }
 
 interface PatternEntry<H> extends PathEntry<H> {
-  pattern: string;
   /** Literal segment, or `null` where a parameter captures the segment. */
   segments: (string | null)[];
   names: string[];
@@ -82,7 +83,7 @@ export function createRouter<H>(): Router<H> {
       const parts = pattern.split('/').slice(1);
       if (!pattern.includes('{')) {
         let entry = staticRoutes.get(pattern);
-        if (!entry) staticRoutes.set(pattern, (entry = { handlers: new Map(), allow: '' }));
+        if (!entry) staticRoutes.set(pattern, (entry = { pattern, handlers: new Map(), allow: '' }));
         addTo(entry, method, pattern, handler);
         return;
       }
@@ -118,6 +119,6 @@ export function createRouter<H>(): Router<H> {
 
 function pick<H>(entry: PathEntry<H>, method: string, params: Params): RouteMatch<H> {
   const handler = entry.handlers.get(method) ?? (method === 'HEAD' ? entry.handlers.get('GET') : undefined);
-  if (handler === undefined) return { kind: 'method_not_allowed', allow: entry.allow };
-  return { kind: 'found', handler, params };
+  if (handler === undefined) return { kind: 'method_not_allowed', allow: entry.allow, pattern: entry.pattern };
+  return { kind: 'found', handler, params, pattern: entry.pattern };
 }

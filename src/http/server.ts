@@ -5,10 +5,12 @@
  */
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { ERROR_STATUS } from './api-error.ts';
 import type { Logger } from './access-log.ts';
 import { COMMON_HEADERS, errorJson } from './reply.ts';
+import { peerAddress } from './identify.ts';
 
 /** The request handler the server drives (the pipeline in `app.ts`). */
 export interface App {
@@ -36,6 +38,14 @@ export const SERVER_LIMITS = {
    */
   maxConnections: 1024,
   /**
+   * Open connections served at once for one client address (the socket's peer, IPv6 by /64;
+   * `MAX_CONNECTIONS_PER_ADDRESS`): one more is answered `503 unavailable` and closed, so that
+   * one address that opens connections and never finishes them cannot take every slot above,
+   * `/healthz` included (issue #15). 64 is more than a browser (6 per host) or a pooled client
+   * opens; sixteen such addresses are needed to fill the server.
+   */
+  maxConnectionsPerAddress: 64,
+  /**
    * How long a connection we answered with an error and closed may stay open for that answer to
    * reach the client: closing at once could reset the connection while the client is still
    * sending, and a reset makes its TCP stack discard the answer unread.
@@ -50,12 +60,18 @@ export interface ServerOptions {
   keepAliveTimeoutMs?: number;
   connectionsCheckingIntervalMs?: number;
   maxConnections?: number;
+  maxConnectionsPerAddress?: number;
   lingerMs?: number;
+  /** Headers for every answer written here, before the app runs (CORS of `*`, which needs no Origin). */
+  rawHeaders?: Readonly<Record<string, string>>;
 }
 
 /** Creates (does not start) the HTTP server around the app. */
 export function createHttpServer(app: App, logger: Logger, options: ServerOptions = {}): Server {
-  const limits = { ...SERVER_LIMITS, ...definedOnly(options) };
+  const { rawHeaders = {}, ...limitOptions } = options;
+  const limits = { ...SERVER_LIMITS, ...definedOnly(limitOptions) };
+  const rawExtra = rawHeaderLines(rawHeaders);
+  const rawErrorResponse = (code: RawCode, message: string, extraHeaders = '') => rawResponse(code, message, extraHeaders + rawExtra);
   const server = createServer(
     {
       headersTimeout: limits.headersTimeoutMs,
@@ -80,8 +96,8 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
     answerAndClose(socket, rawErrorResponse('bad_request', 'This server is not a proxy; CONNECT is not supported.'), limits.lingerMs);
   });
 
-  // The connection cap. Node's own `server.maxConnections` closes the connection without a
-  // word, so the http connection listener is wrapped instead: over the cap, a connection gets a
+  // The connection caps. Node's own `server.maxConnections` closes the connection without a
+  // word, so the http connection listener is wrapped instead: over a cap, a connection gets a
   // raw `503 unavailable` and is closed, and never reaches the HTTP parser. Node's cap stays as
   // a backstop (twice ours) against a flood of connections that linger after their refusal.
   const [httpConnectionListener] = server.listeners('connection') as ((socket: Duplex) => void)[];
@@ -89,16 +105,35 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
   server.removeAllListeners('connection');
   server.maxConnections = limits.maxConnections * 2;
   let served = 0;
-  server.on('connection', (socket: Duplex) => {
+  // Connections served per address; an address leaves the map with its last connection, so the
+  // map holds at most `maxConnections` entries.
+  const servedByAddress = new Map<string, number>();
+  const refuse = (socket: Duplex, fields: Record<string, unknown>) => {
+    logger.event({ level: 'warn', event: 'connection_refused', code: 'unavailable', ...fields });
+    socket.on('error', ignore);
+    socket.resume(); // whatever the client sends is read and dropped, never held
+    answerAndClose(socket, rawErrorResponse('unavailable', 'Too many open connections; retry shortly.', 'Retry-After: 1\r\n'), limits.lingerMs);
+  };
+  server.on('connection', (socket: Socket) => {
     if (served >= limits.maxConnections) {
-      logger.event({ level: 'warn', event: 'connection_refused', code: 'unavailable', openConnections: served });
-      socket.on('error', ignore);
-      socket.resume(); // whatever the client sends is read and dropped, never held
-      answerAndClose(socket, rawErrorResponse('unavailable', 'Too many open connections; retry shortly.', 'Retry-After: 1\r\n'), limits.lingerMs);
+      refuse(socket, { openConnections: served });
+      return;
+    }
+    const address = peerAddress(socket);
+    const fromAddress = servedByAddress.get(address) ?? 0;
+    if (fromAddress >= limits.maxConnectionsPerAddress) {
+      // The address itself is not logged: the access log holds no client addresses either.
+      refuse(socket, { openConnectionsFromAddress: fromAddress });
       return;
     }
     served++;
-    socket.once('close', () => served--);
+    servedByAddress.set(address, fromAddress + 1);
+    socket.once('close', () => {
+      served--;
+      const left = servedByAddress.get(address)! - 1;
+      if (left === 0) servedByAddress.delete(address);
+      else servedByAddress.set(address, left);
+    });
     httpConnectionListener.call(server, socket);
   });
 
@@ -189,11 +224,14 @@ const RAW_MESSAGE = {
 } as const;
 type RawCode = keyof typeof RAW_MESSAGE;
 
+/** Headers as raw `Name: value` lines. */
+const rawHeaderLines = (headers: Readonly<Record<string, string>>) => Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+
 /** The headers every answer carries, as the app sends them, in raw form. */
-const RAW_COMMON_HEADERS = Object.entries(COMMON_HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+const RAW_COMMON_HEADERS = rawHeaderLines(COMMON_HEADERS);
 
 /** A complete HTTP/1.1 response for errors raised while Node was still parsing the request. */
-function rawErrorResponse(code: RawCode, message: string, extraHeaders = ''): string {
+function rawResponse(code: RawCode, message: string, extraHeaders: string): string {
   const status = ERROR_STATUS[code];
   const body = errorJson(code, message, status);
   return (

@@ -4,7 +4,9 @@
  * of those 43 characters (big-endian, unpadded). 57 characters in all, for example
  * `pk_test_3q2-7wAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAbhbdYw`.
  *
- * The checksum lets a mistyped or made-up key be refused without touching the database, and the
+ * The checksum is for typos (a mistyped key is refused without touching the database) and for
+ * secret scanners (a leaked key is recognised with few false alarms). It is no defence: anyone can
+ * compute a CRC-32, so a made-up key with a valid one is looked up like a real key. The
  * environment prefix keeps a production key from working on staging (and shows which is which
  * when one leaks). Only `hashApiKey(key)` is ever stored.
  */

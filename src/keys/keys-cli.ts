@@ -10,8 +10,6 @@
  * Arguments are parsed by hand rather than with `util.parseArgs`, which silently keeps the last of
  * a repeated option and words its errors over several clauses.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
@@ -417,9 +415,9 @@ function quote(text: string): string {
 
 /**
  * The whole command line: arguments, then the environment, then the database (the SQLite file,
- * whose directory is created if missing, or the PostgreSQL of DATABASE_URL, migrated if needed).
- * Arguments come first so that a typo creates no file. Any failure is one line on stderr and an
- * exit code.
+ * created with its folder if missing, private to this account, or the PostgreSQL of
+ * DATABASE_URL, migrated if needed). Arguments come first so that a typo creates no file. Any
+ * failure is one line on stderr and an exit code.
  */
 export async function runKeysCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: KeysCliIo): Promise<number> {
   const { stdout, stderr, clock } = io;
@@ -461,7 +459,7 @@ async function openKeys(config: Config): Promise<{ keys: KeysStore; close(): unk
     // Keys made here would vanish with the process while the key is printed as if it worked.
     throw new ConfigError('DATABASE_PATH', 'DATABASE_PATH must be a file for the keys command, got ":memory:"');
   }
-  mkdirSync(dirname(config.databasePath), { recursive: true });
+  // Creates a missing folder (0700) and file (0600), as the server does.
   const db = openDatabase(config.databasePath);
   return { keys: createKeysStore(db, { appEnv: config.appEnv }), close: () => db.close() };
 }

@@ -10,8 +10,15 @@
  * Everything is in memory and synchronous; `take` does no I/O. Persistence reads the changed
  * callers through `exportChanges` (see limiter-store.ts), so the database is written once a
  * second, not once per request.
+ *
+ * Callers are held in two pools (issue #15). API keys (`key:` callers) are few and issued by an
+ * administrator: their pool has no cap, and a key's state leaves memory only once its buckets are
+ * full again and nothing else is left to remember, so no flood of other callers and no restart
+ * gives a key a fresh quota. Addresses (`ip:` callers) are countless: their pool has a cap, and
+ * when it cannot take one more, that address is refused, never let through unlimited.
  */
 import type { Clock } from '../clock.ts';
+import { isKeyCaller } from './callers.ts';
 import type { Limits } from './plans.ts';
 
 const MINUTE_MS = 60_000;
@@ -22,11 +29,12 @@ const REJECTION_WINDOW_MS = 60_000;
 const MAX_BAN_MS = DAY_MS;
 /** A caller's ban count (the doubling) is forgotten once a full day passes after its last ban ended. */
 const BAN_MEMORY_MS = DAY_MS;
-/** Callers examined at the LRU end to make room for a new caller before giving up. */
+/** Addresses examined at the LRU end to make room for a new one before refusing it. */
 const EVICTION_PROBES = 32;
 /**
- * Callers the idle sweep examines per request. Two, not one: each request moves at most one
- * caller to the recent end, so two steps make the sweep catch up with that end and start over.
+ * Callers the idle sweep examines in each pool per request. Two, not one: each request moves at
+ * most one caller to the recent end, so two steps make the sweep catch up with that end and
+ * start over.
  */
 const SWEEP_STEPS = 2;
 
@@ -38,8 +46,11 @@ export interface LimiterOptions {
   banThreshold: number;
   /** Length of a caller's first ban, in seconds (`RATE_LIMIT_BAN_SECONDS`). */
   banSeconds: number;
-  /** Most callers held in memory; default 100 000. */
-  maxCallers?: number;
+  /**
+   * Most anonymous callers (addresses) held in memory; default 100 000. Keys are not counted:
+   * there are only as many of them as an administrator created.
+   */
+  maxAnonymousCallers?: number;
 }
 
 export interface Decision {
@@ -86,7 +97,7 @@ export interface Limiter {
    * previous call's. Never throws for a well-formed `limits`.
    */
   take(caller: string, limits: Limits): Decision;
-  /** Callers held in memory. */
+  /** Callers held in memory, keys and addresses. */
   size(): number;
   /** Changes since the last call, for the store; tracking restarts empty. */
   exportChanges(): LimiterChanges;
@@ -126,6 +137,22 @@ interface CallerState {
 }
 
 /**
+ * The callers of one kind, with their recency order. Recency is an intrusive doubly linked list,
+ * oldest first. Not the Map's insertion order (delete + set on touch): V8 leaves deleted slots in
+ * place until a rehash, so reading the Map's first entry scans them all, and a flood of new
+ * callers made eviction cost ~10 us.
+ */
+interface Pool {
+  readonly callers: Map<string, CallerState>;
+  /** Most callers held at once; Infinity for keys, which are never evicted. */
+  readonly capacity: number;
+  oldest: CallerState | null;
+  newest: CallerState | null;
+  /** The next caller the idle sweep looks at, walking from oldest to newest. */
+  sweepAt: CallerState | null;
+}
+
+/**
  * Creates an in-memory limiter. Programmer errors in `options` throw here, at boot.
  *
  * Choices the contract leaves open:
@@ -135,61 +162,36 @@ interface CallerState {
  * - Ban n (from 0) lasts `banSeconds * 2^n`, at most 24 h. The count is forgotten when a new
  *   ban starts 24 h or more after the previous one ended; until then the caller is kept (in
  *   memory and in the store) even with full buckets.
- * - At `maxCallers`, the least recently used caller that is neither banned nor being rejected
- *   (a bucket under one token) is evicted: it comes back with full buckets, and its ban count
- *   is forgotten. If the 32 oldest are all protected, the new caller is answered as a fresh
- *   caller without being remembered: memory stays bounded and no limited caller is released.
  * - Callers whose buckets are full again and who have nothing else to remember are dropped by
- *   a sweep that looks at two entries per request.
+ *   a sweep that looks at two entries of each pool per request. That is the only way a key
+ *   leaves memory, and its row then holds nothing a fresh caller would not have.
+ * - At `maxAnonymousCallers`, the least recently seen address that is neither banned nor being
+ *   rejected (a bucket under one token) is evicted: it comes back with full buckets. Only a
+ *   client that holds more addresses than the cap can force that, and it has that many buckets
+ *   anyway. If the 32 oldest are all protected, the new address is refused with
+ *   `429 rate_limited` and not remembered: memory stays bounded, no limited caller is
+ *   released, and no caller is let through unlimited.
  */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { clock, banThreshold, banSeconds } = options;
-  const maxCallers = options.maxCallers ?? 100_000;
+  const maxAnonymousCallers = options.maxAnonymousCallers ?? 100_000;
   if (!Number.isSafeInteger(banThreshold) || banThreshold < 1) {
     throw new RangeError(`banThreshold must be a positive integer, got ${banThreshold}`);
   }
   if (!(Number.isFinite(banSeconds) && banSeconds > 0)) {
     throw new RangeError(`banSeconds must be a positive number, got ${banSeconds}`);
   }
-  if (!Number.isSafeInteger(maxCallers) || maxCallers < 1) {
-    throw new RangeError(`maxCallers must be a positive integer, got ${maxCallers}`);
+  if (!Number.isSafeInteger(maxAnonymousCallers) || maxAnonymousCallers < 1) {
+    throw new RangeError(`maxAnonymousCallers must be a positive integer, got ${maxAnonymousCallers}`);
   }
   // Whole milliseconds, so a ban end fits the store's INTEGER column.
   const banMs = Math.round(banSeconds * 1000);
 
-  const callers = new Map<string, CallerState>();
-  // Recency is an intrusive doubly linked list, oldest first. Not the Map's insertion order
-  // (delete + set on touch): V8 leaves deleted slots in place until a rehash, so reading the
-  // Map's first entry scans them all, and a flood of new callers made eviction cost ~10 us.
-  let oldest: CallerState | null = null;
-  let newest: CallerState | null = null;
-  // The next caller the idle sweep looks at, walking from oldest to newest.
-  let sweepAt: CallerState | null = null;
+  const keys = newPool(Infinity);
+  const addresses = newPool(maxAnonymousCallers);
+  const poolOf = (caller: string): Pool => (isKeyCaller(caller) ? keys : addresses);
   const dirty = new Set<CallerState>();
   const removed = new Set<string>();
-
-  function unlink(state: CallerState): void {
-    if (sweepAt === state) sweepAt = state.newer;
-    if (state.older === null) oldest = state.newer;
-    else state.older.newer = state.newer;
-    if (state.newer === null) newest = state.older;
-    else state.newer.older = state.older;
-    state.older = null;
-    state.newer = null;
-  }
-
-  function append(state: CallerState): void {
-    state.older = newest;
-    if (newest === null) oldest = state;
-    else newest.newer = state;
-    newest = state;
-  }
-
-  function touch(state: CallerState): void {
-    if (state === newest) return;
-    unlink(state);
-    append(state);
-  }
 
   function markDirty(state: CallerState): void {
     if (!state.dirty) {
@@ -198,9 +200,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
   }
 
-  function forget(state: CallerState): void {
-    callers.delete(state.caller);
-    unlink(state);
+  function forget(pool: Pool, state: CallerState): void {
+    pool.callers.delete(state.caller);
+    unlink(pool, state);
     if (state.dirty) {
       state.dirty = false;
       dirty.delete(state);
@@ -208,52 +210,33 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (state.persisted) removed.add(state.caller);
   }
 
-  function isIdle(state: CallerState, now: number): boolean {
-    refill(state, now, state.perMinute, state.perDay);
-    return (
-      state.minute >= state.perMinute * MINUTE_MS &&
-      state.day >= state.perDay * DAY_MS &&
-      now >= state.bannedUntil &&
-      (state.banCount === 0 || now >= state.bannedUntil + BAN_MEMORY_MS) &&
-      now - state.lastRejectedAt >= REJECTION_WINDOW_MS
-    );
-  }
-
-  function isProtected(state: CallerState, now: number): boolean {
-    refill(state, now, state.perMinute, state.perDay);
-    return now < state.bannedUntil || state.minute < MINUTE_MS || state.day < DAY_MS;
-  }
-
-  function sweep(now: number): void {
+  function sweep(pool: Pool, now: number): void {
     for (let step = 0; step < SWEEP_STEPS; step++) {
-      if (sweepAt === null) sweepAt = oldest;
-      const state = sweepAt;
+      if (pool.sweepAt === null) pool.sweepAt = pool.oldest;
+      const state = pool.sweepAt;
       if (state === null) return;
-      sweepAt = state.newer;
-      if (isIdle(state, now)) forget(state);
+      pool.sweepAt = state.newer;
+      if (isIdle(state, now)) forget(pool, state);
     }
   }
 
-  /** Frees a slot at the LRU end; false when only protected callers were found there. */
-  function makeRoom(now: number): boolean {
-    for (let probe = 0; probe < EVICTION_PROBES && callers.size >= maxCallers; probe++) {
-      const state = oldest;
+  /** Whether `pool` can take one more caller, freeing a slot at its LRU end if needed. */
+  function hasRoom(pool: Pool, now: number): boolean {
+    for (let probe = 0; probe < EVICTION_PROBES && pool.callers.size >= pool.capacity; probe++) {
+      const state = pool.oldest;
       if (state === null) break;
       // Rotate a protected caller out of the way so the next probe sees another candidate.
-      if (isProtected(state, now)) touch(state);
-      else forget(state);
+      if (isProtected(state, now)) touch(pool, state);
+      else forget(pool, state);
     }
-    return callers.size < maxCallers;
+    return pool.callers.size < pool.capacity;
   }
 
-  function admit(caller: string, perMinute: number, perDay: number, now: number): CallerState | null {
-    if (callers.size >= maxCallers && !makeRoom(now)) return null;
-    const state = newState(caller, perMinute, perDay, now);
+  function admit(pool: Pool, state: CallerState): void {
     // Its row is still in the store, waiting to be deleted: overwrite it instead.
-    if (removed.delete(caller)) state.persisted = true;
-    callers.set(caller, state);
-    append(state);
-    return state;
+    if (removed.delete(state.caller)) state.persisted = true;
+    pool.callers.set(state.caller, state);
+    append(pool, state);
   }
 
   function reject(state: CallerState, now: number, perMinute: number, perDay: number): Decision {
@@ -290,20 +273,16 @@ export function createLimiter(options: LimiterOptions): Limiter {
         throw new RangeError(`limits must be positive integers, got ${perMinute}/min ${perDay}/day`);
       }
       const now = clock();
-      sweep(now);
-      let state = callers.get(caller);
+      sweep(keys, now);
+      sweep(addresses, now);
+      const pool = poolOf(caller);
+      let state = pool.callers.get(caller);
       if (state === undefined) {
-        const admitted = admit(caller, perMinute, perDay, now);
-        if (admitted === null) {
-          // Memory is full of protected callers: answer as a fresh caller, remember nothing.
-          const fresh = newState(caller, perMinute, perDay, now);
-          fresh.minute -= MINUTE_MS;
-          fresh.day -= DAY_MS;
-          return decide(fresh, perMinute, perDay, undefined, 0);
-        }
-        state = admitted;
+        if (!hasRoom(pool, now)) return refuseUntracked(perMinute, perDay, now);
+        state = newState(caller, perMinute, perDay, now);
+        admit(pool, state);
       } else {
-        touch(state);
+        touch(pool, state);
       }
       refill(state, now, perMinute, perDay);
       state.perMinute = perMinute;
@@ -319,7 +298,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     },
 
     size() {
-      return callers.size;
+      return keys.callers.size + addresses.callers.size;
     },
 
     exportChanges() {
@@ -338,7 +317,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
     requeue(changes) {
       for (const caller of [...changes.removed, ...changes.saved.map((saved) => saved.caller)]) {
-        const state = callers.get(caller);
+        const state = poolOf(caller).callers.get(caller);
         if (state === undefined) {
           // Whether or not its row was written, deleting it is right: absent means full.
           removed.add(caller);
@@ -352,18 +331,74 @@ export function createLimiter(options: LimiterOptions): Limiter {
     restore(saved) {
       const now = clock();
       for (const entry of saved) {
-        if (callers.has(entry.caller)) continue;
+        const pool = poolOf(entry.caller);
+        if (pool.callers.has(entry.caller)) continue;
         const state = fromSaved(entry, banThreshold);
-        if (isIdle(state, now) || (callers.size >= maxCallers && !makeRoom(now))) {
+        // Only an address can find no room (the cap was lowered since the save): it starts afresh.
+        if (isIdle(state, now) || !hasRoom(pool, now)) {
           removed.add(entry.caller);
           continue;
         }
-        removed.delete(entry.caller);
-        callers.set(entry.caller, state);
-        append(state);
+        admit(pool, state);
       }
     },
   };
+}
+
+function newPool(capacity: number): Pool {
+  return { callers: new Map(), capacity, oldest: null, newest: null, sweepAt: null };
+}
+
+function unlink(pool: Pool, state: CallerState): void {
+  if (pool.sweepAt === state) pool.sweepAt = state.newer;
+  if (state.older === null) pool.oldest = state.newer;
+  else state.older.newer = state.newer;
+  if (state.newer === null) pool.newest = state.older;
+  else state.newer.older = state.older;
+  state.older = null;
+  state.newer = null;
+}
+
+function append(pool: Pool, state: CallerState): void {
+  state.older = pool.newest;
+  if (pool.newest === null) pool.oldest = state;
+  else pool.newest.newer = state;
+  pool.newest = state;
+}
+
+function touch(pool: Pool, state: CallerState): void {
+  if (state === pool.newest) return;
+  unlink(pool, state);
+  append(pool, state);
+}
+
+/** Full buckets and nothing else to remember: forgetting the caller changes no answer. */
+function isIdle(state: CallerState, now: number): boolean {
+  refill(state, now, state.perMinute, state.perDay);
+  return (
+    state.minute >= state.perMinute * MINUTE_MS &&
+    state.day >= state.perDay * DAY_MS &&
+    now >= state.bannedUntil &&
+    (state.banCount === 0 || now >= state.bannedUntil + BAN_MEMORY_MS) &&
+    now - state.lastRejectedAt >= REJECTION_WINDOW_MS
+  );
+}
+
+/** Banned or being rejected: an address in this state is never evicted to make room. */
+function isProtected(state: CallerState, now: number): boolean {
+  refill(state, now, state.perMinute, state.perDay);
+  return now < state.bannedUntil || state.minute < MINUTE_MS || state.day < DAY_MS;
+}
+
+/**
+ * The answer to an address that the limiter cannot track (every slot it may evict holds a
+ * limited caller): `429 rate_limited`, shown as an empty minute bucket, with the Retry-After of
+ * one token. Letting it through would let a flood of addresses go unlimited.
+ */
+function refuseUntracked(perMinute: number, perDay: number, now: number): Decision {
+  const state = newState('', perMinute, perDay, now);
+  state.minute = 0;
+  return decide(state, perMinute, perDay, 'rate_limited', secondsUntil(now + msUntilToken(0, MINUTE_MS, perMinute), now));
 }
 
 function newState(caller: string, perMinute: number, perDay: number, now: number): CallerState {

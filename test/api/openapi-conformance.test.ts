@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildOpenApiDocument } from '../../src/api/openapi.ts';
+import { buildOpenApiDocument, serializeOpenApiDocument } from '../../src/api/openapi.ts';
 import { createConformanceChecker } from '../support/openapi-conformance.ts';
 import { startTestServer } from '../support/test-server.ts';
 
-const checker = createConformanceChecker(JSON.stringify(buildOpenApiDocument({ publicBaseUrl: null, stagingBaseUrl: null })));
+const checker = createConformanceChecker(serializeOpenApiDocument(buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null })));
 const ORIGIN = 'http://127.0.0.1:1';
 
 interface Sample {
@@ -115,8 +115,10 @@ test('paths and methods without an operation are held to the NotFound and Method
   const petMethod: Sample = { method: 'PUT', path: '/v1/pets/1', status: 405, headers: { ...EVERY, ...RATE, ...JSON_TYPE, allow: 'GET, HEAD, PATCH, DELETE' }, body: error(405, 'method_not_allowed') };
   await check(petMethod);
   await assert.rejects(check(petMethod, {}, { allow: 'DELETE, GET, HEAD, PATCH' }), /the document's operations give "GET, HEAD, PATCH, DELETE"/);
-  // Outside /v1 nothing is rate limited, so those headers are not required there.
-  await check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...JSON_TYPE }, body: error(404, 'not_found') });
+  // Outside /v1 everything but GET /healthz and GET /docs is limited per address (issue #15).
+  await check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...RATE, ...JSON_TYPE }, body: error(404, 'not_found') });
+  await assert.rejects(check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...JSON_TYPE }, body: error(404, 'not_found') }), /X-RateLimit-Limit is required/);
+  await check({ path: '/nowhere', status: 429, headers: { ...EVERY, ...RATE, ...JSON_TYPE, 'retry-after': '1' }, body: error(429, 'rate_limited') });
   await check({ path: '/healthz', status: 200, headers: { ...EVERY, ...JSON_TYPE }, body: '{"status":"ok"}' });
   await assert.rejects(check({ path: '/healthz', status: 200, headers: { ...EVERY, ...JSON_TYPE }, body: '{"status":"down"}' }), /is not \{"status":"ok"\}/);
   await assert.rejects(check({ path: '/healthz', status: 200, headers: { ...JSON_TYPE }, body: '{"status":"ok"}' }), /header X-Request-Id is required/);
@@ -124,9 +126,9 @@ test('paths and methods without an operation are held to the NotFound and Method
 
 test('the test server checks every response: a response the document does not describe fails the request', async (t) => {
   // A document that forgot the 501 of listOrders: the real 501 no longer conforms.
-  const document = buildOpenApiDocument({ publicBaseUrl: null, stagingBaseUrl: null });
+  const document = buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null });
   delete (document.paths['/store/orders']!.get!.responses as Record<string, unknown>)['501'];
-  const server = await startTestServer(t, { overrides: { openapi: JSON.stringify(document) } });
+  const server = await startTestServer(t, { overrides: { openapi: serializeOpenApiDocument(document) } });
   await assert.rejects(server.request('/v1/store/orders'), /GET \/v1\/store\/orders -> 501 .*\n.*501 is not a response of GET \/store\/orders/);
   assert.equal((await server.request('/v1/pets')).status, 200);
 });

@@ -2,18 +2,18 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import type { OpenAPIV3_1 } from 'openapi-types';
-import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../../src/api/openapi.ts';
+import { buildOpenApiDocument, serializeOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../../src/api/openapi.ts';
 import { ApiError, ERROR_STATUS } from '../../src/http/api-error.ts';
-import { listPetsParameters, newPetSchema, petNameSchema } from '../../src/api/schemas.ts';
+import { INT64_MAX, INT64_MIN, listPetsParameters, MAX_PAGE_SIZE, newPetSchema, petNameSchema } from '../../src/api/schemas.ts';
 import { validateBody, validateQuery } from '../../src/api/validator.ts';
 import { errorBody, json, startTestServer } from '../support/test-server.ts';
 
-const UNSET = { publicBaseUrl: null, stagingBaseUrl: null };
-const BOTH = { publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' };
+const UNSET = { appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null } as const;
+const BOTH = { appEnv: 'development', publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' } as const;
 
 /** The document as a client reads it: through JSON, loosely typed for assertions. */
 function served(options: OpenApiOptions = UNSET): any {
-  return JSON.parse(JSON.stringify(buildOpenApiDocument(options)));
+  return JSON.parse(serializeOpenApiDocument(buildOpenApiDocument(options)));
 }
 
 /** Validates with @readme/openapi-parser (schema of OpenAPI 3.1 plus its semantic rules); it mutates, so give it a copy. */
@@ -39,14 +39,14 @@ function operation(document: any, operationId: string): any {
 }
 
 /** A response with `$ref` followed. */
-function response(document: any, operationId: string, status: number): any {
+function response(document: any, operationId: string, status: number | 'default'): any {
   const described = operation(document, operationId).responses[String(status)];
   assert.ok(described, `${operationId} ${status} is described`);
   return described.$ref ? document.components.responses[described.$ref.split('/').pop()] : described;
 }
 
 test('the document is a valid OpenAPI 3.1 document, with and without configured base addresses', async () => {
-  for (const options of [UNSET, BOTH, { ...UNSET, publicBaseUrl: BOTH.publicBaseUrl }, { ...UNSET, stagingBaseUrl: BOTH.stagingBaseUrl }]) {
+  for (const options of [UNSET, BOTH, { ...BOTH, appEnv: 'production' }, { ...BOTH, appEnv: 'staging' }, { ...UNSET, appEnv: 'production' }] as const) {
     const document = served(options);
     assert.match(document.openapi, /^3\.1\.\d+$/);
     await assertValid(document);
@@ -69,13 +69,17 @@ test('info.version is 1.0.0', () => {
   assert.equal(served().info.version, '1.0.0');
 });
 
-test('servers come from PUBLIC_BASE_URL and STAGING_BASE_URL, else the current origin path /v1', () => {
-  assert.deepEqual(served().servers.map((server: { url: string }) => server.url), ['/v1']);
-  assert.deepEqual(served(BOTH).servers, [
-    { url: 'https://api.example.com/v1', description: 'Production' },
-    { url: 'https://staging.example.com/v1', description: 'Staging' },
-  ]);
-  assert.deepEqual(served({ ...UNSET, stagingBaseUrl: BOTH.stagingBaseUrl }).servers.map((server: { url: string }) => server.url), ['https://staging.example.com/v1']);
+test('servers list only the environment\'s own base address: production PUBLIC_BASE_URL, staging STAGING_BASE_URL (issue #15)', () => {
+  assert.deepEqual(served({ ...BOTH, appEnv: 'production' }).servers, [{ url: 'https://api.example.com/v1', description: 'Production', 'x-internal': false }]);
+  assert.deepEqual(served({ ...BOTH, appEnv: 'staging' }).servers, [{ url: 'https://staging.example.com/v1', description: 'Staging', 'x-internal': false }]);
+  // Unset, the server that serves the document is the address.
+  assert.deepEqual(served({ ...BOTH, appEnv: 'production', publicBaseUrl: null }).servers.map((server: { url: string }) => server.url), ['/v1']);
+  assert.deepEqual(served({ ...BOTH, appEnv: 'staging', stagingBaseUrl: null }).servers.map((server: { url: string }) => server.url), ['/v1']);
+});
+
+test('a development server lists only itself (/v1), never the production or staging address', () => {
+  assert.deepEqual(served(BOTH).servers, [{ url: '/v1', description: 'This local development server', 'x-internal': false }]);
+  assert.deepEqual(served(UNSET).servers, served(BOTH).servers);
 });
 
 test('bearerAuth is an HTTP bearer scheme applied to every operation; only the document itself may be read anonymously', () => {
@@ -108,13 +112,16 @@ test('the operations are listPets, createPet, getPet (deprecated, with the sunse
 test('every parameter carries its constraints', () => {
   const document = served();
   const [limit, status, cursor] = operation(document, 'listPets').parameters;
-  assert.deepEqual(limit, { name: 'limit', in: 'query', description: limit.description, schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } });
+  assert.deepEqual(limit, { name: 'limit', in: 'query', description: limit.description, schema: { type: 'integer', format: 'int32', minimum: 1, maximum: 100, default: 20 } });
   assert.equal(status.in, 'query');
   assert.equal(status.schema.$ref, '#/components/schemas/PetStatus');
   assert.deepEqual(document.components.schemas.PetStatus.enum, ['available', 'pending', 'sold']);
   assert.deepEqual([cursor.name, cursor.in, cursor.schema.type], ['cursor', 'query', 'string']);
   const [petId] = operation(document, 'getPet').parameters;
-  assert.deepEqual([petId.name, petId.in, petId.required, petId.schema], ['petId', 'path', true, { type: 'integer', format: 'int64' }]);
+  assert.deepEqual([petId.name, petId.in, petId.required, petId.schema], ['petId', 'path', true, { type: 'integer', format: 'int64', minimum: -(2 ** 63), maximum: 2 ** 63 }]);
+  // int64 bounds are written with their exact digits, not rounded to the nearest double.
+  const text = serializeOpenApiDocument(buildOpenApiDocument(UNSET));
+  assert.ok(text.includes(`"minimum":${INT64_MIN},"maximum":${INT64_MAX}`), 'the petId bounds are exact');
   const [idempotencyKey] = operation(document, 'createPet').parameters;
   assert.deepEqual([idempotencyKey.name, idempotencyKey.in, idempotencyKey.required], ['Idempotency-Key', 'header', undefined]);
   const key = new RegExp(idempotencyKey.schema.pattern, 'u');
@@ -145,7 +152,8 @@ test('components: Pet, NewPet, PetPatch, Pets, PetStatus and Error, with int64 i
   assert.equal(schemas.NewPet.additionalProperties, false);
   assert.equal(schemas.NewPet.properties.id, undefined);
   assert.match(schemas.NewPet.properties.status.description, /Omitted means `available`/);
-  assert.deepEqual(schemas.Pets, { type: 'array', description: schemas.Pets.description, items: { $ref: '#/components/schemas/Pet' } });
+  assert.deepEqual(schemas.Pets, { type: 'array', description: schemas.Pets.description, items: { $ref: '#/components/schemas/Pet' }, maxItems: 100 });
+  assert.equal(MAX_PAGE_SIZE, 100, 'a page holds at most the largest limit');
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
@@ -167,18 +175,19 @@ test('PetPatch is NewPet as a merge patch: the same field rules, nothing require
 
 test('each operation describes every response it can really give, with the Error schema and the codes of that status', () => {
   const document = served();
+  // `default`: the 408 and 431 that the HTTP server writes before the request reaches the API.
   const expected = {
-    listPets: [200, 400, 401, 408, 429, 431, 500, 503],
-    createPet: [201, 400, 401, 408, 409, 413, 415, 422, 429, 431, 500, 503],
-    getPet: [200, 400, 401, 404, 408, 410, 429, 431, 500, 503],
-    updatePet: [200, 400, 401, 404, 408, 412, 413, 415, 429, 431, 500, 503],
-    deletePet: [204, 400, 401, 404, 408, 412, 429, 431, 500, 503],
-    listOrders: [401, 408, 429, 431, 500, 501, 503],
-    getOpenApiDocument: [200, 408, 429, 431, 500, 503],
+    listPets: [200, 400, 401, 429, 500, 503, 'default'],
+    createPet: [201, 400, 401, 409, 413, 415, 422, 429, 500, 503, 'default'],
+    getPet: [200, 400, 401, 404, 410, 429, 500, 503, 'default'],
+    updatePet: [200, 400, 401, 404, 412, 413, 415, 429, 500, 503, 'default'],
+    deletePet: [204, 400, 401, 404, 412, 429, 500, 503, 'default'],
+    listOrders: [401, 429, 500, 501, 503, 'default'],
+    getOpenApiDocument: [200, 429, 500, 503, 'default'],
   };
   for (const [operationId, statuses] of Object.entries(expected)) {
-    assert.deepEqual(Object.keys(operation(document, operationId).responses).map(Number), statuses, operationId);
-    for (const status of statuses.filter((status) => status >= 400)) {
+    assert.deepEqual(Object.keys(operation(document, operationId).responses), statuses.map(String), operationId);
+    for (const status of statuses.filter((status): status is number => typeof status === 'number' && status >= 400)) {
       const schema = response(document, operationId, status).content['application/json'].schema;
       assert.equal(schema.allOf[0].$ref, '#/components/schemas/Error', `${operationId} ${status}`);
       assert.equal(schema.allOf[1].properties.status.const, status);
@@ -196,7 +205,7 @@ test('each operation describes every response it can really give, with the Error
 
 test('every response header is described where it is sent', () => {
   const document = served();
-  const names = (operationId: string, status: number) => Object.keys(response(document, operationId, status).headers);
+  const names = (operationId: string, status: number | 'default') => Object.keys(response(document, operationId, status).headers);
   const required = (operationId: string, status: number) =>
     Object.entries(response(document, operationId, status).headers)
       .filter(([, header]: [string, any]) => (header.$ref ? document.components.headers[header.$ref.split('/').pop()] : header).required)
@@ -233,7 +242,15 @@ test('every response header is described where it is sent', () => {
   assert.deepEqual(headers.Sunset.schema.enum, ['Thu, 05 Dec 2030 00:00:00 GMT']);
   assert.deepEqual(headers.SuccessorLink.schema.enum, ['</v1/pets>; rel="successor-version"']);
   // 408 and 431 are written by Node before the pipeline runs: no rate-limit headers there.
-  assert.deepEqual(names('listPets', 431), ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options']);
+  const CORS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
+  assert.deepEqual(names('listPets', 'default'), ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options', ...CORS]);
+  // CORS headers may be on any response (CORS_ALLOWED_ORIGINS set), and are never required.
+  for (const [operationId, status] of [['listPets', 200], ['createPet', 201], ['getPet', 404], ['listOrders', 501], ['getOpenApiDocument', 200], ['listPets', 429]] as const) {
+    assert.deepEqual(names(operationId, status).slice(-3), CORS, `${operationId} ${status}`);
+    for (const name of CORS) assert.ok(!required(operationId, status).includes(name), `${operationId} ${status} ${name}`);
+  }
+  const transport = response(document, 'listPets', 'default').content['application/json'].schema.allOf[1].oneOf;
+  assert.deepEqual(transport.map((part: any) => [part.properties.status.const, part.properties.code.enum]), [[408, ['request_timeout']], [431, ['headers_too_large']]]);
 });
 
 test('changing a schema object changes the validator and the document together', async (t) => {
@@ -287,3 +304,13 @@ test('GET /v1/openapi.json serves the document built at start, without a key, ra
   assert.equal(post.status, 405);
   assert.equal(post.headers.get('allow'), 'GET, HEAD');
 });
+
+for (const [appEnv, listed] of [['production', 'https://api.example.com/v1'], ['staging', 'https://staging.example.com/v1'], ['development', '/v1']] as const) {
+  test(`a ${appEnv} server configured with both base addresses serves a document that lists only ${listed} (issue #15)`, async (t) => {
+    const server = await startTestServer(t, { config: { ...BOTH, appEnv } });
+    const response = await server.request('/v1/openapi.json', { key: null });
+    assert.equal(response.status, 200);
+    const document = (await json(response)) as OpenApiDocument;
+    assert.deepEqual(document.servers.map((entry) => entry.url), [listed]);
+  });
+}

@@ -4,7 +4,7 @@ import { parseBenchOptions } from '../../bench/options.ts';
 
 test('with no options the bench runs every workload with the issue\'s settings, pinned, with the generator found', () => {
   assert.deepEqual(parseBenchOptions([], '/out'), {
-    pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false,
+    pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, metrics: false,
     generator: null, pin: true, serverCpus: null, generatorCpus: null, quietWaitSeconds: 180,
     out: '/out', help: false,
   });

@@ -25,7 +25,7 @@ function baseReport(): Omit<BenchReport, 'checks'> {
   return {
     startedAt: '2026-01-01T00:00:00.000Z', finishedAt: '2026-01-01T00:04:00.000Z', command: 'npm run bench',
     machine: { cpus: 2, cpuModel: 'test', memoryBytes: 24 * 2 ** 30, kernel: '6', node: 'v24' },
-    options: { pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false },
+    options: { pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, metrics: false },
     load: { generator: 'wrk', version: 'wrk 4.1.0', fallback: null, pinning: { server: [0], generator: [1] }, pinningNote: 'servers on CPU 0, generator on CPU 1' },
     database: { pets: 10_000, seedMs: 30 },
     servers: {

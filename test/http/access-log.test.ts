@@ -54,3 +54,20 @@ test('a slow log reader never makes the writer hold more than its limit: lines a
   assert.deepEqual(JSON.parse(written[1]!), { time: '1970-01-01T00:00:00.000Z', level: 'warn', event: 'log_lines_dropped', count: 3 });
   assert.equal(written[2], 'e\n');
 });
+
+test('a path longer than 256 characters is logged cut to 256, with a marker saying so (issue #15)', () => {
+  const writes: string[] = [];
+  const logger = createLogger({ level: 'info', clock: () => 0, write: (text) => writes.push(text) });
+  const long = `/${'a'.repeat(14_999)}`;
+  logger.access({ ...entry, path: long });
+  logger.access({ ...entry, path: long.slice(0, 256) });
+  logger.access({ ...entry, path: long.slice(0, 257) });
+  logger.flush();
+  const [cut, exact, over] = writes[0]!.trimEnd().split('\n').map((line) => JSON.parse(line).path as string);
+  assert.equal(cut!.length, 256);
+  assert.ok(cut!.startsWith('/aaa'));
+  assert.ok(cut!.endsWith('...[cut from 15000 characters]'), cut);
+  assert.equal(exact, long.slice(0, 256), 'a path of exactly 256 characters is logged whole');
+  assert.equal(over!.length, 256);
+  assert.ok(over!.endsWith('...[cut from 257 characters]'));
+});

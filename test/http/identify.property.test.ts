@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import fc from 'fast-check';
-import { clientAddress, readCredentials, requestId } from '../../src/http/identify.ts';
+import { clientAddress, normalizeAddress, peerAddress, readCredentials, requestId } from '../../src/http/identify.ts';
 import { settings } from '../support/property.ts';
 
 /**
@@ -51,16 +51,80 @@ test('a client X-Request-Id is echoed only when it is 1 to 128 safe characters, 
   );
 });
 
-test('with TRUST_PROXY, any X-Forwarded-For gives a string address: the last hop, or the socket peer', () => {
+test('with TRUST_PROXY, any X-Forwarded-For gives a normalised address: its last hop when that is an IP address, else the socket peer', () => {
   fc.assert(
     fc.property(fc.option(fc.oneof(headerText, fc.array(headerText, { maxLength: 2 })), { nil: undefined }), fc.boolean(), (forwarded, trustProxy) => {
-      const req = { headers: { 'x-forwarded-for': forwarded }, socket: { remoteAddress: '127.0.0.1' } } as unknown as IncomingMessage;
+      const req = { headers: { 'x-forwarded-for': forwarded }, socket: { remoteAddress: '::ffff:127.0.0.1' } } as unknown as IncomingMessage;
       const address = clientAddress(req, trustProxy);
-      assert.equal(typeof address, 'string');
-      assert.notEqual(address, '');
       if (!trustProxy || typeof forwarded !== 'string') assert.equal(address, '127.0.0.1');
-      else assert.ok(address === '127.0.0.1' || forwarded.endsWith(address) || forwarded.trimEnd().endsWith(address));
+      else assert.equal(address, normalizeAddress(forwarded.slice(forwarded.lastIndexOf(',') + 1).trim()) ?? '127.0.0.1');
+      assert.equal(normalizeAddress(address), address, 'a normalised address is its own normal form');
     }),
     settings(1000),
   );
+});
+
+const octet = fc.integer({ min: 0, max: 255 });
+const ipv4 = fc.tuple(octet, octet, octet, octet);
+const group = fc.integer({ min: 0, max: 0xffff });
+const ipv6 = fc.array(group, { minLength: 8, maxLength: 8 });
+const hex = (value: number) => value.toString(16);
+
+test('every spelling of an IPv4 address is one caller: mapped, with a port, with leading zeros, in brackets (issue #15)', () => {
+  fc.assert(
+    fc.property(ipv4, fc.integer({ min: 0, max: 65_535 }), (parts, port) => {
+      const plain = parts.join('.');
+      const [a, b, c, d] = parts;
+      const spellings = [
+        plain,
+        `${plain}:${port}`,
+        parts.map((part) => String(part).padStart(3, '0')).join('.'),
+        `::ffff:${plain}`,
+        `::FFFF:${plain}`,
+        `0:0:0:0:0:ffff:${plain}`,
+        `::ffff:${hex((a << 8) | b)}:${hex((c << 8) | d)}`,
+        `[::ffff:${plain}]:${port}`,
+        `[::ffff:${plain}]`,
+      ];
+      for (const spelling of spellings) assert.equal(normalizeAddress(spelling), plain, spelling);
+    }),
+    settings(500),
+  );
+});
+
+test('IPv6 addresses are grouped by /64: the same first four groups are one caller, however written; different ones are not', () => {
+  fc.assert(
+    fc.property(ipv6, ipv6, fc.integer({ min: 0, max: 65_535 }), (address, other, port) => {
+      fc.pre(!(address.slice(0, 5).every((value) => value === 0) && address[5] === 0xffff));
+      const full = address.map(hex).join(':');
+      const network = normalizeAddress(full);
+      assert.ok(network?.endsWith('::/64'), String(network));
+      const sameNetwork = [...address.slice(0, 4), ...other.slice(4)];
+      fc.pre(!(sameNetwork.slice(0, 5).every((value) => value === 0) && sameNetwork[5] === 0xffff));
+      for (const spelling of [full.toUpperCase(), `[${full}]:${port}`, `${full}%eth0`, address.map((value) => hex(value).padStart(4, '0')).join(':'), sameNetwork.map(hex).join(':')]) {
+        assert.equal(normalizeAddress(spelling), network, spelling);
+      }
+      const otherNetwork = normalizeAddress(other.map(hex).join(':'));
+      if (other.slice(0, 4).join() !== address.slice(0, 4).join() && otherNetwork?.endsWith('/64')) assert.notEqual(otherNetwork, network);
+    }),
+    settings(500),
+  );
+});
+
+test('compressed IPv6 forms are read like their full forms', () => {
+  assert.equal(normalizeAddress('2001:db8::1'), '2001:db8:0:0::/64');
+  assert.equal(normalizeAddress('2001:db8:0:0:1::'), '2001:db8:0:0::/64');
+  assert.equal(normalizeAddress('::1'), '0:0:0:0::/64');
+  assert.equal(normalizeAddress('::ffff:0909:0909'), '9.9.9.9');
+  assert.equal(normalizeAddress('fe80::1%eth0'), 'fe80:0:0:0::/64');
+});
+
+test('text that is not an IP address is null, so the peer address is used instead', () => {
+  for (const text of ['', 'unknown', 'garbage', '9.9.9.9.9', '9.9.9.256', '0009.9.9.9', '9.9.9', '9.9.9.9:', '9.9.9.9:123456', '9.9.9.9:x',
+    '[9.9.9.9]', '[::1', '[::1]x', '[::1]:', '1::2::3', '1:2:3:4:5:6:7:8:9', 'fe80::g', '::ffff:9.9.9.256', `${'1:'.repeat(60)}1`, '_hidden']) {
+    assert.equal(normalizeAddress(text), null, JSON.stringify(text));
+  }
+  assert.equal(peerAddress({ remoteAddress: undefined }), 'unknown');
+  assert.equal(peerAddress({ remoteAddress: '::ffff:127.0.0.2' }), '127.0.0.2');
+  assert.equal(peerAddress({ remoteAddress: '2001:db8::5' }), '2001:db8:0:0::/64');
 });

@@ -12,24 +12,24 @@ function sample() {
 }
 
 test('a static path finds its handler with no params', () => {
-  assert.deepEqual(sample().find('GET', '/v1/pets'), { kind: 'found', handler: 'list', params: {} });
-  assert.deepEqual(sample().find('POST', '/v1/pets'), { kind: 'found', handler: 'create', params: {} });
+  assert.deepEqual(sample().find('GET', '/v1/pets'), { kind: 'found', handler: 'list', params: {}, pattern: '/v1/pets' });
+  assert.deepEqual(sample().find('POST', '/v1/pets'), { kind: 'found', handler: 'create', params: {}, pattern: '/v1/pets' });
 });
 
 test('a pattern captures its parameter without decoding it', () => {
-  assert.deepEqual(sample().find('GET', '/v1/pets/42'), { kind: 'found', handler: 'get', params: { petId: '42' } });
-  assert.deepEqual(sample().find('GET', '/v1/pets/a%20b'), { kind: 'found', handler: 'get', params: { petId: 'a%20b' } });
+  assert.deepEqual(sample().find('GET', '/v1/pets/42'), { kind: 'found', handler: 'get', params: { petId: '42' }, pattern: '/v1/pets/{petId}' });
+  assert.deepEqual(sample().find('GET', '/v1/pets/a%20b'), { kind: 'found', handler: 'get', params: { petId: 'a%20b' }, pattern: '/v1/pets/{petId}' });
 });
 
 test('static routes win over patterns that also match', () => {
   const router = createRouter<string>();
   router.add('GET', '/v1/pets/{petId}', 'get');
   router.add('GET', '/v1/pets/mine', 'mine');
-  assert.deepEqual(router.find('GET', '/v1/pets/mine'), { kind: 'found', handler: 'mine', params: {} });
+  assert.deepEqual(router.find('GET', '/v1/pets/mine'), { kind: 'found', handler: 'mine', params: {}, pattern: '/v1/pets/mine' });
 });
 
 test('HEAD is served by the GET handler', () => {
-  assert.deepEqual(sample().find('HEAD', '/v1/pets/7'), { kind: 'found', handler: 'get', params: { petId: '7' } });
+  assert.deepEqual(sample().find('HEAD', '/v1/pets/7'), { kind: 'found', handler: 'get', params: { petId: '7' }, pattern: '/v1/pets/{petId}' });
 });
 
 test('an unknown path is null, never an exception', () => {
@@ -44,15 +44,15 @@ test('a known path with another method lists the allowed methods in the order th
   router.add('GET', '/v1/pets/{petId}', 'get');
   router.add('PATCH', '/v1/pets/{petId}', 'update');
   router.add('DELETE', '/v1/pets/{petId}', 'delete');
-  assert.deepEqual(router.find('PUT', '/v1/pets/1'), { kind: 'method_not_allowed', allow: 'GET, HEAD, PATCH, DELETE' });
-  assert.deepEqual(router.find('DELETE', '/v1/pets/1'), { kind: 'found', handler: 'delete', params: { petId: '1' } });
+  assert.deepEqual(router.find('PUT', '/v1/pets/1'), { kind: 'method_not_allowed', allow: 'GET, HEAD, PATCH, DELETE', pattern: '/v1/pets/{petId}' });
+  assert.deepEqual(router.find('DELETE', '/v1/pets/1'), { kind: 'found', handler: 'delete', params: { petId: '1' }, pattern: '/v1/pets/{petId}' });
   const postFirst = createRouter<string>();
   postFirst.add('POST', '/things', 'create');
   postFirst.add('GET', '/things', 'list');
-  assert.deepEqual(postFirst.find('PUT', '/things'), { kind: 'method_not_allowed', allow: 'POST, GET, HEAD' });
-  assert.deepEqual(sample().find('DELETE', '/v1/pets'), { kind: 'method_not_allowed', allow: 'GET, HEAD, POST' });
-  assert.deepEqual(sample().find('PUT', '/v1/pets/1'), { kind: 'method_not_allowed', allow: 'GET, HEAD' });
-  assert.deepEqual(sample().find('POST', '/v1/store/orders'), { kind: 'method_not_allowed', allow: 'GET, HEAD' });
+  assert.deepEqual(postFirst.find('PUT', '/things'), { kind: 'method_not_allowed', allow: 'POST, GET, HEAD', pattern: '/things' });
+  assert.deepEqual(sample().find('DELETE', '/v1/pets'), { kind: 'method_not_allowed', allow: 'GET, HEAD, POST', pattern: '/v1/pets' });
+  assert.deepEqual(sample().find('PUT', '/v1/pets/1'), { kind: 'method_not_allowed', allow: 'GET, HEAD', pattern: '/v1/pets/{petId}' });
+  assert.deepEqual(sample().find('POST', '/v1/store/orders'), { kind: 'method_not_allowed', allow: 'GET, HEAD', pattern: '/v1/store/orders' });
 });
 
 test('allowed(path) gives the Allow value of the same lookup, or null for an unknown path', () => {

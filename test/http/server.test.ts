@@ -12,7 +12,8 @@ import { createHttpServer, SERVER_LIMITS } from '../../src/http/server.ts';
 import { createLogger } from '../../src/http/access-log.ts';
 import type { App } from '../../src/http/server.ts';
 import { startTestServer, type TestServer } from '../support/test-server.ts';
-import { errorCode, openRaw, rawRequest } from '../support/raw-http.ts';
+import { errorCode, openRaw, rawRequest, type RawResponse } from '../support/raw-http.ts';
+import { needsLoopbackRange } from '../support/loopback.ts';
 
 const HEADERS_TIMEOUT = 300;
 const REQUEST_TIMEOUT = 600;
@@ -50,6 +51,7 @@ test('the production limits are the contract\'s: 10 s headers, 30 s request, 5 s
   // A cut may come up to 2 s late (CONTRACT.md, Operations): Node checks on this interval.
   assert.ok(SERVER_LIMITS.connectionsCheckingIntervalMs <= 2_000);
   assert.equal(SERVER_LIMITS.maxConnections, 1024);
+  assert.equal(SERVER_LIMITS.maxConnectionsPerAddress, 64);
 });
 
 test('a malformed request line or header is 400 bad_request in the Error shape, and the server keeps serving', async (t) => {
@@ -198,6 +200,51 @@ test('over the connection cap a new connection gets 503 unavailable and is close
   held[1]!.socket.destroy();
   await new Promise((resolve) => setImmediate(resolve));
   assert.ok(server.logs.some((line) => line.includes('"event":"connection_refused"')));
+});
+
+/** The response, or a failure after `ms` when none comes (a held connection that was not refused). */
+function answeredWithin(response: Promise<RawResponse>, ms: number): Promise<RawResponse> {
+  return Promise.race([response, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms: the connection was not refused`)), ms).unref())]);
+}
+
+test('one address holds at most maxConnectionsPerAddress connections; past it 503 with Retry-After: 1, while other addresses and /healthz are served (issue #15)', async (t) => {
+  // 1,030 sockets from one address that never finished their headers used to take every slot:
+  // /healthz answered 503 until the header timeout cut them, and they were reopened.
+  if (!(await needsLoopbackRange(t))) return;
+  const server = await startTestServer(t, { server: { maxConnections: 8, maxConnectionsPerAddress: 4, lingerMs: 200 } });
+  const serverSockets: Socket[] = [];
+  server.service.server.on('connection', (socket: Socket) => serverSockets.push(socket));
+  const held = [];
+  for (let i = 0; i < 4; i++) {
+    const connection = await openRaw(server.url, { localAddress: '127.0.0.2' });
+    connection.write('GET /healthz HTTP/1.1\r\nHost: x\r\n'); // headers never finished
+    held.push(connection);
+  }
+  // As many again from the same address: each is refused at once instead of taking a slot.
+  for (let i = 0; i < 4; i++) {
+    const refused = await openRaw(server.url, { localAddress: '127.0.0.2' });
+    refused.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    const response = await answeredWithin(refused.response, 2_000);
+    assert.equal(response.status, 503);
+    assert.equal(errorCode(response), 'unavailable');
+    assert.equal(response.headers['retry-after'], '1');
+    assert.equal(response.headers.connection, 'close');
+    await refused.closed;
+  }
+  for (const connection of held) assert.equal(connection.socket.destroyed, false, 'the first four are still open');
+  // Other addresses keep being served, /healthz included.
+  assert.equal((await server.request('/healthz', { key: null })).status, 200);
+  assert.equal((await rawRequest(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', { localAddress: '127.0.0.3' })).status, 200);
+  const other = await rawRequest(server.url, `GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${server.key}\r\nConnection: close\r\n\r\n`, { localAddress: '127.0.0.4' });
+  assert.equal(other.status, 200);
+  // A slot of the address frees up when one of its connections closes.
+  held[0]!.socket.destroy();
+  await once(serverSockets[0]!, 'close');
+  const again = await rawRequest(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', { localAddress: '127.0.0.2' });
+  assert.equal(again.status, 200);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(server.logs.filter((line) => line.includes('"event":"connection_refused"')).length, 4);
+  assert.ok(!server.logs.some((line) => line.includes('127.0.0.2')), 'the refused address is not logged');
 });
 
 for (const framing of ['declared', 'chunked'] as const) {

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { crc32 } from 'node:zlib';
 import { API_KEY_LENGTH, apiKeyPrefix, generateApiKey, hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
 
 const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
@@ -97,4 +98,14 @@ test('the hash is SHA-256 in lowercase hex', () => {
   assert.match(hashApiKey(key), /^[0-9a-f]{64}$/);
   assert.equal(hashApiKey(key), hashApiKey(key));
   assert.notEqual(hashApiKey(key), hashApiKey(generateApiKey('production')));
+});
+
+test('a made-up key with a valid CRC-32 is well formed and goes on to the lookup: the checksum is for typos and scanners, not a defence (issue #15)', () => {
+  const random = 'M'.repeat(43);
+  const checksum = Buffer.alloc(4);
+  checksum.writeUInt32BE(crc32(random));
+  const madeUp = `pk_test_${random}${checksum.toString('base64url')}`;
+  assert.equal(isWellFormedApiKey(madeUp, 'development'), true);
+  // A typo in it is caught without a lookup.
+  assert.equal(isWellFormedApiKey(`${madeUp.slice(0, 20)}N${madeUp.slice(21)}`, 'development'), false);
 });

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
@@ -402,6 +402,20 @@ test('runKeysCli creates the database directory and works on the file', async ()
     assert.ok(createKeysStore(db, { appEnv: 'staging' }).findByKey(output.stdout.trim(), Date.now()));
     db.close();
   });
+});
+
+test('runKeysCli creates the database folder 0700 and the file 0600, as the server does (issue #15)', async () => {
+  const previous = process.umask(0o022);
+  try {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'data', 'staging.db');
+      assert.equal(await runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, cliIo().io), EXIT_OK);
+      assert.equal((statSync(join(dir, 'data')).mode & 0o777).toString(8), '700');
+      assert.equal((statSync(path).mode & 0o777).toString(8), '600');
+    });
+  } finally {
+    process.umask(previous);
+  }
 });
 
 test('runKeysCli refuses a bad environment variable with one line naming it, exit 1', async () => {

@@ -145,7 +145,7 @@ test('limits that are not positive integers are a programmer error', () => {
   assert.throws(() => limiter.take('ip:1', { perMinute: 10, perDay: Number.NaN }), RangeError);
   assert.throws(() => createLimiter({ clock: () => 0, banThreshold: 0, banSeconds: 900 }), RangeError);
   assert.throws(() => createLimiter({ clock: () => 0, banThreshold: 30, banSeconds: -1 }), RangeError);
-  assert.throws(() => createLimiter({ clock: () => 0, banThreshold: 30, banSeconds: 900, maxCallers: 0 }), RangeError);
+  assert.throws(() => createLimiter({ clock: () => 0, banThreshold: 30, banSeconds: 900, maxAnonymousCallers: 0 }), RangeError);
 });
 
 /** Spends the caller's free tokens at one instant, then returns the answer to its `rejections`-th 429. */
@@ -252,7 +252,7 @@ test('a caller with a ban count is kept for a day after its ban, even with full 
 });
 
 test('a flood of a million addresses never grows memory past the cap nor frees a limited caller', () => {
-  const { limiter, advance } = setup({ banThreshold: 3, banSeconds: 3600, maxCallers: 10_000 });
+  const { limiter, advance } = setup({ banThreshold: 3, banSeconds: 3600, maxAnonymousCallers: 10_000 });
   hammer(limiter, 'ip:banned', 3);
   const tight = { perMinute: 60, perDay: 5 }; // a day token every 4.8 h
   for (let i = 0; i < 5; i++) limiter.take('ip:exhausted', tight);
@@ -269,16 +269,63 @@ test('a flood of a million addresses never grows memory past the cap nor frees a
   assert.equal(limiter.take('ip:exhausted', tight).code, 'rate_limited');
 });
 
-test('when memory is full of limited callers a newcomer is answered but not remembered', () => {
-  const { limiter } = setup({ banThreshold: 3, banSeconds: 10, maxCallers: 2 });
+test('when every address slot holds a limited caller, a new address is refused with 429 and not remembered (issue #15)', () => {
+  // It used to be answered as a fresh caller and let through: 5,000 of 5,000 requests allowed.
+  const { limiter, advance } = setup({ banThreshold: 3, banSeconds: 10, maxAnonymousCallers: 2 });
   hammer(limiter, 'ip:1', 3);
   hammer(limiter, 'ip:2', 3);
-  const decision = limiter.take('ip:3', FREE);
-  assert.equal(decision.allowed, true);
-  assert.equal(decision.headers['X-RateLimit-Remaining'], '59');
+  for (let i = 0; i < 5_000; i++) {
+    const decision = limiter.take('ip:3', FREE);
+    assert.equal(decision.allowed, false);
+    assert.equal(decision.code, 'rate_limited');
+    assert.equal(decision.retryAfter, 1);
+    assert.equal(decision.headers['Retry-After'], '1');
+    assert.equal(decision.headers['X-RateLimit-Remaining'], '0');
+  }
   assert.equal(limiter.size(), 2);
   assert.equal(limiter.take('ip:1', FREE).code, 'temporarily_banned');
   assert.equal(limiter.take('ip:2', FREE).code, 'temporarily_banned');
+  // Once a slot holds a caller that may go, the new address is tracked and served.
+  advance(10_000);
+  assert.equal(limiter.take('ip:3', FREE).allowed, true);
+  assert.equal(limiter.size(), 2);
+});
+
+test('keys are never evicted: a flood of addresses leaves a partly spent key as it was (issue #15)', () => {
+  const { limiter, advance } = setup({ banThreshold: 3, banSeconds: 3600, maxAnonymousCallers: 1_000 });
+  const enterprise = { perMinute: 1_000, perDay: 300 };
+  for (let i = 0; i < 298; i++) assert.equal(limiter.take('key:spent', enterprise).allowed, true);
+  hammer(limiter, 'key:banned', 3);
+  for (let i = 0; i < 100_100; i++) {
+    limiter.take(`ip:10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, FREE);
+    if (i % 1000 === 0) advance(1);
+  }
+  assert.ok(limiter.size() <= 1_002, `size ${limiter.size()}`);
+  const spent = limiter.take('key:spent', enterprise);
+  assert.match(spent.headers.RateLimit!, /"day";r=1;/);
+  assert.equal(limiter.take('key:banned', FREE).code, 'temporarily_banned');
+  const saved = limiter.exportChanges().saved.find((caller) => caller.caller === 'key:spent');
+  assert.ok(saved !== undefined && saved.dayTokens < 2, 'the saved row is not rewritten to full');
+});
+
+test('keys do not count against the address cap, and an address flood never refuses a key', () => {
+  const { limiter } = setup({ banThreshold: 3, banSeconds: 10, maxAnonymousCallers: 2 });
+  hammer(limiter, 'ip:1', 3);
+  hammer(limiter, 'ip:2', 3);
+  for (let i = 0; i < 50; i++) assert.equal(limiter.take(`key:${i}`, FREE).allowed, true);
+  assert.equal(limiter.size(), 52);
+  assert.equal(limiter.take('ip:3', FREE).code, 'rate_limited');
+});
+
+test('a restore keeps every saved key whatever the address cap; addresses beyond it start afresh', () => {
+  const { limiter } = setup({ maxAnonymousCallers: 3 });
+  for (const caller of ['key:1', 'key:2', 'key:3', 'ip:1', 'ip:2', 'ip:3']) limiter.take(caller, FREE);
+  const saved = limiter.exportChanges().saved;
+  const { limiter: restarted } = setup({ maxAnonymousCallers: 1 });
+  restarted.restore(saved);
+  assert.equal(restarted.size(), 4);
+  for (const caller of ['key:1', 'key:2', 'key:3']) assert.equal(restarted.take(caller, FREE).headers['X-RateLimit-Remaining'], '58');
+  assert.deepEqual(restarted.exportChanges().removed.sort(), ['ip:1', 'ip:2']);
 });
 
 test('exportChanges returns each changed caller once, then nothing until the next change', () => {
@@ -298,16 +345,20 @@ test('exportChanges returns each changed caller once, then nothing until the nex
   assert.deepEqual(limiter.exportChanges(), { saved: [], removed: [] });
 });
 
-test('a saved caller that is forgotten is exported as removed', () => {
-  const { limiter, advance } = setup();
-  limiter.take('ip:1', FREE);
-  limiter.exportChanges();
-  advance(DAY);
-  limiter.take('ip:2', FREE);
-  const changes = limiter.exportChanges();
-  assert.deepEqual(changes.removed, ['ip:1']);
-  assert.deepEqual(
-    changes.saved.map((saved) => saved.caller),
-    ['ip:2'],
-  );
-});
+for (const kind of ['ip', 'key']) {
+  // A key leaves memory this way only: once forgetting it changes no answer (issue #15).
+  test(`a saved ${kind} caller whose buckets are full again is forgotten and exported as removed`, () => {
+    const { limiter, advance } = setup();
+    limiter.take(`${kind}:1`, FREE);
+    limiter.exportChanges();
+    advance(DAY);
+    limiter.take(`${kind}:2`, FREE);
+    assert.equal(limiter.size(), 1);
+    const changes = limiter.exportChanges();
+    assert.deepEqual(changes.removed, [`${kind}:1`]);
+    assert.deepEqual(
+      changes.saved.map((saved) => saved.caller),
+      [`${kind}:2`],
+    );
+  });
+}

@@ -18,14 +18,16 @@
  *   path's operations (plus HEAD beside GET);
  * - paths outside the base address (`/healthz`, `/docs`, `/`, `/pets`): the contract puts them
  *   "outside the API operations", and describing `/healthz` as a path would make generated clients
- *   call it under `/v1`, where it does not exist. `/healthz` must answer `200 {"status":"ok"}` (the
- *   document's info says so) and `/docs` an HTML page with its Content-Security-Policy; anything
- *   else there must be `NotFound` or `MethodNotAllowed`, less the rate-limit headers, since the
- *   limiter only counts requests under the base address.
+ *   call it under `/v1`, where it does not exist. `GET /healthz` must answer `200 {"status":"ok"}`
+ *   (the document's info says so) and `GET /docs` an HTML page with its Content-Security-Policy,
+ *   both without the rate-limit headers; any other request outside the base address is limited
+ *   per address (issue #15), so it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests`
+ *   with their headers.
  *
- * CORS headers (`Access-Control-*`, `Vary: Origin`) are the browser's protocol, set by the
- * deployment (`CORS_ALLOWED_ORIGINS`), not part of the API an OpenAPI document describes: like
- * the transport headers, they are left to their own tests (test/app-cors.test.ts).
+ * The CORS headers of an answer (`Access-Control-Allow-Origin`, `-Expose-Headers`, `Vary`) are
+ * described as optional on every response, so they are checked like the others; a preflight's
+ * (`OPTIONS`, `Access-Control-Allow-Methods`, ...) is the browser's protocol, no operation of the
+ * document, and is left to its own tests (test/app-cors.test.ts), which send it without this check.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 
@@ -34,7 +36,8 @@ type Json = Record<string, any>;
 
 /** Headers that HTTP itself adds; the document describes the rest. */
 const TRANSPORT_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
-const isCorsHeader = (name: string) => name.startsWith('access-control-') || name === 'vary';
+/** Optional on every response when CORS_ALLOWED_ORIGINS is set. */
+const CORS_HEADERS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
 /** Paths outside the base address that answer GET and HEAD (CONTRACT.md), and how their 200 is checked. */
 const OUTSIDE_PAGES: Readonly<Record<string, Pick<Expected, 'body' | 'bodyText' | 'pageHeaders'>>> = {
   '/healthz': { body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`) },
@@ -50,9 +53,9 @@ const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'tr
 /** Responses that any request under the base address may get before it is routed. */
 const BEFORE_ROUTING: Readonly<Record<number, string>> = {
   401: 'Unauthorized',
-  408: 'RequestTimeout',
+  408: 'AnsweredByServer',
   429: 'TooManyRequests',
-  431: 'HeadersTooLarge',
+  431: 'AnsweredByServer',
   500: 'InternalError',
   503: 'Unavailable',
 };
@@ -85,6 +88,8 @@ interface Expected {
   optionalHeaders?: (name: string) => boolean;
   /** Checks the body instead of the described content (for `/healthz`). */
   body?: (value: unknown) => string | null;
+  /** Set when only the operation's `default` response can describe this status: said first if it does not fit. */
+  unlisted?: string;
   /** Checks a body that is not JSON, with its media type, instead of the described content (for `/docs`). */
   bodyText?: (text: string, mediaType: string) => string | null;
   /** Headers (lower case) of a page outside the API, checked by that page's own tests. */
@@ -99,6 +104,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   ajv.addVocabulary(['openapi', 'info', 'jsonSchemaDialect', 'servers', 'paths', 'webhooks', 'components', 'security', 'tags', 'externalDocs']);
   // OpenAPI's format: an integer that fits 64 bits (JSON.parse already rounded larger digits).
   ajv.addFormat('int64', { type: 'number', validate: (value: number) => Number.isInteger(value) && Math.abs(value) <= 2 ** 63 });
+  ajv.addFormat('int32', { type: 'number', validate: (value: number) => Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 });
   ajv.addSchema(document, DOCUMENT_ID);
 
   const basePath = new URL((document.servers?.[0]?.url as string | undefined) ?? '/', 'http://base.invalid').pathname.replace(/\/$/, '');
@@ -162,27 +168,34 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
     if (key === undefined) {
       return `${status} is not a response of ${operationMethod.toUpperCase()} ${match.template} (described: ${Object.keys(responses).join(', ')})`;
     }
-    return { described: resolve(`${operationPointer}/responses/${escapePointer(key)}`), what: `${operationMethod.toUpperCase()} ${match.template} ${key}` };
+    const what = `${operationMethod.toUpperCase()} ${match.template}`;
+    return {
+      described: resolve(`${operationPointer}/responses/${escapePointer(key)}`),
+      what: `${what} ${key}`,
+      ...(key === 'default' ? { unlisted: `${status} is not a response of ${what} (described: ${Object.keys(responses).join(', ')}), and its default does not fit it` } : {}),
+    };
   }
 
   function outsideBase(method: string, path: string, status: number): Expected | string {
     const notLimited = (name: string) => name.startsWith('x-ratelimit-') || name.startsWith('ratelimit');
     if (status === 503) return { ...sharedResponse('Unavailable', 'shutting down'), optionalHeaders: notLimited };
+    // GET and HEAD of these pages are never limited; any other request outside /v1 is (issue #15).
     const page = OUTSIDE_PAGES[path];
     if (page !== undefined && (method === 'GET' || method === 'HEAD')) {
       if (status !== 200) return `${status} for ${method} ${path}, which answers 200`;
       // Described in info.description or the contract only (see the comment at the top); the
       // common headers are the document's.
-      const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options'];
+      const every = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options', ...CORS_HEADERS];
       return {
         described: { pointer: '', object: { headers: Object.fromEntries(every.map((name) => [name, { $ref: `#/components/headers/${name}` }])) } },
         what: `GET ${path} (outside the API)`,
         ...page,
       };
     }
-    if (OUTSIDE_PATHS.has(path) && status === 405) return { ...sharedResponse('MethodNotAllowed', `${method} ${path}`), optionalHeaders: notLimited };
-    if (status === 404) return { ...sharedResponse('NotFound', 'a path outside the API'), optionalHeaders: notLimited };
-    return `${status} for ${method} ${path}, outside the API (only 404, 405 on ${[...OUTSIDE_PATHS].join(' or ')}, or 503)`;
+    if (OUTSIDE_PATHS.has(path) && status === 405) return sharedResponse('MethodNotAllowed', `${method} ${path}`);
+    if (status === 404) return sharedResponse('NotFound', 'a path outside the API');
+    if (status === 429) return sharedResponse('TooManyRequests', 'a path outside the API, limited per address');
+    return `${status} for ${method} ${path}, outside the API (only 404, 405 on ${[...OUTSIDE_PATHS].join(' or ')}, 429, or 503)`;
   }
 
   function checkHeaders(expected: Expected, response: Response, allow: string | null): string[] {
@@ -194,7 +207,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
       described.set(name.toLowerCase(), { ...located, name });
     }
     for (const [name, value] of response.headers) {
-      if (TRANSPORT_HEADERS.has(name) || isCorsHeader(name) || expected.pageHeaders?.has(name)) continue;
+      if (TRANSPORT_HEADERS.has(name) || expected.pageHeaders?.has(name)) continue;
       const header = described.get(name);
       if (!header) {
         problems.push(`header ${name}: ${JSON.stringify(value)} is not described`);
@@ -269,6 +282,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
             ...checkBody(expected, response, text, upper === 'HEAD'),
           ];
       if (problems.length > 0) {
+        if (typeof expected !== 'string' && expected.unlisted) problems.unshift(expected.unlisted);
         const against = typeof expected === 'string' ? 'nothing in the document' : expected.what;
         throw new Error(`Response not described by the OpenAPI document: ${label} (checked against ${against})\n  - ${problems.join('\n  - ')}`);
       }

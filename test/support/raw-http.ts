@@ -29,12 +29,14 @@ export interface RawConnection {
 
 /**
  * Opens a connection to `url` (http://host:port). With `allowHalfOpen`, the client keeps its
- * side open after the server closes its own, as a hostile client would.
+ * side open after the server closes its own, as a hostile client would. With `localAddress`
+ * (such as `127.0.0.2`: Linux routes all of 127.0.0.0/8 to loopback), the server sees the
+ * connection come from that address.
  */
-export function openRaw(url: string, { allowHalfOpen = false } = {}): Promise<RawConnection> {
+export function openRaw(url: string, { allowHalfOpen = false, localAddress }: { allowHalfOpen?: boolean; localAddress?: string } = {}): Promise<RawConnection> {
   const { hostname, port } = new URL(url);
   const started = performance.now();
-  const socket = connect({ host: hostname, port: Number(port), allowHalfOpen });
+  const socket = connect({ host: hostname, port: Number(port), allowHalfOpen, ...(localAddress !== undefined ? { localAddress } : {}) });
   let text = '';
   let settleResponse: { resolve: (response: RawResponse) => void; reject: (error: Error) => void };
   const response = new Promise<RawResponse>((resolve, reject) => {
@@ -103,9 +105,9 @@ export function parseResponse(text: string): RawResponse | null {
   return { status, headers, body: bodyBytes.subarray(0, length).toString('utf8') };
 }
 
-/** Sends one request on a fresh connection and returns the response. */
-export async function rawRequest(url: string, request: string | Uint8Array): Promise<RawResponse> {
-  const connection = await openRaw(url);
+/** Sends one request on a fresh connection (from `localAddress` if given) and returns the response. */
+export async function rawRequest(url: string, request: string | Uint8Array, { localAddress }: { localAddress?: string } = {}): Promise<RawResponse> {
+  const connection = await openRaw(url, localAddress !== undefined ? { localAddress } : {});
   connection.write(request);
   try {
     return await connection.response;

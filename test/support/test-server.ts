@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createLogger } from '../../src/http/access-log.ts';
-import { createPostgresService, createService, type BaseService, type PostgresService, type Service, type ServiceConfig } from '../../src/service.ts';
+import { createPostgresService, createService, type BaseService, type PostgresService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service.ts';
 import type { Logger } from '../../src/http/access-log.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import type { AppDeps } from '../../src/app.ts';
@@ -58,9 +58,11 @@ export interface TestServerOptions {
   db?: DatabaseSync;
   config?: Partial<ServiceConfig>;
   overrides?: Partial<AppDeps>;
-  maxLimiterCallers?: number;
+  maxAnonymousCallers?: number;
   /** Smaller timeouts and caps for socket tests; default the contract's. */
   server?: ServerOptions;
+  /** Told of answers, refusals and creates (the metrics). */
+  observer?: ServiceDeps['observer'];
 }
 
 /** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
@@ -71,8 +73,9 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const service = createService({
     config: testConfig(options), db, clock, logger,
     ...(options.overrides ? { overrides: options.overrides } : {}),
-    ...(options.maxLimiterCallers !== undefined ? { maxLimiterCallers: options.maxLimiterCallers } : {}),
+    ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
     ...(options.server ? { server: options.server } : {}),
+    observer: options.observer,
   });
   const served = await serve(t, service, clock, logger, logs);
   // After the server has closed (hooks run in the order they were added).

@@ -114,17 +114,25 @@ export function operationGroups(document: Json): OperationGroup[] {
   return [...groups.values()].filter((group) => group.operations.length > 0);
 }
 
-/** The error codes an error response can carry and its status, read from its narrowed schema. */
-export function responseErrors(document: Json, response: unknown): { codes: string[]; status: number | undefined } {
+/**
+ * The error codes an error response can carry, each with its status, read from its narrowed
+ * schema: one narrowing, or a `oneOf` of them when the response has several statuses (the
+ * `default` response of what the HTTP server answers itself).
+ */
+export function responseErrors(document: Json, response: unknown): { code: string; status: number | undefined }[] {
   const schema = resolve(document, objectAt(objectAt(objectAt(resolve(document, response), 'content'), 'application/json'), 'schema'));
+  const narrowed = (part: unknown) => {
+    const properties = objectAt(part, 'properties');
+    const status = objectAt(properties, 'status').const;
+    const codes = arrayAt(objectAt(properties, 'code'), 'enum').filter((code) => typeof code === 'string');
+    return codes.map((code) => ({ code, status: typeof status === 'number' ? status : undefined }));
+  };
   for (const part of [schema, ...arrayAt(schema, 'allOf')]) {
     if (refName(part) !== undefined) continue;
-    const properties = objectAt(part, 'properties');
-    const codes = arrayAt(objectAt(properties, 'code'), 'enum').filter((code) => typeof code === 'string');
-    const status = objectAt(properties, 'status').const;
-    if (codes.length > 0) return { codes, status: typeof status === 'number' ? status : undefined };
+    const errors = [part, ...arrayAt(part, 'oneOf')].flatMap(narrowed);
+    if (errors.length > 0) return errors;
   }
-  return { codes: [], status: undefined };
+  return [];
 }
 
 export interface ErrorCodeEntry {
@@ -150,8 +158,7 @@ export function errorCodes(document: Json, groups: readonly OperationGroup[]): E
   }
   const referenced = new Set<string>();
   const note = (response: unknown, each: (entry: ErrorCodeEntry) => void) => {
-    const { codes, status } = responseErrors(document, response);
-    for (const code of codes) {
+    for (const { code, status } of responseErrors(document, response)) {
       const entry = entries.get(code);
       if (entry === undefined) continue;
       entry.status ??= status;

@@ -123,12 +123,17 @@ function errorsSection(document: Json, groups: readonly OperationGroup[], option
 </section>`;
 }
 
+/** The status(es) of a shared response, from its narrowed schema: `404`, or `408, 431`. */
+function statusesOf(document: Json, response: unknown): string {
+  return [...new Set(responseErrors(document, response).map((error) => error.status ?? ''))].join(', ');
+}
+
 function commonResponses(document: Json, headers: HeaderIndex): Html {
   const components = Object.entries(objectAt(objectAt(document, 'components'), 'responses'));
   return html`<section id="common-responses" aria-labelledby="common-responses-title">
 <h2 id="common-responses-title">Common responses</h2>
 <p>Responses that read the same wherever they occur, by name.</p>
-${components.map(([name, response]) => responseDetails(document, String(responseErrors(document, response).status ?? ''), response, {
+${components.map(([name, response]) => responseDetails(document, statusesOf(document, response), response, {
     open: false, headers, id: responseAnchor(name), name,
   }))}
 </section>`;

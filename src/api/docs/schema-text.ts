@@ -86,6 +86,9 @@ export function exampleOf(document: Json, schema: unknown, depth = 0): unknown {
     const values = arrayAt(source, 'enum');
     if (values.length > 0) return values[0];
   }
+  // One of several shapes (the statuses of the `default` response): the first one is an example.
+  const alternatives = arrayAt(resolved, 'oneOf');
+  if (alternatives.length > 0) return exampleOf(document, alternatives[0], depth + 1);
   const parts = arrayAt(resolved, 'allOf');
   if (parts.length > 0) {
     // Later parts narrow earlier ones (the Error schema, then the codes of one response).

@@ -91,7 +91,8 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Sq
     create: insertKey,
 
     findByKey(plainKey, now) {
-      // The format check first: a made-up key costs no hashing and no database read.
+      // The format check first: a mistyped key costs no hashing and no database read (a made-up
+      // key with a valid checksum does get both; the per-address limit is what slows guessing).
       if (!isWellFormedApiKey(plainKey, appEnv)) return null;
       const version = externalVersion();
       if (version !== cache.version) {

@@ -13,7 +13,7 @@ import { exampleOf, rulesOf } from '../../../src/api/docs/schema-text.ts';
 import { ERROR_STATUS } from '../../../src/http/api-error.ts';
 
 const OPTIONS = { basePath: '/v1', documentPath: '/v1/openapi.json' };
-const freshDocument = () => structuredClone(buildOpenApiDocument({ publicBaseUrl: null, stagingBaseUrl: null })) as any;
+const freshDocument = () => structuredClone(buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null })) as any;
 
 /** The HTML of one operation's article. */
 function article(page: string, operationId: string): string {
@@ -45,12 +45,12 @@ test('every operation of the document has its section, its entry in the contents
 test('every parameter and body field shows its rules', () => {
   const page = renderReferencePage(freshDocument(), OPTIONS);
   const list = text(article(page, 'listPets'));
-  assert.match(list, /limit\s*query\s*integer · 1 to 100 · default 20/);
+  assert.match(list, /limit\s*query\s*integer \(int32\) · 1 to 100 · default 20/);
   assert.match(list, /status\s*query\s*PetStatus · one of "available", "pending", "sold"/);
   assert.match(list, /cursor\s*query\s*string · 1 to 64 characters/);
   const create = text(article(page, 'createPet'));
   assert.match(create, /name required\s*string · 1 to 100 characters · matches \^/);
-  assert.match(create, /categoryId required\s*integer \(int64\) · at least 1/);
+  assert.match(create, /categoryId required\s*integer \(int64\) · 1 to 9223372036854775807/);
   assert.match(create, /Any other field is refused\./);
   assert.match(create, /Idempotency-Key\s*header\s*string · 1 to 257 characters · matches/);
 });

@@ -244,3 +244,23 @@ test('the store returns what it saved, least recently updated first', () => {
   store.save({ saved: [newer, older], removed: [] });
   assert.deepEqual(store.load(), [older, newer]);
 });
+
+test('a key\'s saved row is neither deleted nor rewritten to full by a flood of addresses (issue #15)', () => {
+  const { db, start, advance } = setup({ maxAnonymousCallers: 100 });
+  const { limiter, persistence } = start();
+  const enterprise = { perMinute: 1_000, perDay: 300 };
+  for (let i = 0; i < 298; i++) limiter.take('key:spent', enterprise);
+  persistence.flush();
+  for (let i = 0; i < 1_000; i++) {
+    limiter.take(`ip:10.0.${i >> 8}.${i & 255}`, FREE);
+    if (i % 100 === 0) {
+      advance(1);
+      persistence.flush();
+    }
+  }
+  persistence.flush();
+  const row = db.prepare("SELECT day_tokens FROM rate_limit_callers WHERE caller = 'key:spent'").get() as { day_tokens: number } | undefined;
+  assert.ok(row !== undefined, 'the row is still there');
+  assert.ok(row.day_tokens < 3, `day_tokens ${row.day_tokens}`);
+  assert.ok(callersIn(db).length <= 101, 'addresses stay within the cap in the table too');
+});

@@ -1,0 +1,66 @@
+/**
+ * The request handler of the metrics listener (`METRICS_PORT`, CONTRACT.md "Operations: metrics
+ * and backups"): `GET /metrics` and nothing else. No key and no rate limit: the listener is for
+ * the scraper, bound to `HOST` like the API, and kept off the API's port so that a firewall can
+ * tell them apart. Its requests are neither counted nor logged, so scraping does not change
+ * what it reads; errors are in the API's Error shape.
+ */
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import { ApiError } from '../http/api-error.ts';
+import { toErrorReply, type ErrorLog } from '../http/error-mapper.ts';
+import { requestId } from '../http/identify.ts';
+import { COMMON_HEADERS, type Reply } from '../http/reply.ts';
+import type { App } from '../http/server.ts';
+import { EXPOSITION_CONTENT_TYPE, type Metrics } from './metrics.ts';
+
+export const METRICS_PATH = '/metrics';
+
+export interface MetricsAppDeps {
+  metrics: Pick<Metrics, 'render'>;
+  /** Receives one record if rendering fails (answered `500 internal_error`). */
+  log: ErrorLog;
+  generateRequestId?: () => string;
+}
+
+/** The handler for createHttpServer: the same timeouts and caps as the API's listener. */
+export function createMetricsApp({ metrics, log, generateRequestId = randomUUID }: MetricsAppDeps): App {
+  let draining = false;
+
+  function answer(method: string | undefined, path: string): Reply {
+    if (path !== METRICS_PATH) throw new ApiError('not_found', `No such path; the metrics are at ${METRICS_PATH}.`);
+    if (method !== 'GET' && method !== 'HEAD') throw new ApiError('method_not_allowed', `${method} is not allowed here; use GET, HEAD.`, { Allow: 'GET, HEAD' });
+    return { status: 200, body: metrics.render(), headers: { 'Content-Type': EXPOSITION_CONTENT_TYPE } };
+  }
+
+  return {
+    handle(req, res) {
+      const url = req.url ?? '/';
+      const question = url.indexOf('?');
+      const id = requestId(req.headers['x-request-id'], generateRequestId);
+      let reply: Reply;
+      try {
+        reply = answer(req.method, question === -1 ? url : url.slice(0, question));
+      } catch (error) {
+        reply = toErrorReply(error, (fields) => log({ ...fields, requestId: id }));
+      }
+      send(res, id, reply, draining);
+    },
+    drain() {
+      draining = true;
+    },
+  };
+}
+
+function send(res: ServerResponse, id: string, reply: Reply, draining: boolean): void {
+  const headers: Record<string, string | number> = {
+    ...COMMON_HEADERS,
+    'X-Request-Id': id,
+    ...reply.headers,
+    'Content-Length': Buffer.byteLength(reply.body),
+  };
+  if (draining) headers.Connection = 'close';
+  res.writeHead(reply.status, headers);
+  // Node sends no body for HEAD, and keeps the GET's Content-Length.
+  res.end(reply.body);
+}

@@ -1,0 +1,202 @@
+/**
+ * The service's metrics and their Prometheus text exposition (format 0.0.4), written by hand:
+ * the format is a few lines of text per series, not worth a runtime package.
+ *
+ * The pipeline and the create path report what happens through their observer interfaces
+ * (app.ts, pet-creations.ts) and know nothing of Prometheus; this registry implements both.
+ * Counting is on the hot path, so a request costs a few array increments: label strings are
+ * built when the metrics are scraped, never per request, and every label is bounded (the route
+ * is the router's template or `other`, the method one of a fixed list or `other`).
+ */
+import type { PipelineObserver } from '../app.ts';
+import type { CreationsObserver } from '../api/pet-creations.ts';
+
+/** The Content-Type of the text exposition format, version 0.0.4. */
+export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+/**
+ * Upper bounds, in seconds, of the request-duration histogram's buckets. The service answers in
+ * well under a millisecond to a few milliseconds (a create waits for its fsync), so the fine
+ * buckets are at the low end; the last ones catch the 10 s shutdown grace.
+ */
+export const DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Methods counted by name; any other method is counted as `other`. */
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+const METHOD_LABELS: readonly string[] = [...METHODS, 'other'];
+const METHOD_INDEX: ReadonlyMap<string, number> = new Map(METHODS.map((method, index) => [method, index]));
+const OTHER_METHOD = METHODS.length;
+
+/** The route label of a request that matched no route of the router. */
+export const OTHER_ROUTE = 'other';
+
+/** node:http accepts statuses 100 to 999; one slot per status keeps counting an array index. */
+const STATUS_SLOTS = 1000;
+
+const RATE_LIMIT_CODES = ['rate_limited', 'temporarily_banned'] as const;
+const API_KEY_CODES = ['missing_api_key', 'invalid_api_key'] as const;
+
+/** What the process itself reports: read at each scrape, never on a request. */
+export interface ProcessProbe {
+  residentMemoryBytes(): number;
+  cpuSeconds(): number;
+  startTimeSeconds(): number;
+  eventLoopDelay(): EventLoopDelay;
+}
+
+/** Event-loop delay since start, in seconds. */
+export interface EventLoopDelay {
+  count: number;
+  sumSeconds: number;
+  maxSeconds: number;
+  /** [quantile, seconds] pairs, quantiles ascending. */
+  quantiles: readonly (readonly [number, number])[];
+}
+
+/** The counters, fed through the observer interfaces, and their exposition. */
+export interface Metrics extends PipelineObserver, CreationsObserver {
+  /** The whole exposition, families in a fixed order, ending with a newline. */
+  render(): string;
+}
+
+/** The series of one route: requests by method and status, and the duration histogram. */
+interface RouteSeries {
+  label: string;
+  /** Per method index: counts indexed by status, allocated at the method's first request. */
+  byMethod: (Float64Array | undefined)[];
+  /** Requests per bucket (not cumulative; the last one is +Inf), cumulated when rendered. */
+  buckets: Float64Array;
+  sum: number;
+  count: number;
+}
+
+function routeSeries(label: string): RouteSeries {
+  return { label, byMethod: [], buckets: new Float64Array(DURATION_BUCKETS.length + 1), sum: 0, count: 0 };
+}
+
+/** Creates an empty registry; `probe` supplies the process figures at each scrape. */
+export function createMetrics(probe: ProcessProbe): Metrics {
+  const routes = new Map<string, RouteSeries>();
+  const other = routeSeries(OTHER_ROUTE);
+  const rateLimitRejections = new Float64Array(RATE_LIMIT_CODES.length);
+  const apiKeyRejections = new Float64Array(API_KEY_CODES.length);
+  let petsCreated = 0;
+  let idempotentReplays = 0;
+  let databaseErrors = 0;
+
+  function seriesOf(route: string | null): RouteSeries {
+    if (route === null) return other;
+    let series = routes.get(route);
+    // Routes come from the router's templates, so this map is as bounded as the router.
+    if (series === undefined) routes.set(route, (series = routeSeries(route)));
+    return series;
+  }
+
+  function render(): string {
+    const out: string[] = [];
+    const all = [...routes.values()].sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0));
+    if (other.count > 0) all.push(other);
+
+    family(out, 'http_requests_total', 'counter', 'Requests answered, by method, route template (or other) and status.');
+    for (const series of all) {
+      const route = escapeLabel(series.label);
+      series.byMethod.forEach((counts, method) => {
+        if (counts === undefined) return;
+        for (let status = 0; status < STATUS_SLOTS; status++) {
+          if (counts[status]! > 0) out.push(`http_requests_total{method="${METHOD_LABELS[method]}",route="${route}",status="${status}"} ${counts[status]}`);
+        }
+      });
+    }
+
+    family(out, 'http_request_duration_seconds', 'histogram', 'Time from the request arriving to its answer being written, by route template (or other).');
+    for (const series of all) {
+      const route = escapeLabel(series.label);
+      let cumulative = 0;
+      DURATION_BUCKETS.forEach((bound, index) => {
+        cumulative += series.buckets[index]!;
+        out.push(`http_request_duration_seconds_bucket{route="${route}",le="${formatNumber(bound)}"} ${cumulative}`);
+      });
+      out.push(`http_request_duration_seconds_bucket{route="${route}",le="+Inf"} ${series.count}`);
+      out.push(`http_request_duration_seconds_sum{route="${route}"} ${formatNumber(series.sum)}`);
+      out.push(`http_request_duration_seconds_count{route="${route}"} ${series.count}`);
+    }
+
+    family(out, 'rate_limit_rejections_total', 'counter', 'Requests refused with 429 by the rate limiter, by error code.');
+    RATE_LIMIT_CODES.forEach((code, index) => out.push(`rate_limit_rejections_total{code="${code}"} ${rateLimitRejections[index]}`));
+    family(out, 'api_key_rejections_total', 'counter', 'Requests refused with 401 for their API key, by error code.');
+    API_KEY_CODES.forEach((code, index) => out.push(`api_key_rejections_total{code="${code}"} ${apiKeyRejections[index]}`));
+    single(out, 'pets_created_total', 'counter', 'Pets stored (a replayed create is not counted).', petsCreated);
+    single(out, 'idempotent_replays_total', 'counter', 'Creates answered from their Idempotency-Key record, creating nothing.', idempotentReplays);
+    single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', databaseErrors);
+    renderProcess(out, probe);
+    return `${out.join('\n')}\n`;
+  }
+
+  return {
+    responded(method, route, status, seconds) {
+      const series = seriesOf(route);
+      const methodIndex = METHOD_INDEX.get(method) ?? OTHER_METHOD;
+      const counts = series.byMethod[methodIndex] ?? (series.byMethod[methodIndex] = new Float64Array(STATUS_SLOTS));
+      counts[status < STATUS_SLOTS ? status : 0]!++;
+      let bucket = 0;
+      while (bucket < DURATION_BUCKETS.length && seconds > DURATION_BUCKETS[bucket]!) bucket++;
+      series.buckets[bucket]!++;
+      series.sum += seconds;
+      series.count++;
+    },
+    rateLimitRejected(code) {
+      rateLimitRejections[code === 'temporarily_banned' ? 1 : 0]!++;
+    },
+    apiKeyRejected(code) {
+      apiKeyRejections[code === 'invalid_api_key' ? 1 : 0]!++;
+    },
+    databaseError() {
+      databaseErrors++;
+    },
+    petCreated() {
+      petsCreated++;
+    },
+    idempotentReplayed() {
+      idempotentReplays++;
+    },
+    render,
+  };
+}
+
+function renderProcess(out: string[], probe: ProcessProbe): void {
+  single(out, 'process_resident_memory_bytes', 'gauge', 'Resident memory size in bytes.', probe.residentMemoryBytes());
+  single(out, 'process_cpu_seconds_total', 'counter', 'Total user and system CPU time spent in seconds.', probe.cpuSeconds());
+  single(out, 'process_start_time_seconds', 'gauge', 'Start time of the process since unix epoch in seconds.', probe.startTimeSeconds());
+  const delay = probe.eventLoopDelay();
+  family(out, 'nodejs_eventloop_delay_seconds', 'summary', 'How late the event loop ran a timer, sampled every 10 ms since start.');
+  for (const [quantile, seconds] of delay.quantiles) out.push(`nodejs_eventloop_delay_seconds{quantile="${formatNumber(quantile)}"} ${formatNumber(seconds)}`);
+  out.push(`nodejs_eventloop_delay_seconds_sum ${formatNumber(delay.sumSeconds)}`);
+  out.push(`nodejs_eventloop_delay_seconds_count ${delay.count}`);
+  single(out, 'nodejs_eventloop_delay_max_seconds', 'gauge', 'The longest event-loop delay since start.', delay.maxSeconds);
+}
+
+function family(out: string[], name: string, type: 'counter' | 'gauge' | 'histogram' | 'summary', help: string): void {
+  out.push(`# HELP ${name} ${escapeHelp(help)}`, `# TYPE ${name} ${type}`);
+}
+
+function single(out: string[], name: string, type: 'counter' | 'gauge', help: string, value: number): void {
+  family(out, name, type, help);
+  out.push(`${name} ${formatNumber(value)}`);
+}
+
+/** A label value: backslash, double quote and line feed escaped (format 0.0.4). */
+export function escapeLabel(value: string): string {
+  return value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n');
+}
+
+/** HELP text: backslash and line feed escaped (format 0.0.4). */
+function escapeHelp(text: string): string {
+  return text.replaceAll('\\', '\\\\').replaceAll('\n', '\\n');
+}
+
+/** A sample value as Go's ParseFloat reads it: `+Inf`, `-Inf` and `NaN` spelled its way. */
+export function formatNumber(value: number): string {
+  if (Number.isFinite(value)) return String(value);
+  if (Number.isNaN(value)) return 'NaN';
+  return value > 0 ? '+Inf' : '-Inf';
+}

@@ -1,0 +1,31 @@
+/** src/main.ts run for real as a child process, and temporary folders for its files. */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
+
+/** A fresh folder, removed when the test ends. */
+export function tempDir(t: { after(fn: () => void): void }, prefix = 'pets-main-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Starts src/main.ts (PORT=0 unless `env` says otherwise) and resolves once it has logged the address it listens on. */
+export async function startMain(env: Record<string, string>) {
+  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      const match = /"event":"listening","url":"([^"]+)"/.exec(stdout);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
+  });
+  return { child, url, output: () => ({ stdout, stderr }) };
+}
