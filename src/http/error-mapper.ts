@@ -47,7 +47,7 @@ export function errorName(error: unknown): string {
   return error instanceof Error ? error.name : typeof error;
 }
 
-/** Whether an error came from the database (any SQLite error), whatever it is answered with. */
+/** Whether an error came from the database (any SQLite error, or PostgreSQL unavailable), whatever it is answered with. */
 export function isDatabaseError(error: unknown): boolean {
   return error instanceof DatabaseUnavailableError || sqlitePrimaryCode(error) !== undefined;
 }
