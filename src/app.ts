@@ -31,8 +31,9 @@ export interface RateDecision {
   headers: Record<string, string>;
 }
 
+/** Takes a token for a caller: at once (in memory) or after a round trip (PostgreSQL). */
 export interface RateLimiter {
-  take(caller: string, limits: Limits): RateDecision;
+  take(caller: string, limits: Limits): RateDecision | Promise<RateDecision>;
 }
 
 /**
@@ -54,7 +55,9 @@ export interface AppDeps {
   clock: Clock;
   logger: Logger;
   /** Returns the key a bearer token belongs to when it is valid now, else null. */
-  authenticate: (token: string) => ApiKeyIdentity | null;
+  authenticate: (token: string) => ApiKeyIdentity | null | Promise<ApiKeyIdentity | null>;
+  /** Whether the database can be reached, for /healthz; absent means always (SQLite). */
+  health?: () => boolean | Promise<boolean>;
   limiter: RateLimiter;
   pets: PetsOperationsDeps['pets'];
   createPet: PetsOperationsDeps['createPet'];
@@ -76,6 +79,10 @@ interface Route {
   /** Headers on every response of this route, errors included. */
   headers?: Readonly<Record<string, string>>;
 }
+
+const HEALTHY: Reply = { status: 200, body: '{"status":"ok"}' };
+/** A load balancer stops sending traffic to an instance whose database cannot be reached. */
+const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', headers: { 'Retry-After': '1' } };
 
 /** 405 for a path that exists with other methods, listed in `Allow`. */
 const methodNotAllowed = (method: string, allow: string) =>
@@ -115,7 +122,10 @@ export function createApp(deps: AppDeps): App {
   router.add('DELETE', '/v1/pets/{petId}', { run: operations.deletePet });
   router.add('GET', '/v1/store/orders', { run: operations.listOrders });
   const publicRouter = createRouter<Route>();
-  publicRouter.add('GET', '/healthz', { run: () => ({ status: 200, body: '{"status":"ok"}' }) });
+  const health = deps.health;
+  publicRouter.add('GET', '/healthz', {
+    run: health === undefined ? () => HEALTHY : async () => ((await health()) ? HEALTHY : UNHEALTHY),
+  });
   if (deps.openapi !== undefined) {
     const document = deps.openapi;
     publicRouter.add('GET', '/v1/openapi.json', { run: () => ({ status: 200, body: document }) });
@@ -170,11 +180,15 @@ export function createApp(deps: AppDeps): App {
 
     // 1. Identification: a valid key is the caller; otherwise the client address is.
     const credentials = readCredentials(req.headers.authorization);
-    const apiKey = credentials.kind === 'bearer' ? deps.authenticate(credentials.token) : null;
+    // The stores answer at once (SQLite) or later (PostgreSQL): await only a promise, so the
+    // synchronous engine's requests take no extra microtask turn.
+    const found = credentials.kind === 'bearer' ? deps.authenticate(credentials.token) : null;
+    const apiKey = found instanceof Promise ? await found : found;
     exchange.keyId = apiKey?.id ?? null;
 
     // 2. Rate limiting: every request that gets here counts, whatever its outcome.
-    limit(apiKey ? keyCaller(apiKey.id) : addressCaller(clientAddress(req, trustProxy)), apiKey ?? ANONYMOUS_LIMITS, exchange);
+    const limited = limit(apiKey ? keyCaller(apiKey.id) : addressCaller(clientAddress(req, trustProxy)), apiKey ?? ANONYMOUS_LIMITS, exchange);
+    if (limited) await limited;
 
     if (draining) throw shuttingDown();
 
@@ -201,17 +215,29 @@ export function createApp(deps: AppDeps): App {
   /** A path outside `/v1`: limited per address unless it is a probe or the docs, then routed. */
   function outsideApi(req: IncomingMessage, exchange: Exchange, method: string, search: string): Reply | Promise<Reply> {
     const { path } = exchange;
-    if (!((method === 'GET' || method === 'HEAD') && UNLIMITED_PATHS.has(path))) {
-      limit(addressCaller(clientAddress(req, trustProxy)), ANONYMOUS_LIMITS, exchange);
-    }
-    const match = publicRouter.find(method, path);
-    if (match === null) throw new ApiError('not_found', 'No such path.');
-    return runPublic(match, exchange, req, search);
+    const route = () => {
+      const match = publicRouter.find(method, path);
+      if (match === null) throw new ApiError('not_found', 'No such path.');
+      return runPublic(match, exchange, req, search);
+    };
+    if ((method === 'GET' || method === 'HEAD') && UNLIMITED_PATHS.has(path)) return route();
+    const limited = limit(addressCaller(clientAddress(req, trustProxy)), ANONYMOUS_LIMITS, exchange);
+    return limited ? limited.then(route) : route();
   }
 
   /** Counts the request against `caller`; its headers go on the answer, and a refusal is thrown. */
-  function limit(caller: string, limits: Limits, exchange: Exchange): void {
-    const decision = deps.limiter.take(caller, limits);
+  /**
+   * Takes the caller's token; throws the 429 when refused. A promise only when the limiter
+   * answers later (PostgreSQL): SQLite's requests do not wait a microtask for it.
+   */
+  function limit(caller: string, limits: Limits, exchange: Exchange): Promise<void> | undefined {
+    const taken = deps.limiter.take(caller, limits);
+    if (taken instanceof Promise) return taken.then((decision) => apply(decision, exchange));
+    apply(taken, exchange);
+    return undefined;
+  }
+
+  function apply(decision: RateDecision, exchange: Exchange): void {
     exchange.rateHeaders = decision.headers;
     if (!decision.allowed) {
       observer.rateLimitRejected(decision.code ?? 'rate_limited');

@@ -16,8 +16,12 @@ export interface Config {
   port: number;
   host: string;
   appEnv: AppEnv;
-  /** A file path, or `:memory:`. */
+  /** A file path, or `:memory:`. Unused when `databaseUrl` is set. */
   databasePath: string;
+  /** `postgres://` or `postgresql://` URL: PostgreSQL instead of SQLite (contract 1.1, scale-out). */
+  databaseUrl: string | null;
+  /** Most connections each instance opens to PostgreSQL (`DATABASE_POOL_SIZE`). */
+  databasePoolSize: number;
   /** Absolute http(s) URL ending in `/v1`, or null when not configured. */
   publicBaseUrl: string | null;
   stagingBaseUrl: string | null;
@@ -43,6 +47,14 @@ const MAX_BAN_THRESHOLD = 10_000;
  */
 const MAX_CONNECTIONS = 1024;
 
+/**
+ * Connections per instance: enough for the batched limiter and key lookups, group-committed
+ * creates and reads to overlap, few enough that ten instances stay inside PostgreSQL's default
+ * max_connections of 100.
+ */
+export const DEFAULT_POOL_SIZE = 8;
+const MAX_POOL_SIZE = 1000;
+
 /** An invalid environment variable; `variable` names it so callers and tests need not parse the message. */
 export class ConfigError extends Error {
   readonly variable: string;
@@ -63,11 +75,18 @@ type Env = Readonly<Record<string, string | undefined>>;
 export function loadConfig(env: Env): Config {
   const appEnv = oneOf(env, 'APP_ENV', APP_ENVS, 'development');
   const port = integer(env, 'PORT', 0, 65_535, 8080);
+  const databaseUrl = postgresUrl(env, 'DATABASE_URL');
+  if (databaseUrl !== null && read(env, 'DATABASE_PATH') !== undefined) {
+    // Either engine alone is a clear choice; both at once would leave one silently ignored.
+    throw new ConfigError('DATABASE_URL', 'DATABASE_URL and DATABASE_PATH are both set; set DATABASE_URL for PostgreSQL or DATABASE_PATH for SQLite, not both');
+  }
   return {
     port,
     host: host(env, 'HOST', '127.0.0.1'),
     appEnv,
     databasePath: read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`,
+    databaseUrl,
+    databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 1, MAX_POOL_SIZE, DEFAULT_POOL_SIZE),
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL'),
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL'),
     trustProxy: boolean(env, 'TRUST_PROXY', false),
@@ -138,6 +157,17 @@ function host(env: Env, name: string, fallback: string): string {
   // Catches the usual mistakes ("0.0.0.0:8080", "http://localhost") before listen() fails obscurely.
   if (isIP(raw) === 0 && !HOST_NAME.test(raw)) {
     throw new ConfigError(name, `${name} must be an IP address or a host name, got ${got(raw)}`);
+  }
+  return raw;
+}
+
+function postgresUrl(env: Env, name: string): string | null {
+  const raw = read(env, name);
+  if (raw === undefined) return null;
+  const url = URL.parse(raw);
+  if (url === null || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || url.hostname === '') {
+    // The value may hold a password: name the variable, never echo it.
+    throw new ConfigError(name, `${name} must be a postgres:// or postgresql:// URL with a host`);
   }
   return raw;
 }

@@ -1,6 +1,7 @@
 /**
- * The only impure edge: reads the environment, opens the database file, listens, handles
- * signals. Everything it wires together takes its dependencies as arguments.
+ * The only impure edge: reads the environment, opens the database (a SQLite file, or PostgreSQL
+ * when DATABASE_URL is set), listens, handles signals. Everything it wires together takes its
+ * dependencies as arguments.
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
@@ -8,15 +9,18 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openDatabase, widerPermissions } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger } from './http/access-log.ts';
-import { ensureDevelopmentKey } from './storage/sqlite/keys-store.ts';
+import { ensureDevelopmentKey } from './storage/keys.ts';
 import { LIMITER_FLUSH_INTERVAL_MS } from './storage/sqlite/limiter-store.ts';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pet-creations.ts';
-import { createService } from './service.ts';
+import { createPostgresService, createService, type BaseService } from './service.ts';
 import { errorName } from './http/error-mapper.ts';
 import { createHttpServer } from './http/server.ts';
 import { createMetrics } from './ops/metrics.ts';
 import { createMetricsApp } from './ops/metrics-app.ts';
 import { startProcessProbe } from './ops/process-probe.ts';
+import { DriverMissingError } from './storage/postgres/driver.ts';
+import { connectPostgres, migratePostgres } from './storage/postgres/database.ts';
+import { DatabaseUnavailableError } from './storage/unavailable.ts';
 
 /** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -44,24 +48,57 @@ process.on('uncaughtException', (error) => {
   process.exit(1);
 });
 
-// node:sqlite is synchronous: waiting on another process's write lock blocks every request, so
-// the server waits briefly and answers 503 rather than freezing (the keys command's writes take ms).
-// A new folder and file are created private (0700, 0600); existing ones are left as they are,
-// with one warning if other accounts can read them.
-const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
-const exposed = widerPermissions(config.databasePath);
-if (exposed.length > 0) {
-  logger.event({
-    level: 'warn', event: 'database_permissions', found: exposed.join(', '),
-    message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
-  });
-}
 // Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed.
 const processProbe = config.metricsPort === null ? null : startProcessProbe();
 const metrics = processProbe === null ? null : createMetrics(processProbe);
-const service = createService({ config, db, clock: systemClock, logger, observer: metrics ?? undefined });
-const { app, server, keys, limiterPersistence, petCreations } = service;
-const developmentKey = ensureDevelopmentKey(keys, config.appEnv, systemClock());
+
+/** A failure to start: one line on stderr, exit 1. */
+function fail(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}
+
+/** The service over the configured engine, and what stopping it must do. */
+async function open(): Promise<{ service: BaseService; saveLimiterState(): void; close(): Promise<void> }> {
+  if (config.databaseUrl === null) {
+    // node:sqlite is synchronous: waiting on another process's write lock blocks every request, so
+    // the server waits briefly and answers 503 rather than freezing (the keys command's writes take ms).
+    // A new folder and file are created private (0700, 0600); existing ones are left as they are,
+    // with one warning if other accounts can read them.
+    const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
+    const exposed = widerPermissions(config.databasePath);
+    if (exposed.length > 0) {
+      logger.event({
+        level: 'warn', event: 'database_permissions', found: exposed.join(', '),
+        message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
+      });
+    }
+    const service = createService({ config, db, clock: systemClock, logger, observer: metrics ?? undefined });
+    return {
+      service,
+      // Limiter state lives in memory and is saved every second (the contract allows 5 s of lag),
+      // so no request waits on a database write; a restart resumes from the last save.
+      saveLimiterState: () => service.limiterPersistence.flush(),
+      close: async () => db.close(),
+    };
+  }
+  let sql;
+  try {
+    sql = await connectPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
+    await migratePostgres(sql);
+  } catch (error) {
+    if (error instanceof DriverMissingError) fail(error.message);
+    if (error instanceof DatabaseUnavailableError) fail(`cannot reach the PostgreSQL database of DATABASE_URL (${error.reason})`);
+    throw error;
+  }
+  // On PostgreSQL every token is taken in the database: there is no limiter state to save.
+  const service = createPostgresService({ config, sql, clock: systemClock, logger, observer: metrics ?? undefined });
+  return { service, saveLimiterState: () => {}, close: () => sql.end({ timeout: 5 }) };
+}
+
+const engine = await open();
+const { app, server, keys, petCreations } = engine.service;
+const developmentKey = await ensureDevelopmentKey(keys, config.appEnv, systemClock());
 if (developmentKey) {
   process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
 }
@@ -70,7 +107,7 @@ if (developmentKey) {
 // no request waits on a database write; a restart resumes from the last save.
 const saveLimiterState = () => {
   try {
-    limiterPersistence.flush();
+    engine.saveLimiterState();
   } catch (error) {
     metrics?.databaseError();
     logger.event({ level: 'error', event: 'limiter_save_failed', error: errorName(error) });
@@ -81,15 +118,20 @@ limiterTimer.unref();
 
 // Expired idempotency records are already ignored by lookups; the purge only frees the space,
 // a small chunk per transaction so that requests run in between. Once at start, then on a timer.
-const purgeIdempotencyRecords = () => {
+// On PostgreSQL the same timer purges limiter rows idle for a day.
+const purge = () => {
   petCreations.purgeExpired().catch((error: unknown) => {
     metrics?.databaseError();
     logger.event({ level: 'error', event: 'idempotency_purge_failed', error: errorName(error) });
   });
+  engine.service.purgeIdle().catch((error: unknown) => {
+    metrics?.databaseError();
+    logger.event({ level: 'error', event: 'limiter_purge_failed', error: errorName(error) });
+  });
 };
-const purgeTimer = setInterval(purgeIdempotencyRecords, IDEMPOTENCY_PURGE_INTERVAL_MS);
+const purgeTimer = setInterval(purge, IDEMPOTENCY_PURGE_INTERVAL_MS);
 purgeTimer.unref();
-setImmediate(purgeIdempotencyRecords);
+setImmediate(purge);
 
 /** Listens on HOST:port, logs `event` with the URL, then calls `then`; exits 1 if it cannot. */
 function listen(listener: Server, port: number, event: string, then: () => void = () => {}): void {
@@ -100,7 +142,7 @@ function listen(listener: Server, port: number, event: string, then: () => void 
   listener.listen(port, config.host, () => {
     const { address, port: bound } = listener.address() as AddressInfo;
     const host = address.includes(':') ? `[${address}]` : address;
-    logger.event({ level: 'info', event, url: `http://${host}:${bound}`, appEnv: config.appEnv });
+    logger.event({ level: 'info', event, url: `http://${host}:${bound}`, appEnv: config.appEnv, database: config.databaseUrl === null ? 'sqlite' : 'postgres' });
     logger.flush();
     then();
   });
@@ -119,7 +161,7 @@ function shutdown(signal: string): void {
   stopping = true;
   logger.event({ level: 'info', event: 'shutting_down', signal });
   app.drain();
-  server.close(() => finish());
+  server.close(() => void finish());
   server.closeIdleConnections();
   // A scrape is answered synchronously, so only idle connections can be open: close them all.
   metricsApp?.drain();
@@ -130,13 +172,13 @@ function shutdown(signal: string): void {
   setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
 }
 
-function finish(): void {
+async function finish(): Promise<void> {
   clearInterval(limiterTimer);
   clearInterval(purgeTimer);
   saveLimiterState();
   logger.event({ level: 'info', event: 'stopped' });
   logger.flush();
-  db.close();
+  await engine.close();
   process.exit(0);
 }
 

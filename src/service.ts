@@ -1,25 +1,39 @@
 /**
- * Wires the parts into one service over an open database: keys, limiter (restored from its
- * saved state), pets, the app and its HTTP server. No environment, no files, no timers, no
- * listening: main.ts does those, and tests call this with `:memory:` and a fake clock.
+ * Wires the parts into one service over an open database: keys, limiter, pets, the app and its
+ * HTTP server. No environment, no files, no timers, no listening: main.ts does those, and tests
+ * call this with `:memory:` (or a test PostgreSQL) and a fake clock.
+ *
+ * Two engines stand behind the same storage interfaces:
+ * - SQLite (`createService`): one process owns the file; the limiter lives in memory and is saved
+ *   every second; caches of keys and answers are checked against PRAGMA data_version.
+ * - PostgreSQL (`createPostgresService`): every instance shares the database; the limiter takes
+ *   each token in the database, keys are read per request, and nothing about pets is cached, so
+ *   what one instance or the keys command committed is seen by the next request everywhere.
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { Server } from 'node:http';
 import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
 import type { Logger } from './http/access-log.ts';
-import { createKeysStore, type KeysStore } from './storage/sqlite/keys-store.ts';
+import { createKeysStore, type SqliteKeysStore } from './storage/sqlite/keys-store.ts';
 import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
-import { createPetsStore, type PetsStore } from './storage/sqlite/pets-store.ts';
+import { createPetsStore, type SqlitePetsStore } from './storage/sqlite/pets-store.ts';
 import { createPetCreations, type CreationsObserver, type PetCreations } from './api/pet-creations.ts';
 import { createPetChanges } from './api/pet-changes.ts';
-import { createApp, type AppDeps, type PipelineObserver } from './app.ts';
+import { createApp, type AppDeps, type PipelineObserver, type RateLimiter } from './app.ts';
 import type { App } from './http/server.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument, serializeOpenApiDocument } from './api/openapi.ts';
 import { referencePageReply } from './api/docs/reference-page.ts';
 import { createCors } from './http/cors.ts';
+import type { KeysStore } from './storage/keys.ts';
+import type { PetsStore } from './storage/pets.ts';
+import type { PostgresSql } from './storage/postgres/driver.ts';
+import { createPostgresKeysStore } from './storage/postgres/keys-store.ts';
+import { createPostgresPetsStore } from './storage/postgres/pets-store.ts';
+import { createPostgresLimiter, type PostgresLimiter } from './storage/postgres/limiter.ts';
+import { createHealthCheck } from './storage/postgres/health.ts';
 
 export type ServiceConfig = Pick<
   Config,
@@ -30,39 +44,63 @@ export type ServiceConfig = Pick<
   // server's default.
   Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
 
-export interface ServiceDeps {
+interface CommonDeps {
   config: ServiceConfig;
-  db: DatabaseSync;
   clock: Clock;
   logger: Logger;
   /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
   overrides?: Partial<AppDeps>;
   /** Smaller timeouts and caps for tests; they win over the configuration. */
   server?: ServerOptions;
-  /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
-  maxAnonymousCallers?: number;
   /** Group commit of creates and changes; on unless turned off to measure the difference (bench/creates.ts). */
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
   observer?: PipelineObserver & CreationsObserver;
 }
 
-export interface Service {
+export interface ServiceDeps extends CommonDeps {
+  db: DatabaseSync;
+  /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
+  maxAnonymousCallers?: number;
+}
+
+export interface PostgresServiceDeps extends CommonDeps {
+  /** A pool on a migrated database (see storage/postgres/database.ts). */
+  sql: PostgresSql;
+}
+
+/** What either engine's service offers main.ts and the tests. */
+export interface BaseService {
   app: App;
   server: Server;
   keys: KeysStore;
   pets: PetsStore;
-  limiter: Limiter;
-  /** Saves the limiter's changes since the last save (main.ts calls it every second and at exit). */
-  limiterPersistence: LimiterPersistence;
   /** The OpenAPI document served at /v1/openapi.json, serialised once. */
   openapi: string;
   /** The create path; main.ts calls its purgeExpired on an interval. */
   petCreations: PetCreations;
+  /** Periodic clean-up beside the idempotency purge (PostgreSQL: idle limiter rows). */
+  purgeIdle(): Promise<void>;
 }
 
-/** Builds the service; the limiter's saved state is loaded before the first request. */
-export function createService({ config, db, clock, logger, overrides = {}, server, maxAnonymousCallers, groupCommit = true, observer }: ServiceDeps): Service {
+export interface Service extends BaseService {
+  keys: SqliteKeysStore;
+  pets: SqlitePetsStore;
+  limiter: Limiter;
+  /** Saves the limiter's changes since the last save (main.ts calls it every second and at exit). */
+  limiterPersistence: LimiterPersistence;
+}
+
+export interface PostgresService extends BaseService {
+  limiter: PostgresLimiter;
+}
+
+/** Limiter rows deleted per statement of the idle purge. */
+const LIMITER_PURGE_CHUNK = 1000;
+
+/** Builds the SQLite service; the limiter's saved state is loaded before the first request. */
+export function createService({ db, maxAnonymousCallers, ...common }: ServiceDeps): Service {
+  const { config, clock } = common;
   const keys = createKeysStore(db, { appEnv: config.appEnv });
   const pets = createPetsStore(db);
   const limiter = createLimiter({
@@ -73,6 +111,31 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   });
   const limiterPersistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
   limiterPersistence.load();
+  const assembled = assemble(common, { keys, pets, limiter });
+  return { ...assembled, keys, pets, limiter, limiterPersistence, purgeIdle: async () => {} };
+}
+
+/** Builds the PostgreSQL service over a pool on a migrated database. */
+export function createPostgresService({ sql, ...common }: PostgresServiceDeps): PostgresService {
+  const { config, clock } = common;
+  const keys = createPostgresKeysStore(sql, { appEnv: config.appEnv });
+  const pets = createPostgresPetsStore(sql);
+  const limiter = createPostgresLimiter({ sql, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds });
+  const health = createHealthCheck(sql, clock);
+  const assembled = assemble({ ...common, overrides: { health, ...common.overrides } }, { keys, pets, limiter });
+  return {
+    ...assembled, keys, pets, limiter,
+    async purgeIdle() {
+      while ((await limiter.purgeIdle(LIMITER_PURGE_CHUNK)) === LIMITER_PURGE_CHUNK);
+    },
+  };
+}
+
+/** The app and its server over either engine's stores. */
+function assemble(
+  { config, clock, logger, overrides = {}, server, groupCommit = true, observer }: CommonDeps,
+  { keys, pets, limiter }: { keys: KeysStore; pets: PetsStore; limiter: RateLimiter },
+) {
   const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
   const openapi = serializeOpenApiDocument(document);
   // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
@@ -99,7 +162,9 @@ export function createService({ config, db, clock, logger, overrides = {}, serve
   // With `*`, even the answers the HTTP server writes before the app runs are readable by a page.
   const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {
-    app, server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }), keys, pets, limiter, limiterPersistence,
-    openapi: overrides.openapi ?? openapi, petCreations,
+    app,
+    server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }),
+    openapi: overrides.openapi ?? openapi,
+    petCreations,
   };
 }

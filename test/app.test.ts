@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { errorBody, startTestServer } from './support/test-server.ts';
-import type { PetsStore } from '../src/storage/sqlite/pets-store.ts';
+import type { PetsStore } from '../src/storage/pets.ts';
 import { createPetsStore } from '../src/storage/sqlite/pets-store.ts';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
 

@@ -22,6 +22,8 @@ test('an empty environment gives every default of the contract', () => {
     host: '127.0.0.1',
     appEnv: 'development',
     databasePath: 'data/development.db',
+    databaseUrl: null,
+    databasePoolSize: 8,
     publicBaseUrl: null,
     stagingBaseUrl: null,
     trustProxy: false,
@@ -234,4 +236,26 @@ test('a CORS_ALLOWED_ORIGINS near miss is refused with the exact form to write',
 
 test('variables outside the contract are ignored', () => {
   assert.deepEqual(loadConfig({ NODE_ENV: 'production', HOME: '/root' }), loadConfig({}));
+});
+
+test('DATABASE_URL selects PostgreSQL; it must be a postgres:// or postgresql:// URL with a host', () => {
+  assert.equal(loadConfig({ DATABASE_URL: 'postgres://pets@db.internal:5432/pets' }).databaseUrl, 'postgres://pets@db.internal:5432/pets');
+  assert.equal(loadConfig({ DATABASE_URL: 'postgresql://localhost/pets' }).databaseUrl, 'postgresql://localhost/pets');
+  for (const value of ['mysql://localhost/pets', 'localhost:5432', 'postgres:///pets', 'data/pets.db']) {
+    assertRefused({ DATABASE_URL: value }, 'DATABASE_URL');
+  }
+});
+
+test('a refused DATABASE_URL is never echoed, since it may carry a password', () => {
+  assert.throws(() => loadConfig({ DATABASE_URL: 'http://user:s3cret@host/db' }), (error: Error) => !error.message.includes('s3cret'));
+});
+
+test('DATABASE_URL and DATABASE_PATH together are refused, naming both', () => {
+  assertRefused({ DATABASE_URL: 'postgres://localhost/pets', DATABASE_PATH: 'data/pets.db' }, 'DATABASE_URL');
+  assert.throws(() => loadConfig({ DATABASE_URL: 'postgres://localhost/pets', DATABASE_PATH: 'x.db' }), /DATABASE_PATH/);
+});
+
+test('DATABASE_POOL_SIZE is a positive integer, default 8', () => {
+  assert.equal(loadConfig({ DATABASE_POOL_SIZE: '20' }).databasePoolSize, 20);
+  for (const value of ['0', '-1', 'ten', '1001']) assertRefused({ DATABASE_POOL_SIZE: value }, 'DATABASE_POOL_SIZE');
 });

@@ -6,7 +6,7 @@
  * batch holding two changes that expect the same version applies exactly one of them.
  */
 import { createGroupCommit } from '../storage/group-commit.ts';
-import type { ChangeOutcome, PetChange, PetsStore } from '../storage/sqlite/pets-store.ts';
+import type { ChangeOutcome, PetChange, PetsStore } from '../storage/pets.ts';
 
 export interface PetChangesOptions {
   pets: Pick<PetsStore, 'changeMany'>;

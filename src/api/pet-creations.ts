@@ -12,7 +12,8 @@ import { ApiError } from '../http/api-error.ts';
 import type { Clock } from '../clock.ts';
 import { createGroupCommit } from '../storage/group-commit.ts';
 import type { IdempotentRequest } from './idempotency.ts';
-import type { NewPet, Pet, PetCreation, PetsStore, StoredResponse } from '../storage/sqlite/pets-store.ts';
+import type { CreationResult, IdempotencyRecord, NewPet, Pet, PetCreation, PetsStore, StoredResponse } from '../storage/pets.ts';
+import { isConflict } from '../storage/pets.ts';
 import type { Reply } from '../http/reply.ts';
 import { created } from './pet-json.ts';
 
@@ -51,36 +52,37 @@ export interface PetCreations {
 
 /** Builds the create path over a pets store. */
 export function createPetCreations({ pets, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
-  const writer = createGroupCommit<PetCreation, Pet>({
+  const writer = createGroupCommit<PetCreation, CreationResult>({
     commit: (creations) => pets.insertMany(creations),
     enabled: groupCommit,
+    // PostgreSQL: one batch being committed while the next gathers (SQLite commits at once).
+    maxInFlight: 2,
     ...(schedule ? { schedule } : {}),
   });
-  // Keys whose first request is between its lookup and its commit. One process owns the
-  // database, so memory is the right place: a crash ends those requests unanswered anyway.
+  // Keys whose first request is between its lookup and its commit, in this process. With one
+  // process on the database that is all there is; with several (PostgreSQL) the store also
+  // claims the key in the batch's transaction and reports a conflict (see storeIdempotent).
   const inFlight = new Set<string>();
   let purging: Promise<number> | null = null;
 
   async function createIdempotent(pet: NewPet, apiKeyId: string, { key, fingerprint }: IdempotentRequest): Promise<Reply> {
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
     const slot = `${apiKeyId} ${key}`;
-    if (inFlight.has(slot)) {
-      throw new ApiError('idempotency_key_in_flight', 'A request with this Idempotency-Key is still being processed; retry later.', { 'Retry-After': '1' });
-    }
+    if (inFlight.has(slot)) throw inFlightError();
     const now = clock();
-    const record = pets.findIdempotencyRecord(apiKeyId, key, now);
-    if (record) {
-      if (record.fingerprint !== fingerprint) {
-        throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different body; use a new key for a new request.');
-      }
-      observer.idempotentReplayed();
-      return replay(record.response);
-    }
+    const found = pets.findIdempotencyRecord(apiKeyId, key, now);
+    const record = found instanceof Promise ? await found : found;
+    if (record) return replayOrRefuse(record, fingerprint, observer);
     inFlight.add(slot);
     try {
-      const stored = await writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: storedCreated } });
-      observer.petCreated();
-      return created(stored);
+      const result = await writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: storedCreated } });
+      if (!isConflict(result)) {
+        observer.petCreated();
+        return created(result);
+      }
+      // Another instance took the key between our lookup and our commit.
+      if (result.conflict === 'in_flight') throw inFlightError();
+      return replayOrRefuse(result.record, fingerprint, observer);
     } finally {
       inFlight.delete(slot);
     }
@@ -89,7 +91,8 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
   async function purgeAll(chunk: number): Promise<number> {
     let total = 0;
     for (;;) {
-      const deleted = pets.purgeIdempotencyRecords(clock(), chunk);
+      const purged = pets.purgeIdempotencyRecords(clock(), chunk);
+      const deleted = purged instanceof Promise ? await purged : purged;
       total += deleted;
       if (deleted < chunk) return total;
       // Let the requests that arrived meanwhile run before the next chunk.
@@ -100,7 +103,7 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
   return {
     async create(pet, caller, idempotency) {
       if (idempotency === null) {
-        const stored = await writer.submit(pet);
+        const stored = (await writer.submit(pet)) as Pet;
         observer.petCreated();
         return created(stored);
       }
@@ -115,6 +118,19 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
       return purging;
     },
   };
+}
+
+function inFlightError(): ApiError {
+  return new ApiError('idempotency_key_in_flight', 'A request with this Idempotency-Key is still being processed; retry later.', { 'Retry-After': '1' });
+}
+
+/** The first response again for the same body; 422 for another body under the same key. */
+function replayOrRefuse(record: IdempotencyRecord, fingerprint: string, observer: CreationsObserver): Reply {
+  if (record.fingerprint !== fingerprint) {
+    throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different body; use a new key for a new request.');
+  }
+  observer.idempotentReplayed();
+  return replay(record.response);
 }
 
 function storedCreated(pet: Pet): StoredResponse {

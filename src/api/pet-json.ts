@@ -2,7 +2,7 @@
  * Pets serialised by hand: the contract fixes the field order, and `categoryId` is a bigint whose
  * digits must go out exactly. Also the pet's entity tag, which goes out with it.
  */
-import type { Pet } from '../storage/sqlite/pets-store.ts';
+import type { Pet } from '../storage/pets.ts';
 import type { Reply } from '../http/reply.ts';
 
 /** `{"id":..,"name":..,"categoryId":..,"status":..}` in the contract's field order. */

@@ -8,7 +8,7 @@ import type { Clock } from '../clock.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from './idempotency.ts';
 import { ifMatchHolds, parseIfMatch } from '../http/if-match.ts';
-import type { ChangeOutcome, NewPet, Pet, PetPatch, PetsStore } from '../storage/sqlite/pets-store.ts';
+import type { ChangeOutcome, NewPet, Pet, PetPatch, PetsStore } from '../storage/pets.ts';
 import type { ChangePet } from './pet-changes.ts';
 import type { Reply } from '../http/reply.ts';
 import { petETag, petReply, petsJson } from './pet-json.ts';
@@ -17,6 +17,7 @@ import { getPetParameters, listPetsParameters, newPetSchema, petPatchSchema, typ
 import { MERGE_PATCH_BODY, readJsonBody } from '../http/request-body.ts';
 import { createReplyCache } from './reply-cache.ts';
 import { validateBody, validatePath, validateQuery } from './validator.ts';
+import { andThen, type MaybePromise } from '../storage/maybe-promise.ts';
 
 export interface OperationContext {
   req: IncomingMessage;
@@ -101,35 +102,40 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
    * The checks of a change before its body, in the contract's order: the path (400), the pet's
    * existence (404), then If-Match (400 if malformed, 412 if it does not match).
    */
-  function changeTarget(context: OperationContext): { petId: bigint; expectedVersion: number | null } {
+  function changeTarget(context: OperationContext): MaybePromise<{ petId: bigint; expectedVersion: number | null }> {
     const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
-    const pet = pets.get(petId);
-    if (!pet) throw petNotFound(petId);
-    return { petId, expectedVersion: precondition(context.req.headers['if-match'], pet) };
+    return andThen(pets.get(petId), (pet) => {
+      if (!pet) throw petNotFound(petId);
+      return { petId, expectedVersion: precondition(context.req.headers['if-match'], pet) };
+    });
   }
 
   return {
-    listPets(context: OperationContext): Reply {
+    listPets(context: OperationContext): Reply | Promise<Reply> {
+      // null on PostgreSQL, where other instances write too: nothing is cached there.
       const revision = pets.revision();
-      const cached = listCache.get(context.search, revision);
-      if (cached) return cached;
+      if (revision !== null) {
+        const cached = listCache.get(context.search, revision);
+        if (cached) return cached;
+      }
       const query = validateQuery(new URLSearchParams(context.search), listPetsParameters);
       const limit = query.limit as number;
       const status = query.status as PetStatus | undefined;
       const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
       // One row more than asked tells whether a next page exists without a COUNT.
-      const page = pets.list({ afterId, status, limit: limit + 1 });
-      const headers: Record<string, string> = {};
-      // The answer depends on the pets up to that extra row, or on every later one without it.
-      const through = page.length > limit ? page[limit]!.id : Infinity;
-      if (page.length > limit) {
-        page.length = limit;
-        const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
-        headers.Link = `<${next}>; rel="next"`;
-      }
-      const reply: Reply = { status: 200, body: petsJson(page), headers };
-      listCache.set(context.search, reply, { after: afterId, through }, revision);
-      return reply;
+      return andThen(pets.list({ afterId, status, limit: limit + 1 }), (page) => {
+        const headers: Record<string, string> = {};
+        // The answer depends on the pets up to that extra row, or on every later one without it.
+        const through = page.length > limit ? page[limit]!.id : Infinity;
+        if (page.length > limit) {
+          page.length = limit;
+          const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
+          headers.Link = `<${next}>; rel="next"`;
+        }
+        const reply: Reply = { status: 200, body: petsJson(page), headers };
+        if (revision !== null) listCache.set(context.search, reply, { after: afterId, through }, revision);
+        return reply;
+      });
     },
 
     async createPet(context: OperationContext): Promise<Reply> {
@@ -141,36 +147,39 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
       return store(pet, context, key === null ? null : { key, fingerprint: fingerprintBody(body) });
     },
 
-    getPet(context: OperationContext): Reply {
+    getPet(context: OperationContext): Reply | Promise<Reply> {
       if (clock() >= SUNSET_MS) {
         throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
       }
       const revision = pets.revision();
       const raw = context.params.petId!;
-      const cached = petCache.get(raw, revision);
-      if (cached) return cached;
+      if (revision !== null) {
+        const cached = petCache.get(raw, revision);
+        if (cached) return cached;
+      }
       const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
-      const pet = pets.get(petId);
-      if (!pet) throw petNotFound(petId);
-      const reply = petReply(pet);
-      petCache.set(raw, reply, { after: pet.id - 1, through: pet.id }, revision);
-      return reply;
+      return andThen(pets.get(petId), (pet) => {
+        if (!pet) throw petNotFound(petId);
+        const reply = petReply(pet);
+        if (revision !== null) petCache.set(raw, reply, { after: pet.id - 1, through: pet.id }, revision);
+        return reply;
+      });
     },
 
     async updatePet(context: OperationContext): Promise<Reply> {
-      const { petId, expectedVersion } = changeTarget(context);
+      const { petId, expectedVersion } = await changeTarget(context);
       const body = await readJsonBody(context.req, MERGE_PATCH_BODY);
       const patch = validateBody(body, petPatchSchema) as PetPatch;
       if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion }), petId);
       // `{}` changes nothing: the pet as it is now, held to the same conditions as a change.
-      const pet = pets.get(petId);
+      const pet = await pets.get(petId);
       if (!pet) throw petNotFound(petId);
       if (expectedVersion !== null && pet.version !== expectedVersion) throw preconditionFailed();
       return petReply(pet);
     },
 
     async deletePet(context: OperationContext): Promise<Reply> {
-      const { petId, expectedVersion } = changeTarget(context);
+      const { petId, expectedVersion } = await changeTarget(context);
       return changed(await changePet({ kind: 'delete', id: petId, expectedVersion }), petId);
     },
 

@@ -14,7 +14,7 @@
  * The revision is read before the answer is computed and every write is journaled before it
  * commits, and node:sqlite is synchronous, so no write can fall between an answer and its check.
  */
-import type { PetsRevision, PetsStore } from '../storage/sqlite/pets-store.ts';
+import type { PetsRevision, PetsStore } from '../storage/pets.ts';
 import type { Reply } from '../http/reply.ts';
 
 /** The ids an answer depends on: those above `after` and up to `through` (Infinity: no end). */

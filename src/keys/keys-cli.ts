@@ -10,15 +10,14 @@
  * Arguments are parsed by hand rather than with `util.parseArgs`, which silently keeps the last of
  * a repeated option and words its errors over several clauses.
  */
-import type { DatabaseSync } from 'node:sqlite';
-import type { RandomBytes } from './api-keys.ts';
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
-import type { AppEnv } from '../config.ts';
-import { ConfigError, loadConfig } from '../config.ts';
+import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { openDatabase } from '../storage/sqlite/database.ts';
-import type { ApiKeyRecord, IssuedKey } from '../storage/sqlite/keys-store.ts';
+import type { ApiKeyRecord, IssuedKey, KeysStore } from '../storage/keys.ts';
 import { createKeysStore } from '../storage/sqlite/keys-store.ts';
+import { connectPostgres, migratePostgres } from '../storage/postgres/database.ts';
+import { createPostgresKeysStore } from '../storage/postgres/keys-store.ts';
 import type { Plan } from '../limits/plans.ts';
 import { isPlan, PLAN_NAMES, PLANS } from '../limits/plans.ts';
 
@@ -61,10 +60,8 @@ export interface KeysCliIo {
 }
 
 export interface KeysCliContext extends KeysCliIo {
-  db: DatabaseSync;
-  /** Decides the prefix of the keys created. */
-  appEnv: AppEnv;
-  randomBytes?: RandomBytes;
+  /** The key store of the server's database (SQLite or PostgreSQL). */
+  keys: KeysStore;
 }
 
 /** A parsed, validated command line. */
@@ -260,7 +257,7 @@ function daysInMonth(year: number, month: number): number {
  * Runs one command on an open database. Returns the exit code; never throws for bad arguments
  * or an unknown id (database failures do throw).
  */
-export function runKeysCommand(argv: readonly string[], context: KeysCliContext): number {
+export async function runKeysCommand(argv: readonly string[], context: KeysCliContext): Promise<number> {
   const command = parseOrReport(argv, context);
   return typeof command === 'number' ? command : executeKeysCommand(command, context);
 }
@@ -277,9 +274,8 @@ function parseOrReport(argv: readonly string[], io: KeysCliIo): KeysCommand | nu
 }
 
 /** Carries out a parsed command. Returns the exit code. */
-export function executeKeysCommand(command: KeysCommand, context: KeysCliContext): number {
-  const { stdout, stderr, clock } = context;
-  const store = createKeysStore(context.db, { appEnv: context.appEnv, randomBytes: context.randomBytes });
+export async function executeKeysCommand(command: KeysCommand, context: KeysCliContext): Promise<number> {
+  const { stdout, stderr, clock, keys: store } = context;
   const now = clock();
   switch (command.name) {
     case 'help':
@@ -287,7 +283,7 @@ export function executeKeysCommand(command: KeysCommand, context: KeysCliContext
       return EXIT_OK;
 
     case 'create': {
-      const issued = store.create({
+      const issued = await store.create({
         plan: command.plan,
         label: command.label,
         perMinute: command.perMinute,
@@ -301,7 +297,7 @@ export function executeKeysCommand(command: KeysCommand, context: KeysCliContext
     }
 
     case 'list': {
-      const records = store.list();
+      const records = await store.list();
       if (command.json) {
         stdout.write(`${JSON.stringify(records.map(toJson))}\n`);
       } else {
@@ -311,19 +307,19 @@ export function executeKeysCommand(command: KeysCommand, context: KeysCliContext
     }
 
     case 'revoke': {
-      const record = store.get(command.id);
+      const record = await store.get(command.id);
       if (record === null) return noSuchKey(command.id, stderr);
       if (record.revokedAt !== null) {
         stdout.write(`${record.id} was already revoked at ${isoTime(record.revokedAt)}\n`);
       } else {
-        store.revoke(record.id, now);
+        await store.revoke(record.id, now);
         stdout.write(`Revoked ${record.id}\n`);
       }
       return EXIT_OK;
     }
 
     case 'rotate': {
-      const result = store.rotate(command.id, command.graceSeconds, now);
+      const result = await store.rotate(command.id, command.graceSeconds, now);
       switch (result.outcome) {
         case 'not_found':
           return noSuchKey(command.id, stderr);
@@ -352,7 +348,7 @@ export function executeKeysCommand(command: KeysCommand, context: KeysCliContext
 
 const SHOWN_ONCE = 'Store the key now: it is not shown again.';
 
-function printIssued(issued: IssuedKey, json: boolean, context: KeysCliContext, extra: Record<string, string> = {}): void {
+function printIssued(issued: IssuedKey, json: boolean, context: KeysCliIo, extra: Record<string, string> = {}): void {
   if (!json) {
     context.stdout.write(`${issued.key}\n`);
     return;
@@ -418,11 +414,12 @@ function quote(text: string): string {
 }
 
 /**
- * The whole command line: arguments, then the environment, then the database (created with its
- * folder if missing, private to this account). Arguments come first so that a typo creates no file. Any failure is one
- * line on stderr and an exit code.
+ * The whole command line: arguments, then the environment, then the database (the SQLite file,
+ * created with its folder if missing, private to this account, or the PostgreSQL of
+ * DATABASE_URL, migrated if needed). Arguments come first so that a typo creates no file. Any
+ * failure is one line on stderr and an exit code.
  */
-export function runKeysCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: KeysCliIo): number {
+export async function runKeysCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: KeysCliIo): Promise<number> {
   const { stdout, stderr, clock } = io;
   const command = parseOrReport(argv, io);
   if (typeof command === 'number') return command;
@@ -430,27 +427,45 @@ export function runKeysCli(argv: readonly string[], env: Readonly<Record<string,
     stdout.write(USAGE);
     return EXIT_OK;
   }
-  let db: DatabaseSync | undefined;
+  let close: () => unknown = () => {};
   try {
     const config = loadConfig(env);
-    if (config.databasePath === ':memory:') {
-      // Keys made here would vanish with the process while the key is printed as if it worked.
-      throw new ConfigError('DATABASE_PATH', 'DATABASE_PATH must be a file for the keys command, got ":memory:"');
-    }
-    // Creates a missing folder (0700) and file (0600), as the server does.
-    db = openDatabase(config.databasePath);
-    return executeKeysCommand(command, { db, appEnv: config.appEnv, clock, stdout, stderr });
+    const opened = await openKeys(config);
+    close = opened.close;
+    return await executeKeysCommand(command, { keys: opened.keys, clock, stdout, stderr });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     stderr.write(`keys: ${message.split('\n')[0]}\n`);
     return EXIT_FAILURE;
   } finally {
-    db?.close();
+    await close();
   }
 }
 
+/** The key store of the configured database, and how to let go of it. */
+async function openKeys(config: Config): Promise<{ keys: KeysStore; close(): unknown }> {
+  if (config.databaseUrl !== null) {
+    // One connection: the command runs one statement at a time.
+    const sql = await connectPostgres(config.databaseUrl, { poolSize: 1 });
+    try {
+      await migratePostgres(sql);
+    } catch (error) {
+      await sql.end();
+      throw error;
+    }
+    return { keys: createPostgresKeysStore(sql, { appEnv: config.appEnv }), close: () => sql.end({ timeout: 5 }) };
+  }
+  if (config.databasePath === ':memory:') {
+    // Keys made here would vanish with the process while the key is printed as if it worked.
+    throw new ConfigError('DATABASE_PATH', 'DATABASE_PATH must be a file for the keys command, got ":memory:"');
+  }
+  // Creates a missing folder (0700) and file (0600), as the server does.
+  const db = openDatabase(config.databasePath);
+  return { keys: createKeysStore(db, { appEnv: config.appEnv }), close: () => db.close() };
+}
+
 if (import.meta.main) {
-  process.exitCode = runKeysCli(process.argv.slice(2), process.env, {
+  process.exitCode = await runKeysCli(process.argv.slice(2), process.env, {
     stdout: process.stdout,
     stderr: process.stderr,
     clock: systemClock,

@@ -449,8 +449,19 @@ function secondsUntil(at: number, now: number): number {
   return Math.max(1, Math.ceil((at - now) / 1000));
 }
 
-function decide(
-  state: CallerState,
+/** Buckets in token-milliseconds at `updatedAt`: all that the headers of a decision need. */
+export interface BucketUnits {
+  minute: number;
+  day: number;
+  updatedAt: number;
+}
+
+/**
+ * The decision and its headers for a caller whose buckets hold `state` after the request.
+ * Exported so that the PostgreSQL limiter, which counts in the same units, answers alike.
+ */
+export function decide(
+  state: BucketUnits,
   perMinute: number,
   perDay: number,
   code: LimitCode | undefined,

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createPetChanges } from '../../src/api/pet-changes.ts';
-import { createPetsStore, type PetChange, type PetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import { createPetsStore, type SqlitePetsStore as PetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import type { PetChange } from '../../src/storage/pets.ts';
 
 /** The change path over a real in-memory store with three pets, batches flushed when the test says. */
 function changes(wrap: (real: PetsStore) => Pick<PetsStore, 'changeMany'> = (real) => real, groupCommit = true) {

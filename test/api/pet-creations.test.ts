@@ -4,7 +4,8 @@ import { ApiError } from '../../src/http/api-error.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { fingerprintBody } from '../../src/api/idempotency.ts';
 import { createPetCreations } from '../../src/api/pet-creations.ts';
-import { createPetsStore, type NewPet, type PetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import type { NewPet, PetsStore } from '../../src/storage/pets.ts';
 import { errorBody, fakeClock, startTestServer, type TestServer } from '../support/test-server.ts';
 
 const DAY = 24 * 60 * 60 * 1000;

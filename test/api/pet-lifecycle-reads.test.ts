@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { json, startTestServer, type TestServer } from '../support/test-server.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
-import { createPetsStore, type PetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import { createPetsStore, type SqlitePetsStore as PetsStore } from '../../src/storage/sqlite/pets-store.ts';
 import { openRaw } from '../support/raw-http.ts';
 
 type Status = 'available' | 'pending' | 'sold';

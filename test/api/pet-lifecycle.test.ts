@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { errorBody, json, startTestServer, storedPet, type TestServer } from '../support/test-server.ts';
 import { errorCode, openRaw } from '../support/raw-http.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
-import { createPetsStore, type PetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import { createPetsStore, type SqlitePetsStore as PetsStore } from '../../src/storage/sqlite/pets-store.ts';
 import { petETag } from '../../src/api/pet-json.ts';
 
 const MERGE_PATCH = 'application/merge-patch+json';

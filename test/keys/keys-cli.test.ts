@@ -19,12 +19,11 @@ function harness(appEnv: AppEnv = 'development') {
   const db = openDatabase(':memory:');
   const store = createKeysStore(db, { appEnv });
   const clock = { now: T0 };
-  function run(...argv: string[]) {
+  async function run(...argv: string[]) {
     let stdout = '';
     let stderr = '';
-    const code = runKeysCommand(argv, {
-      db,
-      appEnv,
+    const code = await runKeysCommand(argv, {
+      keys: store,
       clock: () => clock.now,
       stdout: { write: (text: string) => (stdout += text) },
       stderr: { write: (text: string) => (stderr += text) },
@@ -32,8 +31,8 @@ function harness(appEnv: AppEnv = 'development') {
     return { code, stdout, stderr };
   }
   /** Runs a command that must succeed and returns its stdout. */
-  function ok(...argv: string[]): string {
-    const result = run(...argv);
+  async function ok(...argv: string[]): Promise<string> {
+    const result = await run(...argv);
     assert.equal(result.code, EXIT_OK, result.stderr);
     return result.stdout;
   }
@@ -47,9 +46,9 @@ function assertOneLineError(stderr: string): void {
 
 // create
 
-test('create prints the key alone on stdout and a note with the id on stderr', () => {
+test('create prints the key alone on stdout and a note with the id on stderr', async () => {
   const { run, store } = harness();
-  const { code, stdout, stderr } = run('create', '--plan', 'free');
+  const { code, stdout, stderr } = await run('create', '--plan', 'free');
   assert.equal(code, EXIT_OK);
   assert.match(stdout, KEY_LINE);
   const record = store.findByKey(stdout.trim(), T0);
@@ -60,14 +59,14 @@ test('create prints the key alone on stdout and a note with the id on stderr', (
   assert.ok(!stderr.includes(stdout.trim()), 'the key is printed once');
 });
 
-test('create uses the live prefix in production', () => {
+test('create uses the live prefix in production', async () => {
   const { ok } = harness('production');
-  assert.match(ok('create', '--plan', 'pro'), /^pk_live_[A-Za-z0-9_-]{49}\n$/);
+  assert.match(await ok('create', '--plan', 'pro'), /^pk_live_[A-Za-z0-9_-]{49}\n$/);
 });
 
-test('create stores the label and the expiry', () => {
+test('create stores the label and the expiry', async () => {
   const { ok, store } = harness();
-  const key = ok('create', '--plan', 'business', '--label', 'partner portal', '--expires', '2030-06-01T12:00:00+02:00').trim();
+  const key = (await ok('create', '--plan', 'business', '--label', 'partner portal', '--expires', '2030-06-01T12:00:00+02:00')).trim();
   const record = store.findByKey(key, T0);
   assert.equal(record?.label, 'partner portal');
   assert.equal(record?.plan, 'business');
@@ -75,23 +74,23 @@ test('create stores the label and the expiry', () => {
   assert.equal(record?.expiresAt, Date.UTC(2030, 5, 1, 10));
 });
 
-test('create accepts --option=value and a date-only expiry (midnight UTC)', () => {
+test('create accepts --option=value and a date-only expiry (midnight UTC)', async () => {
   const { ok, store } = harness();
-  const key = ok('create', '--plan=pro', '--label=', '--expires=2031-01-01').trim();
+  const key = (await ok('create', '--plan=pro', '--label=', '--expires=2031-01-01')).trim();
   assert.equal(store.findByKey(key, T0)?.expiresAt, Date.UTC(2031, 0, 1));
 });
 
-test('create of an enterprise key takes its numbers', () => {
+test('create of an enterprise key takes its numbers', async () => {
   const { ok, store } = harness();
-  const key = ok('create', '--plan', 'enterprise', '--per-minute', '5000', '--per-day=2000000').trim();
+  const key = (await ok('create', '--plan', 'enterprise', '--per-minute', '5000', '--per-day=2000000')).trim();
   const record = store.findByKey(key, T0);
   assert.equal(record?.perMinute, 5000);
   assert.equal(record?.perDay, 2_000_000);
 });
 
-test('create --json prints one JSON object and nothing on stderr', () => {
+test('create --json prints one JSON object and nothing on stderr', async () => {
   const { run, store } = harness();
-  const { code, stdout, stderr } = run('create', '--plan', 'enterprise', '--per-minute', '7', '--per-day', '70', '--label', 'x', '--json');
+  const { code, stdout, stderr } = await run('create', '--plan', 'enterprise', '--per-minute', '7', '--per-day', '70', '--label', 'x', '--json');
   assert.equal(code, EXIT_OK);
   assert.equal(stderr, '');
   assert.equal(stdout.split('\n').length, 2, 'one line');
@@ -111,20 +110,20 @@ test('create --json prints one JSON object and nothing on stderr', () => {
 
 // list
 
-test('list says so when there are no keys', () => {
+test('list says so when there are no keys', async () => {
   const { ok } = harness();
-  assert.equal(ok('list'), 'No API keys.\n');
-  assert.equal(ok('list', '--json'), '[]\n');
+  assert.equal(await ok('list'), 'No API keys.\n');
+  assert.equal(await ok('list', '--json'), '[]\n');
 });
 
-test('list prints a table with the status of each key and never a key or hash', () => {
+test('list prints a table with the status of each key and never a key or hash', async () => {
   const { ok, clock, store } = harness();
-  const active = ok('create', '--plan', 'free', '--label', 'active one').trim();
-  const revoked = ok('create', '--plan', 'pro').trim();
-  const expiring = ok('create', '--plan', 'business', '--expires', '2030-01-01T00:00:10Z').trim();
-  ok('revoke', store.findByKey(revoked, T0)!.id);
+  const active = (await ok('create', '--plan', 'free', '--label', 'active one')).trim();
+  const revoked = (await ok('create', '--plan', 'pro')).trim();
+  const expiring = (await ok('create', '--plan', 'business', '--expires', '2030-01-01T00:00:10Z')).trim();
+  await ok('revoke', store.findByKey(revoked, T0)!.id);
   clock.now = T0 + 10 * SECOND;
-  const table = ok('list');
+  const table = await ok('list');
   const lines = table.trimEnd().split('\n');
   assert.equal(lines.length, 4);
   assert.match(lines[0]!, /^ID\s+PLAN\s+PER MIN\s+PER DAY\s+STATUS\s+CREATED\s+EXPIRES\s+REVOKED\s+LABEL$/);
@@ -137,13 +136,13 @@ test('list prints a table with the status of each key and never a key or hash', 
   }
 });
 
-test('list --json gives every field with ISO 8601 UTC times or null, and never a key or hash', () => {
+test('list --json gives every field with ISO 8601 UTC times or null, and never a key or hash', async () => {
   const { ok, clock, store } = harness();
-  const key = ok('create', '--plan', 'enterprise', '--per-minute', '9', '--per-day', '99', '--label', 'e', '--expires', '2030-02-01T00:00:00Z').trim();
+  const key = (await ok('create', '--plan', 'enterprise', '--per-minute', '9', '--per-day', '99', '--label', 'e', '--expires', '2030-02-01T00:00:00Z')).trim();
   const id = store.findByKey(key, T0)!.id;
   clock.now = T0 + 1500;
-  ok('revoke', id);
-  const output = ok('list', '--json');
+  await ok('revoke', id);
+  const output = await ok('list', '--json');
   assert.deepEqual(JSON.parse(output), [
     {
       id,
@@ -163,27 +162,27 @@ test('list --json gives every field with ISO 8601 UTC times or null, and never a
 
 // revoke
 
-test('revoke stops the key at once', () => {
+test('revoke stops the key at once', async () => {
   const { ok, store } = harness();
-  const key = ok('create', '--plan', 'free').trim();
+  const key = (await ok('create', '--plan', 'free')).trim();
   const id = store.findByKey(key, T0)!.id;
-  assert.equal(ok('revoke', id), `Revoked ${id}\n`);
+  assert.equal(await ok('revoke', id), `Revoked ${id}\n`);
   assert.equal(store.findByKey(key, T0), null);
 });
 
-test('revoking a revoked key succeeds and keeps the first revocation time', () => {
+test('revoking a revoked key succeeds and keeps the first revocation time', async () => {
   const { ok, clock, store } = harness();
-  const key = ok('create', '--plan', 'free').trim();
+  const key = (await ok('create', '--plan', 'free')).trim();
   const id = store.findByKey(key, T0)!.id;
-  ok('revoke', id);
+  await ok('revoke', id);
   clock.now = T0 + 60 * SECOND;
-  assert.equal(ok('revoke', id), `${id} was already revoked at 2030-01-01T00:00:00.000Z\n`);
+  assert.equal(await ok('revoke', id), `${id} was already revoked at 2030-01-01T00:00:00.000Z\n`);
   assert.equal(store.get(id)?.revokedAt, T0);
 });
 
-test('revoke of an unknown id fails with exit code 1', () => {
+test('revoke of an unknown id fails with exit code 1', async () => {
   const { run } = harness();
-  const { code, stdout, stderr } = run('revoke', 'key_0123456789abcdef');
+  const { code, stdout, stderr } = await run('revoke', 'key_0123456789abcdef');
   assert.equal(code, EXIT_FAILURE);
   assert.equal(stdout, '');
   assertOneLineError(stderr);
@@ -192,12 +191,12 @@ test('revoke of an unknown id fails with exit code 1', () => {
 
 // rotate
 
-test('rotate prints a new key with the same plan, numbers and label; the old one lasts 86400 s by default', () => {
+test('rotate prints a new key with the same plan, numbers and label; the old one lasts 86400 s by default', async () => {
   const { run, ok, store, clock } = harness();
-  const oldKey = ok('create', '--plan', 'enterprise', '--per-minute', '50', '--per-day', '500', '--label', 'svc').trim();
+  const oldKey = (await ok('create', '--plan', 'enterprise', '--per-minute', '50', '--per-day', '500', '--label', 'svc')).trim();
   const old = store.findByKey(oldKey, T0)!;
   clock.now = T0 + SECOND;
-  const { code, stdout, stderr } = run('rotate', old.id);
+  const { code, stdout, stderr } = await run('rotate', old.id);
   assert.equal(code, EXIT_OK);
   assert.match(stdout, KEY_LINE);
   const fresh = store.findByKey(stdout.trim(), clock.now)!;
@@ -211,11 +210,11 @@ test('rotate prints a new key with the same plan, numbers and label; the old one
   assert.equal(store.findByKey(oldKey, T0 + SECOND + 86_400 * SECOND), null);
 });
 
-test('rotate --grace --json prints the new key as create does, with the replaced key', () => {
+test('rotate --grace --json prints the new key as create does, with the replaced key', async () => {
   const { run, ok, store } = harness();
-  const oldKey = ok('create', '--plan', 'pro').trim();
+  const oldKey = (await ok('create', '--plan', 'pro')).trim();
   const oldId = store.findByKey(oldKey, T0)!.id;
-  const { code, stdout, stderr } = run('rotate', oldId, '--grace', '60', '--json');
+  const { code, stdout, stderr } = await run('rotate', oldId, '--grace', '60', '--json');
   assert.equal(code, EXIT_OK);
   assert.equal(stderr, '');
   const body = JSON.parse(stdout);
@@ -235,14 +234,14 @@ test('rotate --grace --json prints the new key as create does, with the replaced
   assert.equal(store.findByKey(oldKey, T0 + 60 * SECOND), null);
 });
 
-test('rotate of an unknown, revoked or expired key fails with exit code 1 and creates nothing', () => {
+test('rotate of an unknown, revoked or expired key fails with exit code 1 and creates nothing', async () => {
   const { run, ok, store, clock } = harness();
-  const revokedId = store.findByKey(ok('create', '--plan', 'free').trim(), T0)!.id;
-  ok('revoke', revokedId);
-  const expiredId = store.findByKey(ok('create', '--plan', 'free', '--expires', '2030-01-01T00:00:01Z').trim(), T0)!.id;
+  const revokedId = store.findByKey((await ok('create', '--plan', 'free')).trim(), T0)!.id;
+  await ok('revoke', revokedId);
+  const expiredId = store.findByKey((await ok('create', '--plan', 'free', '--expires', '2030-01-01T00:00:01Z')).trim(), T0)!.id;
   clock.now = T0 + SECOND;
   for (const id of ['key_0123456789abcdef', revokedId, expiredId]) {
-    const { code, stdout, stderr } = run('rotate', id);
+    const { code, stdout, stderr } = await run('rotate', id);
     assert.equal(code, EXIT_FAILURE, id);
     assert.equal(stdout, '');
     assertOneLineError(stderr);
@@ -253,10 +252,10 @@ test('rotate of an unknown, revoked or expired key fails with exit code 1 and cr
 
 // help
 
-test('help prints the usage on stdout', () => {
+test('help prints the usage on stdout', async () => {
   const { run } = harness();
   for (const argv of [['help'], ['--help'], ['-h'], ['create', '--help']]) {
-    const { code, stdout, stderr } = run(...argv);
+    const { code, stdout, stderr } = await run(...argv);
     assert.equal(code, EXIT_OK);
     assert.match(stdout, /^Usage: npm run --silent keys -- <command>/);
     assert.equal(stderr, '');
@@ -331,9 +330,9 @@ const BAD_ARGUMENTS: readonly (readonly string[])[] = [
 ];
 
 for (const argv of BAD_ARGUMENTS) {
-  test(`bad arguments exit 2 with one line on stderr: keys ${JSON.stringify(argv)}`, () => {
+  test(`bad arguments exit 2 with one line on stderr: keys ${JSON.stringify(argv)}`, async () => {
     const { run, store } = harness();
-    const { code, stdout, stderr } = run(...argv);
+    const { code, stdout, stderr } = await run(...argv);
     assert.equal(code, EXIT_USAGE);
     assert.equal(stdout, '');
     assertOneLineError(stderr);
@@ -341,23 +340,23 @@ for (const argv of BAD_ARGUMENTS) {
   });
 }
 
-test('a bad argument is reported before the id is looked up', () => {
+test('a bad argument is reported before the id is looked up', async () => {
   const { ok, run, store } = harness();
-  const id = store.findByKey(ok('create', '--plan', 'free').trim(), T0)!.id;
-  assert.equal(run('rotate', id, '--grace', '0').code, EXIT_USAGE);
+  const id = store.findByKey((await ok('create', '--plan', 'free')).trim(), T0)!.id;
+  assert.equal((await run('rotate', id, '--grace', '0')).code, EXIT_USAGE);
   assert.equal(store.count(), 1);
 });
 
-test('an argument after -- is a positional, even if it looks like an option', () => {
+test('an argument after -- is a positional, even if it looks like an option', async () => {
   const { run } = harness();
-  const { code, stderr } = run('revoke', '--', '--json');
+  const { code, stderr } = await run('revoke', '--', '--json');
   assert.equal(code, EXIT_FAILURE, 'no key with id "--json"');
   assert.ok(stderr.includes('"--json"'));
 });
 
 // ISO times
 
-test('parseIsoTime reads dates, UTC times and offsets, and refuses the rest', () => {
+test('parseIsoTime reads dates, UTC times and offsets, and refuses the rest', async () => {
   assert.equal(parseIsoTime('2030-12-31'), Date.UTC(2030, 11, 31));
   assert.equal(parseIsoTime('2030-12-31T23:59Z'), Date.UTC(2030, 11, 31, 23, 59));
   assert.equal(parseIsoTime('2030-12-31T23:59:59.5Z'), Date.UTC(2030, 11, 31, 23, 59, 59, 500));
@@ -384,20 +383,20 @@ function cliIo(now = Date.now()) {
   };
 }
 
-function withTempDir(body: (dir: string) => void): void {
+async function withTempDir(body: (dir: string) => Promise<void> | void): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'keys-cli-'));
   try {
-    body(dir);
+    await body(dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-test('runKeysCli creates the database directory and works on the file', () => {
-  withTempDir((dir) => {
+test('runKeysCli creates the database directory and works on the file', async () => {
+  await withTempDir(async (dir) => {
     const path = join(dir, 'data', 'staging.db');
     const { output, io } = cliIo();
-    assert.equal(runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, io), EXIT_OK);
+    assert.equal(await runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, io), EXIT_OK);
     assert.ok(existsSync(path));
     const db = openDatabase(path);
     assert.ok(createKeysStore(db, { appEnv: 'staging' }).findByKey(output.stdout.trim(), Date.now()));
@@ -405,12 +404,12 @@ test('runKeysCli creates the database directory and works on the file', () => {
   });
 });
 
-test('runKeysCli creates the database folder 0700 and the file 0600, as the server does (issue #15)', () => {
+test('runKeysCli creates the database folder 0700 and the file 0600, as the server does (issue #15)', async () => {
   const previous = process.umask(0o022);
   try {
-    withTempDir((dir) => {
+    await withTempDir(async (dir) => {
       const path = join(dir, 'data', 'staging.db');
-      assert.equal(runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, cliIo().io), EXIT_OK);
+      assert.equal(await runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, cliIo().io), EXIT_OK);
       assert.equal((statSync(join(dir, 'data')).mode & 0o777).toString(8), '700');
       assert.equal((statSync(path).mode & 0o777).toString(8), '600');
     });
@@ -419,12 +418,12 @@ test('runKeysCli creates the database folder 0700 and the file 0600, as the serv
   }
 });
 
-test('runKeysCli refuses a bad environment variable with one line naming it, exit 1', () => {
-  withTempDir((dir) => {
+test('runKeysCli refuses a bad environment variable with one line naming it, exit 1', async () => {
+  await withTempDir(async (dir) => {
     for (const [name, value] of [['APP_ENV', 'qa'], ['PORT', 'abc'], ['LOG_LEVEL', 'loud']] as const) {
       const { output, io } = cliIo();
       const path = join(dir, 'data', 'x.db');
-      assert.equal(runKeysCli(['list'], { DATABASE_PATH: path, [name]: value }, io), EXIT_FAILURE);
+      assert.equal(await runKeysCli(['list'], { DATABASE_PATH: path, [name]: value }, io), EXIT_FAILURE);
       assertOneLineError(output.stderr);
       assert.ok(output.stderr.startsWith(`keys: ${name} `), output.stderr);
       assert.ok(!existsSync(join(dir, 'data')), 'no database was created');
@@ -432,36 +431,36 @@ test('runKeysCli refuses a bad environment variable with one line naming it, exi
   });
 });
 
-test('runKeysCli refuses an in-memory database, where keys would vanish', () => {
+test('runKeysCli refuses an in-memory database, where keys would vanish', async () => {
   const { output, io } = cliIo();
-  assert.equal(runKeysCli(['create', '--plan', 'free'], { DATABASE_PATH: ':memory:' }, io), EXIT_FAILURE);
+  assert.equal(await runKeysCli(['create', '--plan', 'free'], { DATABASE_PATH: ':memory:' }, io), EXIT_FAILURE);
   assert.equal(output.stdout, '');
   assert.match(output.stderr, /^keys: DATABASE_PATH [^\n]+\n$/);
 });
 
-test('runKeysCli checks the arguments before touching the environment or the file system', () => {
-  withTempDir((dir) => {
+test('runKeysCli checks the arguments before touching the environment or the file system', async () => {
+  await withTempDir(async (dir) => {
     const { output, io } = cliIo();
     const path = join(dir, 'data', 'x.db');
-    assert.equal(runKeysCli(['create', '--plan', 'gold'], { APP_ENV: 'qa', DATABASE_PATH: path }, io), EXIT_USAGE);
+    assert.equal(await runKeysCli(['create', '--plan', 'gold'], { APP_ENV: 'qa', DATABASE_PATH: path }, io), EXIT_USAGE);
     assertOneLineError(output.stderr);
     assert.ok(!existsSync(join(dir, 'data')));
   });
 });
 
-test('runKeysCli reports a database it cannot open in one line, exit 1', () => {
-  withTempDir((dir) => {
+test('runKeysCli reports a database it cannot open in one line, exit 1', async () => {
+  await withTempDir(async (dir) => {
     mkdirSync(join(dir, 'taken.db'));
     const { output, io } = cliIo();
-    assert.equal(runKeysCli(['list'], { DATABASE_PATH: join(dir, 'taken.db') }, io), EXIT_FAILURE);
+    assert.equal(await runKeysCli(['list'], { DATABASE_PATH: join(dir, 'taken.db') }, io), EXIT_FAILURE);
     assertOneLineError(output.stderr);
   });
 });
 
 // the real process
 
-test('the real CLI creates, lists and revokes keys in a database file, with the contract exit codes', () => {
-  withTempDir((dir) => {
+test('the real CLI creates, lists and revokes keys in a database file, with the contract exit codes', async () => {
+  await withTempDir(async (dir) => {
     const env = { PATH: process.env.PATH, APP_ENV: 'staging', DATABASE_PATH: join(dir, 'keys.db') };
     const keys = (...args: string[]) =>
       spawnSync(process.execPath, ['src/keys/keys-cli.ts', ...args], { cwd: join(import.meta.dirname, '..', '..'), env, encoding: 'utf8' });

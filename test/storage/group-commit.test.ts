@@ -118,3 +118,47 @@ test('by default the flush runs after the current turn (setImmediate)', async ()
   assert.deepEqual(await answers, [1, 2]);
   assert.deepEqual(batches, [[1, 2]]);
 });
+
+test('an asynchronous commit holds later items back until it returns, then sends them as one batch', async () => {
+  const turns = manualSchedule();
+  const batches: number[][] = [];
+  const pending: (() => void)[] = [];
+  const writer = createGroupCommit<number, number>({
+    commit: (items) => {
+      batches.push([...items]);
+      return new Promise<number[]>((resolve) => pending.push(() => resolve(items.map((item) => item * 10))));
+    },
+    schedule: turns.schedule,
+  });
+  const first = writer.submit(1);
+  turns.runNext();
+  const later = [writer.submit(2), writer.submit(3)];
+  assert.equal(turns.size, 0, 'no flush while the only allowed batch is out');
+  pending.shift()!();
+  assert.equal(await first, 10);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(turns.size, 1, 'its return schedules the waiting items');
+  turns.runNext();
+  pending.shift()!();
+  assert.deepEqual(await Promise.all(later), [20, 30]);
+  assert.deepEqual(batches, [[1], [2, 3]]);
+});
+
+test('a rejected asynchronous commit rejects every item of its batch and lets the next batch go', async () => {
+  const turns = manualSchedule();
+  let calls = 0;
+  const writer = createGroupCommit<number, number>({
+    commit: async (items) => {
+      calls++;
+      if (calls === 1) throw new Error('connection lost');
+      return [...items];
+    },
+    schedule: turns.schedule,
+  });
+  const failed = [writer.submit(1), writer.submit(2)];
+  turns.runNext();
+  for (const answer of failed) await assert.rejects(answer, /connection lost/);
+  const next = writer.submit(3);
+  turns.runNext();
+  assert.equal(await next, 3);
+});

@@ -8,7 +8,9 @@ import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createLogger } from '../../src/http/access-log.ts';
-import { createService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service.ts';
+import { createPostgresService, createService, type BaseService, type PostgresService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service.ts';
+import type { Logger } from '../../src/http/access-log.ts';
+import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import type { AppDeps } from '../../src/app.ts';
 import { conformanceChecker } from './openapi-conformance.ts';
 import type { ServerOptions } from '../../src/http/server.ts';
@@ -67,22 +69,50 @@ export interface TestServerOptions {
 export async function startTestServer(t: TestContext, options: TestServerOptions = {}): Promise<TestServer> {
   const db = options.db ?? openDatabase(':memory:');
   const clock = options.clock ?? fakeClock();
-  const logs: string[] = [];
-  const logger = createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) });
-  const config: ServiceConfig = {
-    appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null,
-    corsAllowedOrigins: null,
-    ...options.config,
-  };
+  const { logger, logs } = captureLogs(clock);
   const service = createService({
-    config, db, clock, logger,
+    config: testConfig(options), db, clock, logger,
     ...(options.overrides ? { overrides: options.overrides } : {}),
     ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
     ...(options.server ? { server: options.server } : {}),
     observer: options.observer,
   });
-  const roomy = service.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
-  const free = service.keys.create({ plan: 'free', label: 'free', now: clock() });
+  const served = await serve(t, service, clock, logger, logs);
+  // After the server has closed (hooks run in the order they were added).
+  t.after(() => {
+    if (!options.db) db.close();
+  });
+  return { ...served, db, service };
+}
+
+/** A test server on PostgreSQL: the same service, over a pool on a migrated database. */
+export type PostgresTestServer = Omit<TestServer, 'db' | 'service'> & { service: PostgresService };
+
+/** Starts the PostgreSQL service over `sql` (migrated; left open) on port 0. */
+export async function startPostgresTestServer(t: TestContext, sql: PostgresSql, options: Pick<TestServerOptions, 'clock' | 'config'> = {}): Promise<PostgresTestServer> {
+  const clock = options.clock ?? fakeClock();
+  const { logger, logs } = captureLogs(clock);
+  const service = createPostgresService({ config: testConfig(options), sql, clock, logger });
+  return { ...(await serve(t, service, clock, logger, logs)), service };
+}
+
+function captureLogs(clock: FakeClock): { logger: Logger; logs: string[] } {
+  const logs: string[] = [];
+  return { logs, logger: createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) }) };
+}
+
+function testConfig(options: Pick<TestServerOptions, 'config'>): ServiceConfig {
+  return {
+    appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null,
+    corsAllowedOrigins: null,
+    ...options.config,
+  };
+}
+
+/** Creates the two test keys, listens, and builds the request helpers (either engine). */
+async function serve(t: TestContext, service: BaseService, clock: FakeClock, logger: Logger, logs: string[]) {
+  const roomy = await service.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
+  const free = await service.keys.create({ plan: 'free', label: 'free', now: clock() });
   const { server } = service;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   let closed = false;
@@ -93,10 +123,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
     await new Promise((resolve) => server.close(resolve));
     logger.flush();
   };
-  t.after(async () => {
-    await close();
-    if (!options.db) db.close();
-  });
+  t.after(close);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Every response is checked against the OpenAPI document this server serves (issue #4).
   const conformance = conformanceChecker(service.openapi);
@@ -114,7 +141,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
     return request(path, { ...init, method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
   };
   return {
-    url, db, clock, service, logs, request, post, close,
+    url, clock, logs, request, post, close,
     key: roomy.key, keyId: roomy.record.id, freeKey: free.key, freeKeyId: free.record.id,
   };
 }

@@ -7,75 +7,22 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { dataVersion, transaction } from './database.ts';
-import { randomBytes as cryptoRandomBytes } from 'node:crypto';
-import type { AppEnv } from '../../config.ts';
-import type { Plan } from '../../limits/plans.ts';
-import { PLANS } from '../../limits/plans.ts';
-import type { RandomBytes } from '../../keys/api-keys.ts';
-import { generateApiKey, hashApiKey, isWellFormedApiKey } from '../../keys/api-keys.ts';
+import { hashApiKey, isWellFormedApiKey } from '../../keys/api-keys.ts';
+import {
+  assertGraceSeconds, planRotation, prepareKey, toRecord,
+  type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStoreOptions, type NewKey, type RotateResult,
+} from '../keys.ts';
 
-/** An API key as the service knows it: never the key itself, nor its hash. */
-export interface ApiKeyRecord {
-  /** `key_` and 16 hex digits: short enough to type, shown in logs instead of the key. */
-  id: string;
-  label: string;
-  plan: Plan;
-  /** The plan's published numbers, or an enterprise key's own. */
-  perMinute: number;
-  perDay: number;
-  createdAt: number;
-  /** The key stops working at this instant (`expiresAt <= now` is expired). */
-  expiresAt: number | null;
-  revokedAt: number | null;
-}
-
-/** A freshly created key: the only moment the plain key exists outside the caller's hands. */
-export interface IssuedKey {
-  record: ApiKeyRecord;
-  key: string;
-}
-
-export interface NewKey {
-  plan: Plan;
-  label?: string;
-  /** Required for `enterprise`, refused for the other plans. */
-  perMinute?: number;
-  perDay?: number;
-  expiresAt?: number | null;
-  now: number;
-}
-
-/** Rotation either issues a new key or says why it did not. */
-export type RotateResult =
-  | { outcome: 'rotated'; record: ApiKeyRecord; key: string; previous: ApiKeyRecord }
-  | { outcome: 'not_found' }
-  | { outcome: 'revoked' | 'expired'; previous: ApiKeyRecord };
-
-export interface KeysStore {
+/** The SQLite key store answers synchronously: no caller needs to wait for it. */
+export interface SqliteKeysStore {
   create(input: NewKey): IssuedKey;
   findByKey(plainKey: string, now: number): ApiKeyRecord | null;
   get(id: string): ApiKeyRecord | null;
   list(): ApiKeyRecord[];
   revoke(id: string, now: number): boolean;
   rotate(id: string, graceSeconds: number, now: number): RotateResult;
+  createFirst(input: NewKey): IssuedKey | null;
   count(): number;
-}
-
-export interface KeysStoreOptions {
-  /** Decides the prefix of new keys and which prefix `findByKey` accepts. */
-  appEnv: AppEnv;
-  randomBytes?: RandomBytes;
-}
-
-interface ApiKeyRow {
-  id: string;
-  label: string;
-  plan: Plan;
-  per_minute: number | null;
-  per_day: number | null;
-  created_at: number;
-  expires_at: number | null;
-  revoked_at: number | null;
 }
 
 const COLUMNS = 'id, label, plan, per_minute, per_day, created_at, expires_at, revoked_at';
@@ -100,9 +47,8 @@ function connectionCache(db: DatabaseSync): KeyCache {
  * Programmer errors (enterprise without numbers, an expiry in the past) throw; "no such key"
  * is a return value.
  */
-export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): KeysStore {
+export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): SqliteKeysStore {
   const { appEnv } = options;
-  const randomBytes = options.randomBytes ?? cryptoRandomBytes;
 
   const insert = db.prepare(
     `INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at)
@@ -128,34 +74,13 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
   const forget = () => cache.records.clear();
 
   function insertKey(input: NewKey): IssuedKey {
-    const { plan, now } = input;
-    const own = PLANS[plan] === null;
-    if (own !== (input.perMinute !== undefined && input.perDay !== undefined)) {
-      throw new TypeError(`per-minute and per-day numbers are required for enterprise and refused for ${plan}`);
-    }
-    if (own) {
-      assertPositiveInteger(input.perMinute, 'perMinute');
-      assertPositiveInteger(input.perDay, 'perDay');
-    }
-    const expiresAt = input.expiresAt ?? null;
-    if (expiresAt !== null && !(Number.isSafeInteger(expiresAt) && expiresAt > now)) {
-      throw new RangeError(`expiresAt must be an integer time after now, got ${expiresAt}`);
-    }
-    const row: ApiKeyRow = {
-      id: `key_${randomBytes(8).toString('hex')}`,
-      label: input.label ?? '',
-      plan,
-      per_minute: own ? input.perMinute! : null,
-      per_day: own ? input.perDay! : null,
-      created_at: now,
-      expires_at: expiresAt,
-      revoked_at: null,
-    };
-    const key = generateApiKey(appEnv, randomBytes);
-    insert.run(row.id, hashApiKey(key), row.label, row.plan, row.per_minute, row.per_day, row.created_at, row.expires_at);
+    const { row, key, keyHash } = prepareKey(input, options);
+    insert.run(row.id, keyHash, row.label, row.plan, row.per_minute, row.per_day, row.created_at, row.expires_at);
     forget();
     return { record: toRecord(row), key };
   }
+
+  const countKeys = () => Number((selectCount.get() as { n: number }).n);
 
   function get(id: string): ApiKeyRecord | null {
     const row = selectById.get(id) as ApiKeyRow | undefined;
@@ -199,67 +124,26 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Ke
     },
 
     rotate(id, graceSeconds, now) {
-      if (!(Number.isSafeInteger(graceSeconds) && graceSeconds >= 0 && Number.isSafeInteger(now + graceSeconds * 1000))) {
-        throw new RangeError(`graceSeconds must be a non-negative integer, got ${graceSeconds}`);
-      }
+      assertGraceSeconds(graceSeconds, now);
       // IMMEDIATE takes the write lock before the read, so the old key cannot be revoked or
       // rotated by another process between the check and the update.
       return transaction(db, (): RotateResult => {
         const previous = get(id);
         if (previous === null) return { outcome: 'not_found' };
-        if (previous.revokedAt !== null) return { outcome: 'revoked', previous };
-        if (previous.expiresAt !== null && previous.expiresAt <= now) return { outcome: 'expired', previous };
-        const own = PLANS[previous.plan] === null;
-        // The new key keeps the old one's expiry: it belongs to the grant, not to the secret.
-        const issued = insertKey({
-          plan: previous.plan,
-          label: previous.label,
-          perMinute: own ? previous.perMinute : undefined,
-          perDay: own ? previous.perDay : undefined,
-          expiresAt: previous.expiresAt,
-          now,
-        });
-        const graceEnd = now + graceSeconds * 1000;
-        const expiresAt = previous.expiresAt === null ? graceEnd : Math.min(previous.expiresAt, graceEnd);
-        updateExpires.run(expiresAt, id);
+        const plan = planRotation(previous, graceSeconds, now);
+        if (plan.outcome !== 'rotate') return { outcome: plan.outcome, previous };
+        const issued = insertKey(plan.replacement);
+        updateExpires.run(plan.expiresAt, id);
         forget();
-        return { outcome: 'rotated', ...issued, previous: { ...previous, expiresAt } };
+        return { outcome: 'rotated', ...issued, previous: { ...previous, expiresAt: plan.expiresAt } };
       });
     },
 
-    count() {
-      return Number((selectCount.get() as { n: number }).n);
+    createFirst(input) {
+      // IMMEDIATE: two processes starting on one file cannot both see an empty table.
+      return transaction(db, () => (countKeys() > 0 ? null : insertKey(input)));
     },
+
+    count: countKeys,
   };
 }
-
-/**
- * In `development` only, and only when there is no key at all, creates one `free` key so that a
- * newcomer can call the API at once; returns it for `main.ts` to print once. Otherwise null:
- * other environments never create keys.
- */
-export function ensureDevelopmentKey(store: KeysStore, appEnv: AppEnv, now: number): string | null {
-  if (appEnv !== 'development' || store.count() > 0) return null;
-  return store.create({ plan: 'free', label: 'development', now }).key;
-}
-
-function toRecord(row: ApiKeyRow): ApiKeyRecord {
-  const limits = PLANS[row.plan] ?? { perMinute: row.per_minute!, perDay: row.per_day! };
-  return {
-    id: row.id,
-    label: row.label,
-    plan: row.plan,
-    perMinute: limits.perMinute,
-    perDay: limits.perDay,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-  };
-}
-
-function assertPositiveInteger(value: number | undefined, name: string): void {
-  if (!(Number.isSafeInteger(value) && value! >= 1)) {
-    throw new RangeError(`${name} must be a positive integer, got ${value}`);
-  }
-}
-

@@ -3,122 +3,20 @@
  * domain values, so another storage engine can stand behind the same functions.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import type { PetStatus } from '../../api/schemas.ts';
 import { dataVersion, transaction } from './database.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
+import type { ChangeOutcome, IdempotencyRecord, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
+import { toPet } from '../pets.ts';
 
-export interface NewPet {
-  name: string;
-  categoryId: bigint;
-  status: PetStatus;
-}
-
-export interface Pet extends NewPet {
-  id: number;
-  /** 1 when created; every change adds 1, in the statement that makes the change. */
-  version: number;
-}
-
-/** The fields a change sets; an absent field keeps its value (RFC 7396 merge patch, no nulls). */
-export interface PetPatch {
-  name?: string;
-  categoryId?: bigint;
-  status?: PetStatus;
-}
-
-/**
- * A change of one pet. With `expectedVersion`, it applies only while the pet still has that
- * version: the check and the change are one statement, so of two changes expecting the same
- * version exactly one applies. With null it applies to whatever version the pet has.
- */
-export type PetChange =
-  | { kind: 'update'; id: bigint; patch: PetPatch; expectedVersion: number | null }
-  | { kind: 'delete'; id: bigint; expectedVersion: number | null };
-
-export type ChangeOutcome =
-  | { kind: 'updated'; pet: Pet }
-  | { kind: 'deleted' }
-  | { kind: 'not_found' }
-  /** The pet exists with another version than the one expected; nothing was changed. */
-  | { kind: 'version_mismatch' };
-
-/** A response as it is remembered under an Idempotency-Key and replayed. */
-export interface StoredResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** What a creation remembers under its Idempotency-Key, written in the pet's transaction. */
-export interface IdempotencyWrite {
-  apiKeyId: string;
-  key: string;
-  fingerprint: string;
-  /** The record expires IDEMPOTENCY_TTL_MS after this instant (ms). */
-  createdAt: number;
-  /** The response to remember, built once the pet has its id. */
-  respond(pet: Pet): StoredResponse;
-}
-
-/** A pet to insert, with the idempotency record to write alongside it when it has one. */
-export interface PetCreation extends NewPet {
-  idempotency?: IdempotencyWrite;
-}
-
-/** A remembered response and the fingerprint of the request body that produced it. */
-export interface IdempotencyRecord {
-  fingerprint: string;
-  createdAt: number;
-  response: StoredResponse;
-}
-
-export interface ListOptions {
-  /** Only ids greater than this (keyset pagination); 0 for the first page. */
-  afterId: bigint;
-  status: PetStatus | undefined;
-  limit: number;
-}
-
-export interface PetsStore {
-  /**
-   * Inserts the pets, and the idempotency record of each creation that has one, in one
-   * transaction (all or none), and returns the pets with their ids. Returns only once the
-   * transaction is committed, which with synchronous=FULL means durable.
-   */
+/** The SQLite pets store answers synchronously; its inserts never meet a conflict (see insertMany). */
+export interface SqlitePetsStore extends PetsStore {
   insertMany(pets: readonly PetCreation[]): Pet[];
-  /** The live (younger than 24 h at `now`) record of an API key's Idempotency-Key, or null. */
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
-  /** Deletes up to `limit` records that have expired at `now`, oldest first; returns how many. */
   purgeIdempotencyRecords(now: number, limit: number): number;
   get(id: bigint): Pet | null;
-  /** Up to `limit` pets after `afterId`, by id ascending. */
   list(options: ListOptions): Pet[];
-  /**
-   * Applies the changes in one transaction (durable when it returns, like insertMany) and
-   * returns one outcome per change, in order. Every update bumps the version, even one that
-   * sets the values the pet already has: that is what makes "exactly one of two" hold.
-   */
   changeMany(changes: readonly PetChange[]): ChangeOutcome[];
-  /** Where the pets stand now, for caches of answers about them (see PetsRevision). */
   revision(): PetsRevision;
-  /**
-   * Whether a write through this connection after revision `since` (a `writes` count) inserted,
-   * changed or deleted a pet whose id is in (after, through]. Also true when the journal no
-   * longer reaches back to `since`: a cache must then assume the worst.
-   */
-  writtenSince(since: number, after: bigint | number, through: number): boolean;
-}
-
-/**
- * What a cache of answers about pets compares. `external` is PRAGMA data_version: it changes
- * when another connection or process commits, after which nothing cached can be trusted.
- * `writes` counts the writes through this connection (any store on it); which pets each write
- * touched is kept in a journal that `writtenSince` reads, so a cached answer survives the writes
- * that cannot change it.
- */
-export interface PetsRevision {
-  external: number;
-  writes: number;
 }
 
 interface IdempotencyRow {
@@ -127,14 +25,6 @@ interface IdempotencyRow {
   response_headers: string;
   response_body: string;
   created_at: number;
-}
-
-interface PetRow {
-  id: number;
-  name: string;
-  category_id: string;
-  status: PetStatus;
-  version: number;
 }
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
@@ -177,7 +67,7 @@ function record(journal: WriteJournal, from: number, to: number): void {
 }
 
 /** Prepares every statement once; the returned functions are the only way to pets. */
-export function createPetsStore(db: DatabaseSync): PetsStore {
+export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id, version');
   const byId = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id = ?`);
   const exists = db.prepare('SELECT 1 FROM pets WHERE id = ?');
@@ -300,6 +190,3 @@ export function createPetsStore(db: DatabaseSync): PetsStore {
   };
 }
 
-function toPet(row: PetRow): Pet {
-  return { id: row.id, name: row.name, categoryId: BigInt(row.category_id), status: row.status, version: row.version };
-}

@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../../src/storage/sqlite/database.ts';
-import { createPetsStore, type PetsStore } from '../../../src/storage/sqlite/pets-store.ts';
+import { createPetsStore } from '../../../src/storage/sqlite/pets-store.ts';
+import type { PetsStore } from '../../../src/storage/pets.ts';
 import { errorBody, startTestServer, type TestServer } from '../../support/test-server.ts';
 
 function count(server: TestServer, table: string): number {

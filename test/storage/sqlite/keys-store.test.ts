@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from '../../../src/keys/api-keys.ts';
 import type { AppEnv } from '../../../src/config.ts';
-import { createKeysStore, ensureDevelopmentKey } from '../../../src/storage/sqlite/keys-store.ts';
+import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
+import { ensureDevelopmentKey } from '../../../src/storage/keys.ts';
 
 const T0 = Date.UTC(2030, 0, 1);
 const SECOND = 1000;
@@ -247,29 +248,29 @@ test('rotate refuses a negative or fractional grace', () => {
   assert.equal(store.count(), 1);
 });
 
-test('ensureDevelopmentKey creates one free key in an empty development database', () => {
+test('ensureDevelopmentKey creates one free key in an empty development database', async () => {
   const { store } = newStore('development');
-  const key = ensureDevelopmentKey(store, 'development', T0);
+  const key = await ensureDevelopmentKey(store, 'development', T0);
   assert.ok(key !== null && isWellFormedApiKey(key, 'development'));
   const record = store.findByKey(key, T0);
   assert.equal(record?.plan, 'free');
   assert.equal(record?.label, 'development');
-  assert.equal(ensureDevelopmentKey(store, 'development', T0 + 1), null, 'only once');
+  assert.equal(await ensureDevelopmentKey(store, 'development', T0 + 1), null, 'only once');
   assert.equal(store.count(), 1);
 });
 
-test('ensureDevelopmentKey does nothing when keys exist, even all revoked', () => {
+test('ensureDevelopmentKey does nothing when keys exist, even all revoked', async () => {
   const { store } = newStore('development');
   const { record } = store.create({ plan: 'pro', now: T0 });
   store.revoke(record.id, T0);
-  assert.equal(ensureDevelopmentKey(store, 'development', T0), null);
+  assert.equal(await ensureDevelopmentKey(store, 'development', T0), null);
   assert.equal(store.count(), 1);
 });
 
-test('staging and production never create keys', () => {
+test('staging and production never create keys', async () => {
   for (const appEnv of ['staging', 'production'] as const) {
     const { store } = newStore(appEnv);
-    assert.equal(ensureDevelopmentKey(store, appEnv, T0), null);
+    assert.equal(await ensureDevelopmentKey(store, appEnv, T0), null);
     assert.equal(store.count(), 0);
   }
 });

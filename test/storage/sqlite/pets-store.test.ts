@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { migrate, MIGRATIONS, openDatabase } from '../../../src/storage/sqlite/database.ts';
-import { createPetsStore, JOURNAL_LENGTH, type IdempotencyWrite, type PetChange, type PetPatch } from '../../../src/storage/sqlite/pets-store.ts';
+import { createPetsStore, JOURNAL_LENGTH } from '../../../src/storage/sqlite/pets-store.ts';
+import type { IdempotencyWrite, PetChange, PetPatch } from '../../../src/storage/pets.ts';
 import { petETag } from '../../../src/api/pet-json.ts';
 
 function store() {

@@ -1,0 +1,157 @@
+/**
+ * Pets as every storage engine stores them: the domain values in and out of a store, and the
+ * store's interface. Methods may answer at once (SQLite) or later (PostgreSQL): callers await
+ * only when they get a promise, so the synchronous engine pays nothing for the other.
+ */
+import type { PetStatus } from '../api/schemas.ts';
+import type { MaybePromise } from './maybe-promise.ts';
+
+export interface NewPet {
+  name: string;
+  categoryId: bigint;
+  status: PetStatus;
+}
+
+export interface Pet extends NewPet {
+  id: number;
+  /** 1 when created; every change adds 1, in the statement that makes the change. */
+  version: number;
+}
+
+/** The fields a change sets; an absent field keeps its value (RFC 7396 merge patch, no nulls). */
+export interface PetPatch {
+  name?: string;
+  categoryId?: bigint;
+  status?: PetStatus;
+}
+
+/**
+ * A change of one pet. With `expectedVersion`, it applies only while the pet still has that
+ * version: the check and the change are one statement, so of two changes expecting the same
+ * version exactly one applies. With null it applies to whatever version the pet has.
+ */
+export type PetChange =
+  | { kind: 'update'; id: bigint; patch: PetPatch; expectedVersion: number | null }
+  | { kind: 'delete'; id: bigint; expectedVersion: number | null };
+
+export type ChangeOutcome =
+  | { kind: 'updated'; pet: Pet }
+  | { kind: 'deleted' }
+  | { kind: 'not_found' }
+  /** The pet exists with another version than the one expected; nothing was changed. */
+  | { kind: 'version_mismatch' };
+
+/** A response as it is remembered under an Idempotency-Key and replayed. */
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** What a creation remembers under its Idempotency-Key, written in the pet's transaction. */
+export interface IdempotencyWrite {
+  apiKeyId: string;
+  key: string;
+  fingerprint: string;
+  /** The record expires IDEMPOTENCY_TTL_MS after this instant (ms). */
+  createdAt: number;
+  /** The response to remember, built once the pet has its id. */
+  respond(pet: Pet): StoredResponse;
+}
+
+/** A pet to insert, with the idempotency record to write alongside it when it has one. */
+export interface PetCreation extends NewPet {
+  idempotency?: IdempotencyWrite;
+}
+
+/** A remembered response and the fingerprint of the request body that produced it. */
+export interface IdempotencyRecord {
+  fingerprint: string;
+  createdAt: number;
+  response: StoredResponse;
+}
+
+export interface ListOptions {
+  /** Only ids greater than this (keyset pagination); 0 for the first page. */
+  afterId: bigint;
+  status: PetStatus | undefined;
+  limit: number;
+}
+
+/**
+ * A creation that the store did not make because its Idempotency-Key was taken meanwhile: by a
+ * request still being processed (on another instance), or by one that has finished (`record`).
+ * Only an engine shared by several processes meets these; SQLite's single writer never does.
+ */
+export type IdempotencyConflict =
+  | { conflict: 'in_flight' }
+  | { conflict: 'recorded'; record: IdempotencyRecord };
+
+/** What `insertMany` did with one creation. */
+export type CreationResult = Pet | IdempotencyConflict;
+
+export interface PetsStore {
+  /**
+   * Inserts the pets, and the idempotency record of each creation that has one, in one
+   * transaction (all or none), and returns the pets with their ids (or, for a creation whose
+   * Idempotency-Key was taken meanwhile, the conflict). Returns only once the transaction is
+   * committed and durable.
+   */
+  insertMany(pets: readonly PetCreation[]): MaybePromise<CreationResult[]>;
+  /** The live (younger than 24 h at `now`) record of an API key's Idempotency-Key, or null. */
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
+  /** Deletes up to `limit` records that have expired at `now`, oldest first; returns how many. */
+  purgeIdempotencyRecords(now: number, limit: number): MaybePromise<number>;
+  get(id: bigint): MaybePromise<Pet | null>;
+  /** Up to `limit` pets after `afterId`, by id ascending. */
+  list(options: ListOptions): MaybePromise<Pet[]>;
+  /**
+   * Applies the changes in one transaction (durable when it returns, like insertMany) and
+   * returns one outcome per change, in order. Every update bumps the version, even one that
+   * sets the values the pet already has: that is what makes "exactly one of two" hold.
+   */
+  changeMany(changes: readonly PetChange[]): MaybePromise<ChangeOutcome[]>;
+  /**
+   * Where the pets stand now, for caches of answers about them (see PetsRevision); null when
+   * the engine cannot tell cheaply (PostgreSQL, written by other instances): nothing is cached.
+   */
+  revision(): PetsRevision | null;
+  /**
+   * Whether a write through this connection after revision `since` (a `writes` count) inserted,
+   * changed or deleted a pet whose id is in (after, through]. Also true when the journal no
+   * longer reaches back to `since`: a cache must then assume the worst. Asked only of an engine
+   * whose revision() is not null.
+   */
+  writtenSince(since: number, after: bigint | number, through: number): boolean;
+}
+
+/**
+ * What a cache of answers about pets compares. `external` is PRAGMA data_version: it changes
+ * when another connection or process commits, after which nothing cached can be trusted.
+ * `writes` counts the writes through this connection (any store on it); which pets each write
+ * touched is kept in a journal that `writtenSince` reads, so a cached answer survives the writes
+ * that cannot change it.
+ */
+export interface PetsRevision {
+  external: number;
+  writes: number;
+}
+
+/** A row as both engines select it: category_id as text, so int64 digits stay exact. */
+export interface PetRow {
+  id: number | string;
+  name: string;
+  category_id: string;
+  status: PetStatus;
+  version: number;
+}
+
+/** The domain value of a row; no JS number ever holds a categoryId. */
+export function toPet(row: PetRow): Pet {
+  return { id: Number(row.id), name: row.name, categoryId: BigInt(row.category_id), status: row.status, version: row.version };
+}
+
+/** Whether a creation result is a conflict rather than a stored pet. */
+export function isConflict(result: CreationResult): result is IdempotencyConflict {
+  return 'conflict' in result;
+}

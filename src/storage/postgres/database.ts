@@ -1,0 +1,108 @@
+/**
+ * Connecting to PostgreSQL, bringing its schema up to date, and turning the driver's failures
+ * into the service's: a database that cannot be reached is `DatabaseUnavailableError` (503).
+ */
+import { DatabaseUnavailableError } from '../unavailable.ts';
+import { loadDriver, type PostgresSql } from './driver.ts';
+import { MIGRATIONS } from './migrations.ts';
+
+export interface PostgresOptions {
+  /** Most connections this instance opens (`DATABASE_POOL_SIZE`). */
+  poolSize: number;
+  /** Seconds to wait for a connection before a request fails with 503; default 5. */
+  connectTimeoutSeconds?: number;
+}
+
+/**
+ * A pool over `url`. Nothing connects until the first query. Server notices are not printed
+ * (the driver's default is console.log, which would break the one-JSON-line-per-entry log).
+ */
+export async function connectPostgres(url: string, options: PostgresOptions): Promise<PostgresSql> {
+  const postgres = await loadDriver();
+  return postgres(url, {
+    max: options.poolSize,
+    connect_timeout: options.connectTimeoutSeconds ?? 5,
+    onnotice: () => {},
+    // Statements are ours and fixed: prepared once per connection, then only bound.
+    prepare: true,
+    // A statement stuck behind a lock or a struggling server fails (503) well before the
+    // contract's 30 s request timeout instead of holding the request and its connection.
+    connection: { application_name: 'pets', statement_timeout: STATEMENT_TIMEOUT_MS },
+  }) as unknown as PostgresSql;
+}
+
+/** Longest a statement of a request may run. */
+const STATEMENT_TIMEOUT_MS = 10_000;
+
+/** Any constant; instances starting together queue on it so that one of them migrates. */
+const MIGRATION_LOCK = 0x7065_7473_6d69_67n; // "petsmig"
+
+/**
+ * Runs every migration the database has not seen, in order, in one transaction under a
+ * transaction-level advisory lock: instances starting at the same moment wait for the first,
+ * then find nothing left to do. Returns the versions this call applied.
+ */
+export async function migratePostgres(sql: PostgresSql, migrations: readonly string[] = MIGRATIONS): Promise<number[]> {
+  return guard(() =>
+    sql.begin(async (tx) => {
+      // A migration may rewrite a large table: no statement timeout for it.
+      await tx`SET LOCAL statement_timeout = 0`;
+      await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::bigint)`;
+      await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`;
+      const [row] = await tx<{ version: number }[]>`SELECT coalesce(max(version), 0)::integer AS version FROM schema_migrations`;
+      const applied: number[] = [];
+      for (let version = row!.version; version < migrations.length; version++) {
+        await tx.unsafe(migrations[version]!);
+        await tx`INSERT INTO schema_migrations (version) VALUES (${version + 1})`;
+        applied.push(version + 1);
+      }
+      return applied;
+    }),
+  );
+}
+
+/** SQLSTATE classes and codes that mean "not now" rather than "wrong": answered 503, retried. */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P|57014|58|40001|40P01|25006)/;
+/** The driver's and Node's codes for a connection that failed or was lost. */
+const UNAVAILABLE_CONNECTION = new Set([
+  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+]);
+
+/** The error to throw for a driver failure: unavailable ones become DatabaseUnavailableError. */
+export function classifyError(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return error;
+  if (UNAVAILABLE_CONNECTION.has(code) || UNAVAILABLE_SQLSTATE.test(code)) return new DatabaseUnavailableError(code);
+  return error;
+}
+
+/**
+ * Failures of a pooled connection that PostgreSQL closed (a restart, a terminated backend): the
+ * statement did not run, and the pool opens a fresh connection for the next one.
+ */
+const STALE_CONNECTION = new Set(['57P01', '57P02', 'CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE', '08006', '08003']);
+
+/**
+ * Like `guard`, for a statement that only reads: on a stale connection it is sent once more, so
+ * that the first requests after PostgreSQL restarted are answered rather than refused. Never for
+ * a write, which might have committed before the connection broke.
+ */
+export async function guardRead<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && STALE_CONNECTION.has(code)) return guard(work);
+    throw classifyError(error);
+  }
+}
+
+/** Runs `work`, rethrowing its failure classified (see classifyError). */
+export async function guard<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw classifyError(error);
+  }
+}

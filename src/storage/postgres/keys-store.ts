@@ -1,0 +1,103 @@
+/**
+ * API keys in PostgreSQL, shared by every instance and by the keys command.
+ *
+ * Nothing is cached: each request's key is read from the table by a statement that starts after
+ * the request arrived, so a revocation or rotation committed before is seen by the next request
+ * on every instance. The lookups of one event-loop turn go as one statement (`key_hash = ANY`).
+ */
+import { hashApiKey, isWellFormedApiKey } from '../../keys/api-keys.ts';
+import { createGroupCommit } from '../group-commit.ts';
+import {
+  assertGraceSeconds, planRotation, prepareKey, toRecord,
+  type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStore, type KeysStoreOptions, type NewKey,
+} from '../keys.ts';
+import { guard, guardRead } from './database.ts';
+import type { PostgresSql } from './driver.ts';
+
+/** Every column in the shared row shape; bigints come as text and toRecord makes them numbers. */
+const COLUMNS = 'id, label, plan, per_minute, per_day, created_at, expires_at, revoked_at';
+/** Serialises writers that must see "no key yet" atomically (the first development key). */
+const FIRST_KEY_LOCK = '7370646576';
+
+type Sql = PostgresSql;
+
+/** The key store over a migrated PostgreSQL database. */
+export function createPostgresKeysStore(sql: PostgresSql, options: KeysStoreOptions): KeysStore {
+  const { appEnv } = options;
+
+  async function insertKey(tx: Sql, input: NewKey): Promise<IssuedKey> {
+    const { row, key, keyHash } = prepareKey(input, options);
+    await tx`
+      INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at)
+      VALUES (${row.id}, ${keyHash}, ${row.label}, ${row.plan}, ${row.per_minute}, ${row.per_day}, ${row.created_at}, ${row.expires_at})`;
+    return { record: toRecord(row), key };
+  }
+
+  async function get(tx: Sql, id: string, lock = false): Promise<ApiKeyRecord | null> {
+    const rows = await tx.unsafe<ApiKeyRow[]>(`SELECT ${COLUMNS} FROM api_keys WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [id], { prepare: true });
+    return rows.length === 0 ? null : toRecord(rows[0]!);
+  }
+
+  const lookups = createGroupCommit<string, ApiKeyRecord | null>({
+    async commit(hashes) {
+      const rows = await guardRead(() =>
+        sql.unsafe<(ApiKeyRow & { key_hash: string })[]>(`SELECT key_hash, ${COLUMNS} FROM api_keys WHERE key_hash = ANY($1::text[])`, [hashes as string[]], { prepare: true }),
+      );
+      const byHash = new Map(rows.map((row) => [row.key_hash, toRecord(row)]));
+      return hashes.map((hash) => byHash.get(hash) ?? null);
+    },
+    maxInFlight: 2,
+  });
+
+  return {
+    create: (input) => guard(() => insertKey(sql, input)),
+
+    async findByKey(plainKey, now) {
+      // The format check first: a made-up key costs no hashing and no database read.
+      if (!isWellFormedApiKey(plainKey, appEnv)) return null;
+      const record = await lookups.submit(hashApiKey(plainKey));
+      if (record === null || record.revokedAt !== null || (record.expiresAt !== null && record.expiresAt <= now)) return null;
+      return record;
+    },
+
+    get: (id) => guard(() => get(sql, id)),
+
+    async list() {
+      const rows = await guard(() => sql.unsafe<ApiKeyRow[]>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, seq`));
+      return rows.map(toRecord);
+    },
+
+    async revoke(id, now) {
+      // A second revocation keeps the first time: that is when the key stopped working.
+      const result = await guard(() => sql`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ${now}) WHERE id = ${id}`);
+      return result.count > 0;
+    },
+
+    async rotate(id, graceSeconds, now) {
+      assertGraceSeconds(graceSeconds, now);
+      // FOR UPDATE holds the old key's row, so another command cannot revoke or rotate it
+      // between the check and the update.
+      return guard(() =>
+        sql.begin(async (tx) => {
+          const previous = await get(tx as unknown as Sql, id, true);
+          if (previous === null) return { outcome: 'not_found' as const };
+          const plan = planRotation(previous, graceSeconds, now);
+          if (plan.outcome !== 'rotate') return { outcome: plan.outcome, previous };
+          const issued = await insertKey(tx as unknown as Sql, plan.replacement);
+          await tx`UPDATE api_keys SET expires_at = ${plan.expiresAt} WHERE id = ${id}`;
+          return { outcome: 'rotated' as const, ...issued, previous: { ...previous, expiresAt: plan.expiresAt } };
+        }),
+      );
+    },
+
+    createFirst(input) {
+      return guard(() =>
+        sql.begin(async (tx) => {
+          await tx`SELECT pg_advisory_xact_lock(${FIRST_KEY_LOCK}::bigint)`;
+          const [row] = await tx<{ any: boolean }[]>`SELECT EXISTS (SELECT 1 FROM api_keys) AS any`;
+          return row!.any ? null : insertKey(tx as unknown as Sql, input);
+        }),
+      );
+    },
+  };
+}

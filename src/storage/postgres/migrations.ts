@@ -1,0 +1,165 @@
+/**
+ * The PostgreSQL schema, as versioned SQL: entry n produces version n + 1 (table
+ * `schema_migrations`). Append only; never edit an entry that has shipped.
+ *
+ * Times are milliseconds since the epoch (bigint), as in the SQLite engine, so both engines
+ * take the service's injected clock and tests can move it.
+ */
+export const MIGRATIONS: readonly string[] = [
+  // 1: pets, API keys, idempotency records and the shared rate limiter.
+  `
+  CREATE TABLE pets (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name        text   NOT NULL,
+    category_id bigint NOT NULL CHECK (category_id >= 1),
+    status      text   NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
+    -- 1 when created; every change adds 1 in the statement that makes it (the ETag).
+    version     integer NOT NULL DEFAULT 1 CHECK (version >= 1)
+  );
+  -- Keyset pagination of a status-filtered list walks this index in id order.
+  CREATE INDEX pets_status_id ON pets (status, id);
+
+  CREATE TABLE api_keys (
+    id          text    PRIMARY KEY,
+    key_hash    text    NOT NULL UNIQUE,
+    label       text    NOT NULL DEFAULT '',
+    plan        text    NOT NULL CHECK (plan IN ('free', 'pro', 'business', 'enterprise')),
+    per_minute  bigint  CHECK (per_minute IS NULL OR per_minute >= 1),
+    per_day     bigint  CHECK (per_day IS NULL OR per_day >= 1),
+    created_at  bigint  NOT NULL,
+    expires_at  bigint,
+    revoked_at  bigint,
+    -- Keys made in the same millisecond are listed in the order they were made.
+    seq         bigint  GENERATED ALWAYS AS IDENTITY,
+    CHECK ((plan = 'enterprise') = (per_minute IS NOT NULL AND per_day IS NOT NULL))
+  );
+
+  CREATE TABLE idempotency_keys (
+    api_key_id       text    NOT NULL,
+    idempotency_key  text    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    fingerprint      text    NOT NULL,
+    response_status  integer NOT NULL,
+    response_headers text    NOT NULL,
+    response_body    text    NOT NULL,
+    created_at       bigint  NOT NULL,
+    PRIMARY KEY (api_key_id, idempotency_key)
+  );
+  CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+
+  -- One row per caller ('key:<id>' or 'ip:<address>'). Buckets are counted in token-milliseconds
+  -- (a bucket of window W ms holds tokens * W units and gains its capacity per ms), the integer
+  -- arithmetic of src/limits/limiter.ts, so both engines give the same headers.
+  CREATE TABLE rate_limit_callers (
+    caller            text     PRIMARY KEY,
+    per_minute        bigint   NOT NULL CHECK (per_minute >= 1),
+    per_day           bigint   NOT NULL CHECK (per_day >= 1),
+    minute_units      bigint   NOT NULL CHECK (minute_units >= 0),
+    day_units         bigint   NOT NULL CHECK (day_units >= 0),
+    updated_at        bigint   NOT NULL,
+    banned_until      bigint   NOT NULL DEFAULT 0,
+    ban_count         integer  NOT NULL DEFAULT 0 CHECK (ban_count >= 0),
+    recent_rejections bigint[] NOT NULL DEFAULT '{}'  -- the last RATE_LIMIT_BAN_THRESHOLD 429 times
+  );
+  CREATE INDEX rate_limit_callers_updated_at ON rate_limit_callers (updated_at);
+
+  -- Writes back a caller's row that take_tokens locked and changed.
+  CREATE FUNCTION store_caller(r rate_limit_callers) RETURNS void LANGUAGE sql AS $fn$
+    UPDATE rate_limit_callers
+       SET (per_minute, per_day, minute_units, day_units, updated_at, banned_until, ban_count, recent_rejections)
+         = (r.per_minute, r.per_day, r.minute_units, r.day_units, r.updated_at, r.banned_until, r.ban_count, r.recent_rejections)
+     WHERE caller = r.caller;
+  $fn$;
+
+  -- Takes one token for each entry of a batch (the requests of one event-loop turn of one
+  -- instance), in the batch's order per caller, and returns each entry's state after it. Each
+  -- caller's row is locked for the rest of the transaction, so concurrent batches of every
+  -- instance take tokens one after the other; rows are locked in caller order, so two batches
+  -- never wait for each other in a cycle. Mirrors take() in src/limits/limiter.ts.
+  CREATE FUNCTION take_tokens(
+    p_callers text[], p_per_minute bigint[], p_per_day bigint[],
+    p_now bigint, p_ban_threshold integer, p_ban_ms bigint
+  ) RETURNS TABLE (ord integer, minute_units bigint, day_units bigint, updated_at bigint, code text, retry_after integer)
+  LANGUAGE plpgsql AS $fn$
+  DECLARE
+    minute_ms constant bigint := 60000;
+    day_ms    constant bigint := 86400000;
+    e record;
+    r rate_limit_callers%ROWTYPE;
+    current_caller text := NULL;
+    elapsed bigint;
+    wait_ms double precision;
+    n integer;
+  BEGIN
+    FOR e IN
+      SELECT i, p_callers[i] AS caller, p_per_minute[i] AS pm, p_per_day[i] AS pd
+        FROM generate_subscripts(p_callers, 1) AS i
+       ORDER BY p_callers[i], i
+    LOOP
+      IF current_caller IS DISTINCT FROM e.caller THEN
+        IF current_caller IS NOT NULL THEN PERFORM store_caller(r); END IF;
+        current_caller := e.caller;
+        LOOP
+          SELECT * INTO r FROM rate_limit_callers WHERE caller = e.caller FOR UPDATE;
+          EXIT WHEN FOUND;
+          -- A new caller starts with full buckets. Another instance may insert it first, or
+          -- the idle purge delete it in between: then look again.
+          INSERT INTO rate_limit_callers (caller, per_minute, per_day, minute_units, day_units, updated_at)
+          VALUES (e.caller, e.pm, e.pd, e.pm * minute_ms, e.pd * day_ms, p_now)
+          ON CONFLICT (caller) DO NOTHING;
+        END LOOP;
+      END IF;
+
+      -- Refill to now under this request's limits (clamped to a lowered capacity).
+      elapsed := p_now - r.updated_at;
+      IF elapsed > 0 THEN
+        r.minute_units := CASE WHEN elapsed >= minute_ms THEN e.pm * minute_ms ELSE least(e.pm * minute_ms, r.minute_units + elapsed * e.pm) END;
+        r.day_units := CASE WHEN elapsed >= day_ms THEN e.pd * day_ms ELSE least(e.pd * day_ms, r.day_units + elapsed * e.pd) END;
+        r.updated_at := p_now;
+      ELSE
+        r.minute_units := least(r.minute_units, e.pm * minute_ms);
+        r.day_units := least(r.day_units, e.pd * day_ms);
+      END IF;
+      r.per_minute := e.pm;
+      r.per_day := e.pd;
+
+      ord := e.i;
+      IF p_now < r.banned_until THEN
+        code := 'temporarily_banned';
+        retry_after := greatest(1, ceil((r.banned_until - p_now) / 1000.0))::integer;
+      ELSIF r.minute_units < minute_ms OR r.day_units < day_ms THEN
+        r.recent_rejections := r.recent_rejections || p_now;
+        n := cardinality(r.recent_rejections);
+        IF n > p_ban_threshold THEN
+          r.recent_rejections := r.recent_rejections[n - p_ban_threshold + 1 : n];
+          n := p_ban_threshold;
+        END IF;
+        IF n = p_ban_threshold AND p_now - r.recent_rejections[1] < minute_ms THEN
+          IF p_now >= r.banned_until + day_ms THEN r.ban_count := 0; END IF;
+          r.banned_until := p_now + least(p_ban_ms * power(2::numeric, least(r.ban_count, 32)), day_ms)::bigint;
+          r.ban_count := r.ban_count + 1;
+          r.recent_rejections := '{}';
+          code := 'temporarily_banned';
+          retry_after := greatest(1, ceil((r.banned_until - p_now) / 1000.0))::integer;
+        ELSE
+          wait_ms := greatest(
+            CASE WHEN r.minute_units >= minute_ms THEN 0 ELSE (minute_ms - r.minute_units)::double precision / e.pm END,
+            CASE WHEN r.day_units >= day_ms THEN 0 ELSE (day_ms - r.day_units)::double precision / e.pd END);
+          code := 'rate_limited';
+          retry_after := greatest(1, ceil((r.updated_at + wait_ms - p_now) / 1000.0))::integer;
+        END IF;
+      ELSE
+        r.minute_units := r.minute_units - minute_ms;
+        r.day_units := r.day_units - day_ms;
+        code := NULL;
+        retry_after := 0;
+      END IF;
+      minute_units := r.minute_units;
+      day_units := r.day_units;
+      updated_at := r.updated_at;
+      RETURN NEXT;
+    END LOOP;
+    IF current_caller IS NOT NULL THEN PERFORM store_caller(r); END IF;
+  END;
+  $fn$;
+  `,
+];

@@ -1,0 +1,255 @@
+/**
+ * The storage contract: what every engine behind src/storage/keys.ts and src/storage/pets.ts
+ * must do, as one table-driven suite that each engine's test file runs with its own `open`
+ * (the way Hono runs one router suite against every router). Results are awaited, so the same
+ * cases serve the synchronous engine and the asynchronous one.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { KeysStore, NewKey } from '../../src/storage/keys.ts';
+import type { IdempotencyWrite, NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
+import { isWellFormedApiKey } from '../../src/keys/api-keys.ts';
+import { IDEMPOTENCY_TTL_MS } from '../../src/api/idempotency.ts';
+
+export interface OpenedStores {
+  keys: KeysStore;
+  pets: PetsStore;
+}
+
+export interface StoreContractOptions {
+  /** Fresh, empty stores for one test (development keys); closed by the engine when the test ends. */
+  open(t: { after(fn: () => unknown): void }): Promise<OpenedStores>;
+}
+
+const T0 = Date.UTC(2026, 0, 1);
+const INT64_MAX = 9_223_372_036_854_775_807n;
+
+const pet = (name: string, categoryId = 1n, status: NewPet['status'] = 'available'): NewPet => ({ name, categoryId, status });
+
+function remembering(apiKeyId: string, key: string, createdAt = T0): IdempotencyWrite {
+  return {
+    apiKeyId, key, fingerprint: `fp-${key}`, createdAt,
+    respond: (stored: Pet) => ({ status: 201, headers: { Location: `/v1/pets/${stored.id}` }, body: `{"id":${stored.id}}` }),
+  };
+}
+
+async function insert(pets: PetsStore, creations: Parameters<PetsStore['insertMany']>[0]): Promise<Pet[]> {
+  return (await pets.insertMany(creations)) as Pet[];
+}
+
+/** Registers every case of the contract as a test. */
+export function runStoreContract({ open }: StoreContractOptions): void {
+  // Keys -------------------------------------------------------------------------------------
+
+  test('a created key is found by its plain key, by id and in the list, with its plan numbers', async (t) => {
+    const { keys } = await open(t);
+    const free = await keys.create({ plan: 'free', label: 'shop', now: T0 });
+    const enterprise = await keys.create({ plan: 'enterprise', perMinute: 5, perDay: 7, now: T0 });
+    assert.ok(isWellFormedApiKey(free.key, 'development'));
+    assert.deepEqual(await keys.findByKey(free.key, T0), free.record);
+    assert.deepEqual(await keys.get(free.record.id), free.record);
+    assert.deepEqual(free.record, {
+      id: free.record.id, label: 'shop', plan: 'free', perMinute: 60, perDay: 1000, createdAt: T0, expiresAt: null, revokedAt: null,
+    });
+    assert.deepEqual([(await keys.findByKey(enterprise.key, T0))?.perMinute, enterprise.record.perDay], [5, 7]);
+    assert.deepEqual((await keys.list()).map((record) => record.id), [free.record.id, enterprise.record.id], 'oldest first, same millisecond in creation order');
+  });
+
+  const refusedKeys: [string, (keys: KeysStore, now: number) => Promise<string>][] = [
+    ['a made-up key', async () => 'pk_test_' + 'A'.repeat(49)],
+    ['a well-formed unknown key', async (keys) => {
+      const { key } = await keys.create({ plan: 'free', now: T0 });
+      return key.slice(0, 8) + (key[8] === 'A' ? 'B' : 'A') + key.slice(9);
+    }],
+    ['a revoked key', async (keys, now) => {
+      const { key, record } = await keys.create({ plan: 'free', now: T0 });
+      assert.equal(await keys.revoke(record.id, now), true);
+      return key;
+    }],
+    ['a key at its expiry instant', async (keys, now) => (await keys.create({ plan: 'pro', now: T0, expiresAt: now })).key],
+    ['a production key in development', async () => 'pk_live_' + 'A'.repeat(49)],
+  ];
+  for (const [name, make] of refusedKeys) {
+    test(`findByKey refuses ${name}`, async (t) => {
+      const { keys } = await open(t);
+      const now = T0 + 1000;
+      assert.equal(await keys.findByKey(await make(keys, now), now), null);
+    });
+  }
+
+  test('a second revocation keeps the first time; an unknown id is not revoked', async (t) => {
+    const { keys } = await open(t);
+    const { record } = await keys.create({ plan: 'free', now: T0 });
+    assert.equal(await keys.revoke(record.id, T0 + 1), true);
+    await keys.revoke(record.id, T0 + 2);
+    assert.equal((await keys.get(record.id))?.revokedAt, T0 + 1);
+    assert.equal(await keys.revoke('key_0000000000000000', T0), false);
+    assert.equal(await keys.get('key_0000000000000000'), null);
+  });
+
+  test('rotation issues a key with the same grant and ends the old one after the grace period', async (t) => {
+    const { keys } = await open(t);
+    const old = await keys.create({ plan: 'enterprise', perMinute: 9, perDay: 99, label: 'billing', now: T0 });
+    const result = await keys.rotate(old.record.id, 60, T0 + 1000);
+    assert.equal(result.outcome, 'rotated');
+    if (result.outcome !== 'rotated') return;
+    assert.deepEqual([result.record.plan, result.record.perMinute, result.record.perDay, result.record.label], ['enterprise', 9, 99, 'billing']);
+    assert.notEqual(result.record.id, old.record.id);
+    assert.equal(result.previous.expiresAt, T0 + 61_000);
+    assert.ok(await keys.findByKey(old.key, T0 + 60_999), 'the old key works during the grace period');
+    assert.equal(await keys.findByKey(old.key, T0 + 61_000), null);
+    assert.ok(await keys.findByKey(result.key, T0 + 61_000));
+  });
+
+  const unrotatable: [string, (keys: KeysStore) => Promise<string>, string][] = [
+    ['an unknown id', async () => 'key_0000000000000000', 'not_found'],
+    ['a revoked key', async (keys) => {
+      const { record } = await keys.create({ plan: 'free', now: T0 });
+      await keys.revoke(record.id, T0);
+      return record.id;
+    }, 'revoked'],
+    ['an expired key', async (keys) => (await keys.create({ plan: 'free', now: T0, expiresAt: T0 + 10 })).record.id, 'expired'],
+  ];
+  for (const [name, make, outcome] of unrotatable) {
+    test(`rotating ${name} is refused as ${outcome} and creates nothing`, async (t) => {
+      const { keys } = await open(t);
+      const id = await make(keys);
+      const before = (await keys.list()).length;
+      assert.equal((await keys.rotate(id, 60, T0 + 100)).outcome, outcome);
+      assert.equal((await keys.list()).length, before);
+    });
+  }
+
+  test('createFirst creates a key only in an empty store, even when asked at once', async (t) => {
+    const { keys } = await open(t);
+    const input: NewKey = { plan: 'free', label: 'development', now: T0 };
+    const results = await Promise.all([keys.createFirst(input), keys.createFirst(input), keys.createFirst(input)]);
+    assert.equal(results.filter((issued) => issued !== null).length, 1);
+    assert.equal((await keys.list()).length, 1);
+  });
+
+  test('programmer errors in a new key throw', async (t) => {
+    const { keys } = await open(t);
+    await assert.rejects(async () => keys.create({ plan: 'enterprise', now: T0 }), TypeError);
+    await assert.rejects(async () => keys.create({ plan: 'free', perMinute: 1, perDay: 1, now: T0 }), TypeError);
+    await assert.rejects(async () => keys.create({ plan: 'free', now: T0, expiresAt: T0 }), RangeError);
+  });
+
+  // Pets -------------------------------------------------------------------------------------
+
+  test('insertMany stores a batch with ascending ids in order, and get and list read it back', async (t) => {
+    const { pets } = await open(t);
+    const stored = await insert(pets, [pet('Rex'), pet('Tom', 2n, 'sold'), pet('Kit', INT64_MAX, 'pending')]);
+    assert.deepEqual(stored.map((p) => p.name), ['Rex', 'Tom', 'Kit']);
+    assert.ok(stored[0]!.id >= 1 && stored[0]!.id < stored[1]!.id && stored[1]!.id < stored[2]!.id);
+    assert.deepEqual(await pets.get(BigInt(stored[2]!.id)), stored[2]);
+    assert.equal((await pets.get(BigInt(stored[2]!.id)))!.categoryId, INT64_MAX, 'int64 exact');
+    assert.equal(await pets.get(INT64_MAX), null);
+    assert.equal(await pets.get(-1n), null);
+    assert.deepEqual(await pets.list({ afterId: 0n, status: undefined, limit: 10 }), stored);
+  });
+
+  const listings: [string, { after: number; status?: NewPet['status']; limit: number }, string[]][] = [
+    ['the first page', { after: 0, limit: 2 }, ['a', 'b']],
+    ['a page after a cursor', { after: 2, limit: 2 }, ['c', 'd']],
+    ['a short last page', { after: 4, limit: 10 }, ['e']],
+    ['past the end', { after: 5, limit: 10 }, []],
+    ['a status filter', { after: 0, status: 'sold', limit: 10 }, ['b', 'd']],
+    ['a status filter after a cursor', { after: 2, status: 'sold', limit: 1 }, ['d']],
+  ];
+  for (const [name, { after, status, limit }, expected] of listings) {
+    test(`list: ${name}`, async (t) => {
+      const { pets } = await open(t);
+      const stored = await insert(pets, ['a', 'b', 'c', 'd', 'e'].map((name, i) => pet(name, 1n, i % 2 === 1 ? 'sold' : 'available')));
+      const afterId = after === 0 ? 0n : BigInt(stored[after - 1]!.id);
+      assert.deepEqual((await pets.list({ afterId, status, limit })).map((p) => p.name), expected);
+    });
+  }
+
+  test('reads asked at once (one batch on PostgreSQL) each get their own answer', async (t) => {
+    const { pets } = await open(t);
+    const stored = await insert(pets, ['a', 'b', 'c', 'd'].map((name, i) => pet(name, BigInt(i + 1), i % 2 === 0 ? 'available' : 'sold')));
+    const ids = stored.map((p) => BigInt(p.id));
+    const [pages, found] = await Promise.all([
+      Promise.all([
+        pets.list({ afterId: 0n, status: undefined, limit: 2 }),
+        pets.list({ afterId: ids[0]!, status: 'sold', limit: 10 }),
+        pets.list({ afterId: ids[3]!, status: undefined, limit: 10 }),
+        pets.list({ afterId: 0n, status: 'pending', limit: 10 }),
+      ]),
+      Promise.all([...ids, 999_999n, ids[2]!].map((id) => pets.get(id))),
+    ]);
+    assert.deepEqual(pages.map((page) => page.map((p) => p.name)), [['a', 'b'], ['b', 'd'], [], []]);
+    assert.deepEqual(found.map((p) => p?.name ?? null), ['a', 'b', 'c', 'd', null, 'c']);
+  });
+
+  test('changes update and delete, bump the version, and report a missing pet or another version', async (t) => {
+    const { pets } = await open(t);
+    const [rex, tom] = await insert(pets, [pet('Rex'), pet('Tom', 2n)]);
+    assert.equal(rex!.version, 1);
+    const rexId = BigInt(rex!.id);
+    const tomId = BigInt(tom!.id);
+    const outcomes = await pets.changeMany([
+      { kind: 'update', id: rexId, patch: { status: 'sold', categoryId: INT64_MAX }, expectedVersion: 1 },
+      { kind: 'update', id: rexId, patch: { name: 'Rex II' }, expectedVersion: 1 },
+      { kind: 'update', id: rexId, patch: { name: 'Rex III' }, expectedVersion: null },
+      { kind: 'delete', id: tomId, expectedVersion: 2 },
+      { kind: 'delete', id: 999_999n, expectedVersion: null },
+      { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: 1 },
+    ]);
+    assert.deepEqual(outcomes, [
+      { kind: 'updated', pet: { id: rex!.id, name: 'Rex', categoryId: INT64_MAX, status: 'sold', version: 2 } },
+      { kind: 'version_mismatch' },
+      { kind: 'updated', pet: { id: rex!.id, name: 'Rex III', categoryId: INT64_MAX, status: 'sold', version: 3 } },
+      { kind: 'version_mismatch' },
+      { kind: 'not_found' },
+      { kind: 'not_found' },
+    ]);
+    assert.deepEqual(await pets.changeMany([{ kind: 'delete', id: tomId, expectedVersion: 1 }]), [{ kind: 'deleted' }]);
+    assert.equal(await pets.get(tomId), null);
+    assert.deepEqual((await pets.list({ afterId: 0n, status: undefined, limit: 10 })).map((p) => p.name), ['Rex III']);
+    const [again] = await insert(pets, [pet('Kit')]);
+    assert.ok(again!.id > tom!.id, 'a deleted id is never reused');
+  });
+
+  test('a failing batch stores neither pets nor idempotency records', async (t) => {
+    const { pets } = await open(t);
+    await assert.rejects(async () => pets.insertMany([
+      { ...pet('Good'), idempotency: remembering('key_a', 'k1') },
+      pet('Bad', 0n),
+    ]));
+    assert.deepEqual(await pets.list({ afterId: 0n, status: undefined, limit: 10 }), []);
+    assert.equal(await pets.findIdempotencyRecord('key_a', 'k1', T0), null);
+  });
+
+  test('a create remembers its response under its key for 24 h, scoped by API key', async (t) => {
+    const { pets } = await open(t);
+    const [stored] = await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);
+    const record = await pets.findIdempotencyRecord('key_a', 'k1', T0 + IDEMPOTENCY_TTL_MS - 1);
+    assert.deepEqual(record, {
+      fingerprint: 'fp-k1', createdAt: T0,
+      response: { status: 201, headers: { Location: `/v1/pets/${stored!.id}` }, body: `{"id":${stored!.id}}` },
+    });
+    assert.equal(await pets.findIdempotencyRecord('key_a', 'k1', T0 + IDEMPOTENCY_TTL_MS), null, 'expired at 24 h');
+    assert.equal(await pets.findIdempotencyRecord('key_b', 'k1', T0), null, 'another API key has its own keys');
+  });
+
+  test('an expired record not yet purged is replaced by a new create with its key', async (t) => {
+    const { pets } = await open(t);
+    await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);
+    const later = T0 + IDEMPOTENCY_TTL_MS;
+    const [again] = await insert(pets, [{ ...pet('Tom'), idempotency: remembering('key_a', 'k1', later) }]);
+    assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', later))?.response.body, `{"id":${again!.id}}`);
+  });
+
+  test('the purge deletes expired records only, oldest first, at most the limit', async (t) => {
+    const { pets } = await open(t);
+    await insert(pets, [0, 1, 2].map((i) => ({ ...pet(`p${i}`), idempotency: remembering('key_a', `k${i}`, T0 + i) })));
+    await insert(pets, [{ ...pet('fresh'), idempotency: remembering('key_a', 'fresh', T0 + IDEMPOTENCY_TTL_MS) }]);
+    const now = T0 + IDEMPOTENCY_TTL_MS + 10;
+    assert.equal(await pets.purgeIdempotencyRecords(now, 2), 2);
+    assert.equal(await pets.purgeIdempotencyRecords(now, 2), 1);
+    assert.equal(await pets.purgeIdempotencyRecords(now, 2), 0);
+    assert.ok(await pets.findIdempotencyRecord('key_a', 'fresh', now));
+  });
+}
