@@ -25,9 +25,9 @@ import { createPetCreations, type CreationsObserver, type PetCreations } from '.
 import { createPetChanges } from './api/pet-changes.ts';
 import { createApp, type AppDeps, type PipelineObserver, type RateLimiter } from './app.ts';
 import type { App } from './http/server.ts';
+import type { Reply } from './http/reply.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument, serializeOpenApiDocument } from './api/openapi.ts';
-import { referencePageReply } from './api/docs/reference-page.ts';
 import { createCors } from './http/cors.ts';
 import type { KeysStore } from './storage/keys.ts';
 import type { PetsStore } from './storage/pets.ts';
@@ -108,7 +108,11 @@ export function assemble(
   const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
   const openapi = serializeOpenApiDocument(document);
   // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
-  const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
+  // GET /docs is rendered on its first request, with its modules loaded then, and kept: one build
+  // per process. Built at every start, it cost the start about 20 ms of CPU (issue #12).
+  let docsPage: Promise<Reply> | undefined;
+  const docs = () => (docsPage ??= import('./api/docs/reference-page.ts').then(({ referencePageReply }) =>
+    referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' })));
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
