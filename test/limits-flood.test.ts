@@ -1,12 +1,13 @@
 /**
- * Limits that hold under floods (issue #15) on the default engine, SQLite: the shared flood
- * contract, then what is particular to its in-memory limiter, whose capacity for addresses is
- * bounded and fails closed.
+ * Limits that hold under floods (issue #15): the shared flood contract on each engine, then what
+ * is particular to SQLite's in-memory limiter, whose capacity for addresses is bounded and fails
+ * closed. (PostgreSQL keeps every caller in a table, so it has no such capacity to exhaust.)
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
-import { fakeClock, startTestServer, type FakeClock } from './support/test-server.ts';
+import { fakeClock, startPostgresTestServer, startTestServer, type FakeClock } from './support/test-server.ts';
+import { describeWithPostgres, openTestDatabase } from './support/postgres.ts';
 import { floodContract, type FloodOptions, type FloodServer } from './support/flood-contract.ts';
 import { inParallel, loopbackAddress, needsLoopbackRange, requestFrom } from './support/loopback.ts';
 
@@ -32,6 +33,28 @@ async function startOnSqlite(t: TestContext, options: FloodOptions): Promise<Flo
 }
 
 floodContract('SQLite', startOnSqlite);
+
+describeWithPostgres('limits that hold under floods, on PostgreSQL', (cluster) => {
+  /** The real service over one PostgreSQL database that outlives restarts; its limiter state is the database's. */
+  async function startOnPostgres(t: TestContext, options: FloodOptions): Promise<FloodServer> {
+    const { sql } = await openTestDatabase(t, cluster());
+    const clock = fakeClock();
+    const start = async (): Promise<FloodServer> => {
+      const server = await startPostgresTestServer(t, sql, { clock, config: { trustProxy: options.trustProxy } });
+      return {
+        url: server.url,
+        createKey: async (perMinute, perDay) => (await server.service.keys.create({ plan: 'enterprise', perMinute, perDay, now: clock() })).key,
+        async restart() {
+          await server.close();
+          return start();
+        },
+      };
+    };
+    return start();
+  }
+
+  floodContract('PostgreSQL', startOnPostgres);
+});
 
 /** Spends all 60 minute tokens of `address` (an anonymous caller) at one instant of the fake clock. */
 async function exhaustAddress(url: string, address: string): Promise<void> {
