@@ -70,8 +70,8 @@ export interface AppDeps {
   observer?: PipelineObserver;
   /** The CORS policy of `CORS_ALLOWED_ORIGINS`; absent or null: no CORS header is ever sent. */
   cors?: Cors | null;
-  /** The API reference page served at /docs, built once at start, when there is one. */
-  docs?: Reply;
+  /** The API reference page served at /docs, when there is one (service.ts builds it once, when first asked). */
+  docs?: () => Reply | Promise<Reply>;
 }
 
 interface Route {
@@ -130,10 +130,7 @@ export function createApp(deps: AppDeps): App {
     const document = deps.openapi;
     publicRouter.add('GET', '/v1/openapi.json', { run: () => ({ status: 200, body: document }) });
   }
-  if (deps.docs !== undefined) {
-    const page = deps.docs;
-    publicRouter.add('GET', '/docs', { run: () => page });
-  }
+  if (deps.docs !== undefined) publicRouter.add('GET', '/docs', { run: deps.docs });
   const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
   const trustProxy = deps.trustProxy ?? false;

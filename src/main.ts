@@ -12,14 +12,9 @@ import { boundedWriter, createLogger } from './http/access-log.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
 import { LIMITER_FLUSH_INTERVAL_MS } from './storage/sqlite/limiter-store.ts';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pet-creations.ts';
-import { createPostgresService, createService, type BaseService } from './service.ts';
+import { createService, type BaseService } from './service.ts';
 import { errorName } from './http/error-mapper.ts';
 import { createHttpServer } from './http/server.ts';
-import { createMetrics } from './ops/metrics.ts';
-import { createMetricsApp } from './ops/metrics-app.ts';
-import { startProcessProbe } from './ops/process-probe.ts';
-import { DriverMissingError } from './storage/postgres/driver.ts';
-import { connectPostgres, migratePostgres } from './storage/postgres/database.ts';
 import { DatabaseUnavailableError } from './storage/unavailable.ts';
 
 /** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
@@ -48,9 +43,21 @@ process.on('uncaughtException', (error) => {
   process.exit(1);
 });
 
-// Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed.
-const processProbe = config.metricsPort === null ? null : startProcessProbe();
-const metrics = processProbe === null ? null : createMetrics(processProbe);
+/** The process probe, the metrics and the app of their listener. */
+async function startMetrics() {
+  const [{ startProcessProbe }, { createMetrics }, { createMetricsApp }] = await Promise.all([
+    import('./ops/process-probe.ts'), import('./ops/metrics.ts'), import('./ops/metrics-app.ts'),
+  ]);
+  const processProbe = startProcessProbe();
+  const metrics = createMetrics(processProbe);
+  return { processProbe, metrics, app: createMetricsApp({ metrics, log: (fields) => logger.event(fields) }) };
+}
+
+// Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed,
+// and their modules are not even loaded (with the PostgreSQL ones, loaded by every start, they
+// cost about 13 ms of CPU; issue #12).
+const observed = config.metricsPort === null ? null : await startMetrics();
+const metrics = observed?.metrics ?? null;
 
 /** A failure to start: one line on stderr, exit 1. */
 function fail(message: string): never {
@@ -82,6 +89,11 @@ async function open(): Promise<{ service: BaseService; saveLimiterState(): void;
       close: async () => db.close(),
     };
   }
+  // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
+  // with the metrics modules (below) they cost a SQLite start about 13 ms of CPU (issue #12).
+  const [{ DriverMissingError }, { connectPostgres, migratePostgres }, { createPostgresService }] = await Promise.all([
+    import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./postgres-service.ts'),
+  ]);
   let sql;
   try {
     sql = await connectPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
@@ -149,7 +161,7 @@ function listen(listener: Server, port: number, event: string, then: () => void 
 }
 
 // The metrics listener (if any) is up before the API's: once "listening" is logged, both are.
-const metricsApp = metrics === null ? null : createMetricsApp({ metrics, log: (fields) => logger.event(fields) });
+const metricsApp = observed?.app ?? null;
 const metricsServer = metricsApp === null ? null : createHttpServer(metricsApp, logger);
 const listenApi = () => listen(server, config.port, 'listening');
 if (metricsServer !== null && config.metricsPort !== null) listen(metricsServer, config.metricsPort, 'metrics_listening', listenApi);
@@ -167,7 +179,7 @@ function shutdown(signal: string): void {
   metricsApp?.drain();
   metricsServer?.close();
   metricsServer?.closeAllConnections();
-  processProbe?.stop();
+  observed?.processProbe.stop();
   // Requests still running after the grace period are cut so that the process can exit.
   setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
 }

@@ -6,9 +6,11 @@
  * Two engines stand behind the same storage interfaces:
  * - SQLite (`createService`): one process owns the file; the limiter lives in memory and is saved
  *   every second; caches of keys and answers are checked against PRAGMA data_version.
- * - PostgreSQL (`createPostgresService`): every instance shares the database; the limiter takes
- *   each token in the database, keys are read per request, and nothing about pets is cached, so
- *   what one instance or the keys command committed is seen by the next request everywhere.
+ * - PostgreSQL (`createPostgresService` in postgres-service.ts, a module of its own so that a
+ *   SQLite start does not load the PostgreSQL modules): every instance shares the database; the
+ *   limiter takes each token in the database, keys are read per request, and nothing about pets
+ *   is cached, so what one instance or the keys command committed is seen by the next request
+ *   everywhere.
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { Server } from 'node:http';
@@ -23,17 +25,12 @@ import { createPetCreations, type CreationsObserver, type PetCreations } from '.
 import { createPetChanges } from './api/pet-changes.ts';
 import { createApp, type AppDeps, type PipelineObserver, type RateLimiter } from './app.ts';
 import type { App } from './http/server.ts';
+import type { Reply } from './http/reply.ts';
 import { createHttpServer, type ServerOptions } from './http/server.ts';
 import { buildOpenApiDocument, serializeOpenApiDocument } from './api/openapi.ts';
-import { referencePageReply } from './api/docs/reference-page.ts';
 import { createCors } from './http/cors.ts';
 import type { KeysStore } from './storage/keys.ts';
 import type { PetsStore } from './storage/pets.ts';
-import type { PostgresSql } from './storage/postgres/driver.ts';
-import { createPostgresKeysStore } from './storage/postgres/keys-store.ts';
-import { createPostgresPetsStore } from './storage/postgres/pets-store.ts';
-import { createPostgresLimiter, type PostgresLimiter } from './storage/postgres/limiter.ts';
-import { createHealthCheck } from './storage/postgres/health.ts';
 
 export type ServiceConfig = Pick<
   Config,
@@ -44,7 +41,7 @@ export type ServiceConfig = Pick<
   // server's default.
   Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
 
-interface CommonDeps {
+export interface CommonDeps {
   config: ServiceConfig;
   clock: Clock;
   logger: Logger;
@@ -62,11 +59,6 @@ export interface ServiceDeps extends CommonDeps {
   db: DatabaseSync;
   /** Most client addresses the limiter holds (default 100 000); tests make it small to flood it. */
   maxAnonymousCallers?: number;
-}
-
-export interface PostgresServiceDeps extends CommonDeps {
-  /** A pool on a migrated database (see storage/postgres/database.ts). */
-  sql: PostgresSql;
 }
 
 /** What either engine's service offers main.ts and the tests. */
@@ -91,13 +83,6 @@ export interface Service extends BaseService {
   limiterPersistence: LimiterPersistence;
 }
 
-export interface PostgresService extends BaseService {
-  limiter: PostgresLimiter;
-}
-
-/** Limiter rows deleted per statement of the idle purge. */
-const LIMITER_PURGE_CHUNK = 1000;
-
 /** Builds the SQLite service; the limiter's saved state is loaded before the first request. */
 export function createService({ db, maxAnonymousCallers, ...common }: ServiceDeps): Service {
   const { config, clock } = common;
@@ -115,31 +100,19 @@ export function createService({ db, maxAnonymousCallers, ...common }: ServiceDep
   return { ...assembled, keys, pets, limiter, limiterPersistence, purgeIdle: async () => {} };
 }
 
-/** Builds the PostgreSQL service over a pool on a migrated database. */
-export function createPostgresService({ sql, ...common }: PostgresServiceDeps): PostgresService {
-  const { config, clock } = common;
-  const keys = createPostgresKeysStore(sql, { appEnv: config.appEnv });
-  const pets = createPostgresPetsStore(sql);
-  const limiter = createPostgresLimiter({ sql, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds });
-  const health = createHealthCheck(sql, clock);
-  const assembled = assemble({ ...common, overrides: { health, ...common.overrides } }, { keys, pets, limiter });
-  return {
-    ...assembled, keys, pets, limiter,
-    async purgeIdle() {
-      while ((await limiter.purgeIdle(LIMITER_PURGE_CHUNK)) === LIMITER_PURGE_CHUNK);
-    },
-  };
-}
-
 /** The app and its server over either engine's stores. */
-function assemble(
+export function assemble(
   { config, clock, logger, overrides = {}, server, groupCommit = true, observer }: CommonDeps,
   { keys, pets, limiter }: { keys: KeysStore; pets: PetsStore; limiter: RateLimiter },
 ) {
   const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
   const openapi = serializeOpenApiDocument(document);
   // app.ts serves the operations under /v1 and the document at /v1/openapi.json.
-  const docs = referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' });
+  // GET /docs is rendered on its first request, with its modules loaded then, and kept: one build
+  // per process. Built at every start, it cost the start about 20 ms of CPU (issue #12).
+  let docsPage: Promise<Reply> | undefined;
+  const docs = () => (docsPage ??= import('./api/docs/reference-page.ts').then(({ referencePageReply }) =>
+    referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' })));
   // Over the overriding store when a test injects one, so its faults reach the create path.
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });

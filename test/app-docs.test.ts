@@ -53,7 +53,7 @@ test('its Content-Security-Policy allows only the page itself: its one script an
   assert.doesNotMatch(page, /\ssrc=|rel="stylesheet"|(href|action)="(https?:)?\/\//);
 });
 
-test('/docs is the same page on every request (built once at start) and HEAD has no body', async (t) => {
+test('/docs is the same page on every request (built once, when first asked) and HEAD has no body', async (t) => {
   const server = await startTestServer(t);
   const first = await (await server.request('/docs', { key: null })).text();
   const second = await (await server.request('/docs', { key: 'pk_test_whatever' })).text();

@@ -3,7 +3,7 @@
  * errors that Node raises before our handler runs (malformed requests, oversized headers,
  * timeouts) answered in the contract's Error shape instead of Node's bare responses.
  */
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -11,6 +11,11 @@ import { ERROR_STATUS } from './api-error.ts';
 import type { Logger } from './access-log.ts';
 import { COMMON_HEADERS, errorJson } from './reply.ts';
 import { peerAddress } from './identify.ts';
+
+// Not `import ... from 'node:http'`: Node's ES-module view of node:http reads every export once,
+// and the WebSocket getters among them load undici, the fetch client; that cost about 35 ms of
+// every start (issue #12). The CommonJS module that getBuiltinModule returns loads it only when used.
+const { createServer, STATUS_CODES } = process.getBuiltinModule('node:http');
 
 /** The request handler the server drives (the pipeline in `app.ts`). */
 export interface App {

@@ -1,6 +1,6 @@
 /**
- * `GET /docs`: the API reference as one HTML page, rendered once at start from the OpenAPI
- * document object, so it shows exactly what the document says (and every operation it gains).
+ * `GET /docs`: the API reference as one HTML page, rendered once (on its first request) from the
+ * OpenAPI document object, so it shows exactly what the document says (and every operation it gains).
  *
  * The page loads nothing: its style and script are in the page, allowed by their SHA-256 in the
  * Content-Security-Policy, which allows nothing else but requests to this origin (the try-it
@@ -213,7 +213,7 @@ ${headersSection(document, headers)}
 `}`;
 }
 
-/** The answer to `GET /docs`, built once at start. */
+/** The answer to `GET /docs` (service.ts builds it once, on the first request, and keeps it). */
 export function referencePageReply(document: Json, options: ReferencePageOptions): Reply {
   return {
     status: 200,
