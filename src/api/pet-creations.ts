@@ -71,6 +71,8 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     if (inFlight.has(slot)) throw inFlightError();
     const now = clock();
     const found = pets.findIdempotencyRecord(apiKeyId, key, now);
+    // Await only a real promise: on SQLite the lookup and `inFlight.add` below must stay in one
+    // synchronous run, or two requests with the same key could both pass the `has` check above.
     const record = found instanceof Promise ? await found : found;
     if (record) return replayOrRefuse(record, fingerprint, observer);
     inFlight.add(slot);
@@ -91,8 +93,7 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
   async function purgeAll(chunk: number): Promise<number> {
     let total = 0;
     for (;;) {
-      const purged = pets.purgeIdempotencyRecords(clock(), chunk);
-      const deleted = purged instanceof Promise ? await purged : purged;
+      const deleted = await pets.purgeIdempotencyRecords(clock(), chunk);
       total += deleted;
       if (deleted < chunk) return total;
       // Let the requests that arrived meanwhile run before the next chunk.
