@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { ApiError } from './http/api-error.ts';
+import { ApiError, methodNotAllowed } from './http/api-error.ts';
 import type { Clock } from './clock.ts';
 import { isDatabaseError, toErrorReply } from './http/error-mapper.ts';
 import { clientAddress, INVALID_TOKEN_CHALLENGE, readCredentials, requestId, UNAUTHENTICATED_CHALLENGE } from './http/identify.ts';
@@ -83,10 +83,6 @@ interface Route {
 const HEALTHY: Reply = { status: 200, body: '{"status":"ok"}' };
 /** A load balancer stops sending traffic to an instance whose database cannot be reached. */
 const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', headers: { 'Retry-After': '1' } };
-
-/** 405 for a path that exists with other methods, listed in `Allow`. */
-const methodNotAllowed = (method: string, allow: string) =>
-  new ApiError('method_not_allowed', `${method} is not allowed here; use ${allow}.`, { Allow: allow });
 
 /**
  * Paths outside `/v1` that are never rate limited, for GET and HEAD (CONTRACT.md, "Limits that

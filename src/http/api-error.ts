@@ -51,3 +51,8 @@ export class ApiError extends Error {
     this.headers = headers;
   }
 }
+
+/** 405 for a path that exists with other methods, listed in `Allow` (both listeners use it). */
+export function methodNotAllowed(method: string, allow: string): ApiError {
+  return new ApiError('method_not_allowed', `${method} is not allowed here; use ${allow}.`, { Allow: allow });
+}

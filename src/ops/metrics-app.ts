@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { ApiError } from '../http/api-error.ts';
+import { ApiError, methodNotAllowed } from '../http/api-error.ts';
 import { toErrorReply, type ErrorLog } from '../http/error-mapper.ts';
 import { requestId } from '../http/identify.ts';
 import { COMMON_HEADERS, type Reply } from '../http/reply.ts';
@@ -29,7 +29,7 @@ export function createMetricsApp({ metrics, log, generateRequestId = randomUUID 
 
   function answer(method: string | undefined, path: string): Reply {
     if (path !== METRICS_PATH) throw new ApiError('not_found', `No such path; the metrics are at ${METRICS_PATH}.`);
-    if (method !== 'GET' && method !== 'HEAD') throw new ApiError('method_not_allowed', `${method} is not allowed here; use GET, HEAD.`, { Allow: 'GET, HEAD' });
+    if (method !== 'GET' && method !== 'HEAD') throw methodNotAllowed(method ?? '', 'GET, HEAD');
     return { status: 200, body: metrics.render(), headers: { 'Content-Type': EXPOSITION_CONTENT_TYPE } };
   }
 
