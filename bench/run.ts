@@ -4,9 +4,10 @@
  *
  * 0. Pins this process to the generator's core (taskset), and will start the servers on another.
  * 1. Seeds a file database (N pets, one enterprise key with limits that never bind).
- * 2. Starts the real service as `npm start` does (`src/start.js`, APP_ENV=production, access log
- *    on, stdout piped to and drained by this process as a log collector would) and times spawn ->
- *    first 200, five times: the first on an empty compile cache of this run's own.
+ * 2. Starts the real service as `npm start` does (its node options and `src/start.js`, read from
+ *    package.json; APP_ENV=production, access log on, stdout piped to and drained by this process
+ *    as a log collector would) and times spawn -> first 200, five times: the first on an empty
+ *    compile cache of this run's own.
  * 3. Starts the baseline (bench/baseline.ts) with the service's own answer to
  *    `GET /v1/pets?limit=20` (same header names and values, same body), timed the same way.
  * 4. Checks keyset pagination: last page vs first page.
@@ -27,6 +28,7 @@ import { checkKeyset, type KeysetResult } from './keyset.ts';
 import { runLoad, type LoadResult, type LoadSetup } from './measure.ts';
 import { parseBenchOptions, USAGE, type BenchOptions } from './options.ts';
 import { fetchOnce, firstOk, otherLoad, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
+import { startCommand } from './start-command.ts';
 import { formatProfileSummary, summariseProfile, type CpuProfile } from './profile-summary.ts';
 import {
   buildChecks, formatMarkdown, formatText, generatorLoad, isUnusable, median, summariseWorkload,
@@ -146,9 +148,12 @@ async function main(): Promise<void> {
     // Any free port: the service logs it before its API's listening line.
     ...(options.metrics ? { METRICS_PORT: '0' } : {}),
   };
-  const serviceScript = join(ROOT, 'src', 'start.js');
+  // Exactly what `npm start` runs: its node options and src/start.js.
+  const npmStart = startCommand(ROOT);
+  progress(`service: node ${[...npmStart.nodeOptions, relative(ROOT, npmStart.entry)].join(' ')} (as npm start)`);
   const profileArgs = ['--cpu-prof', `--cpu-prof-dir=${options.out}`, `--cpu-prof-name=${profileName}`];
-  const serviceStart = await startRepeatedly('service', (kept) => [...(kept && options.profile ? profileArgs : []), serviceScript], serviceEnv, auth, pinning?.server ?? null);
+  const serviceArgs = (kept: boolean) => [...npmStart.nodeOptions, ...(kept && options.profile ? profileArgs : []), npmStart.entry];
+  const serviceStart = await startRepeatedly('service', serviceArgs, serviceEnv, auth, pinning?.server ?? null);
   const service = serviceStart.server;
 
   // The baseline answers with exactly what the service answered, headers and body.
