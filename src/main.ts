@@ -6,7 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { openServerDatabase } from './storage/sqlite/database.ts';
+import { closeDatabase, openServerDatabase } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger } from './http/access-log.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
@@ -81,7 +81,7 @@ async function open(): Promise<{ service: BaseService; saveLimiterState(): void;
       // Limiter state lives in memory and is saved every second (the contract allows 5 s of lag),
       // so no request waits on a database write; a restart resumes from the last save.
       saveLimiterState: () => service.limiterPersistence.flush(),
-      close: async () => db.close(),
+      close: async () => closeDatabase(db),
     };
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,

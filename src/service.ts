@@ -18,6 +18,7 @@ import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
 import type { Logger } from './http/access-log.ts';
 import { createKeysStore, type SqliteKeysStore } from './storage/sqlite/keys-store.ts';
+import { createConnectionKeyHasher } from './keys/api-keys.ts';
 import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore } from './storage/sqlite/pets-store.ts';
@@ -135,10 +136,14 @@ export function assemble(
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
   const cors = createCors(config.corsAllowedOrigins ?? null);
+  const keyHashOf = createConnectionKeyHasher(config.appEnv);
   const app = createApp({
     clock,
     logger,
-    authenticate: (token) => keys.findByKey(token, clock()),
+    authenticate: (token, connection) => {
+      const keyHash = keyHashOf(token, connection);
+      return keyHash === null ? null : keys.findByHash(keyHash, clock());
+    },
     limiter,
     pets,
     createPet: petCreations.create,

@@ -25,7 +25,7 @@ import { createLogger, fdWriter, type Logger } from '../http/access-log.ts';
 import { errorName } from '../http/error-mapper.ts';
 import { createConnectionGate, createHttpServer, SERVER_LIMITS } from '../http/server.ts';
 import { createLimiter } from '../limits/limiter.ts';
-import { openServerDatabase } from '../storage/sqlite/database.ts';
+import { closeDatabase, openServerDatabase } from '../storage/sqlite/database.ts';
 import { createKeysStore } from '../storage/sqlite/keys-store.ts';
 import { createPetsStore } from '../storage/sqlite/pets-store.ts';
 import { createLimiterPersistence, createLimiterStore, LIMITER_FLUSH_INTERVAL_MS } from '../storage/sqlite/limiter-store.ts';
@@ -193,7 +193,7 @@ export async function runPrimary(config: Config): Promise<number> {
     saveLimiterState();
     logger.event({ level: 'info', event: 'stopped' });
     logger.flush();
-    db.close();
+    closeDatabase(db);
     exit(0);
   }
 

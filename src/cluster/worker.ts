@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from '../config.ts';
 import { systemClock } from '../clock.ts';
 import { createLogger, fdWriter } from '../http/access-log.ts';
-import { openDatabase } from '../storage/sqlite/database.ts';
+import { closeDatabase, openDatabase } from '../storage/sqlite/database.ts';
 import { createWorkerService } from '../service.ts';
 import { createRemoteLimiter } from './remote-limiter.ts';
 import { createRemoteGate } from './remote-gate.ts';
@@ -72,7 +72,7 @@ function drain(): void {
   server.close(() => {
     observed?.probe.stop();
     logger.flush();
-    db.close();
+    closeDatabase(db);
     post({ type: 'stopped' });
     port.close();
   });

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { KeysStore, NewKey } from '../../src/storage/keys.ts';
 import type { IdempotencyWrite, NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
-import { isWellFormedApiKey } from '../../src/keys/api-keys.ts';
+import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../src/api/idempotency.ts';
 
 export interface OpenedStores {
@@ -70,12 +70,21 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     ['a production key in development', async () => 'pk_live_' + 'A'.repeat(49)],
   ];
   for (const [name, make] of refusedKeys) {
-    test(`findByKey refuses ${name}`, async (t) => {
+    test(`findByKey and findByHash refuse ${name}`, async (t) => {
       const { keys } = await open(t);
       const now = T0 + 1000;
-      assert.equal(await keys.findByKey(await make(keys, now), now), null);
+      const key = await make(keys, now);
+      assert.equal(await keys.findByKey(key, now), null);
+      assert.equal(await keys.findByHash(hashApiKey(key), now), null);
     });
   }
+
+  test('findByHash finds a key from the hash of its plain key, as findByKey does', async (t) => {
+    const { keys } = await open(t);
+    const { key, record } = await keys.create({ plan: 'pro', now: T0 });
+    assert.deepEqual(await keys.findByHash(hashApiKey(key), T0), record);
+    assert.equal(await keys.findByHash(key, T0), null, 'the plain key is not its hash');
+  });
 
   test('a second revocation keeps the first time; an unknown id is not revoked', async (t) => {
     const { keys } = await open(t);
