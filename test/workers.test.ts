@@ -234,6 +234,15 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     if (verdict !== null) assert.equal(verdict.status, 0, verdict.output);
   });
 
+  test('both workers log to one stdout in whole lines: one JSON object per line, one access line per request answered', async () => {
+    const answered = samplesOf(await scrape(), 'http_requests_total').reduce((sum, sample) => sum + sample.value, 0);
+    const accessLines = () => instance.stdout.filter((line) => line.includes('"requestId"') && line.includes('"status"')).length;
+    // The lines of the last requests may still be on their way through the pipe.
+    for (let tries = 0; accessLines() < answered && tries < 100; tries++) await new Promise((resolve) => setImmediate(resolve));
+    for (const line of instance.stdout) assert.doesNotThrow(() => JSON.parse(line), `not one whole JSON line: ${line.slice(0, 200)}`);
+    assert.equal(accessLines(), answered);
+  });
+
   test('SIGTERM lets a request in flight finish on its worker, saves the limiter and exits 0; a restart keeps every bucket and ban', async () => {
     const key = newKey({ perMinute: 100_000, perDay: 3 });
     for (let i = 0; i < 3; i++) assert.equal((await connections[i]!.send('/v1/pets', { headers: auth(key) })).status, 200);
