@@ -305,3 +305,43 @@ test('with WORKERS, a fixed PORT that another socket holds fails the start with 
   assert.equal(result.stderr, `cannot listen on 127.0.0.1:${port}: EADDRINUSE\n`);
   assert.doesNotMatch(result.stdout, /"event":"listening"/);
 });
+
+test('a worker that crashes takes the whole process down: exit 1, one line on stderr, the limiter saved first', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-workers-crash-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'pets.db');
+  const db = openDatabase(path);
+  t.after(() => db.close());
+  const { key } = createKeysStore(db, { appEnv: 'staging' }).create({ plan: 'enterprise', perMinute: 100_000, perDay: 100, now: Date.now() });
+  // The fault comes from outside the code under test: a module preloaded into every thread
+  // (worker threads inherit --import) makes worker 2 throw when asked for its metrics.
+  const fault = 'data:text/javascript,import { isMainThread, parentPort, workerData } from "node:worker_threads";' +
+    'if (!isMainThread && workerData?.start?.index === 2) parentPort.on("message", (m) => { if (m.type === "counts") throw new TypeError("injected"); });';
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['--import', fault, MAIN], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', WORKERS: '2', APP_ENV: 'staging', DATABASE_PATH: path, METRICS_PORT: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => child.kill('SIGKILL'));
+  let stdout = '';
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  const exited = once(child, 'exit') as Promise<[number | null]>;
+  const urls = await new Promise<{ api: string; metrics: string }>((resolve) => {
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      const api = /"event":"listening","url":"([^"]+)"/.exec(stdout)?.[1];
+      const metrics = /"event":"metrics_listening","url":"([^"]+)"/.exec(stdout)?.[1];
+      if (api && metrics) resolve({ api, metrics });
+    });
+  });
+  const answer = await fetch(`${urls.api}/v1/pets`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(answer.status, 200);
+  await fetch(`${urls.metrics}/metrics`).catch(() => null);
+  const [code] = await exited;
+  assert.equal(code, 1);
+  assert.equal(stderr, 'worker 2 of 2 crashed (TypeError); stopping the server\n');
+  assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
+  const saved = db.prepare('SELECT day_tokens FROM rate_limit_callers WHERE caller LIKE ?').get('key:%') as { day_tokens: number } | undefined;
+  assert.equal(saved?.day_tokens, 99, 'the request\'s token was saved before the exit');
+});
