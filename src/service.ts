@@ -101,6 +101,24 @@ export function createService({ db, maxAnonymousCallers, ...common }: ServiceDep
   return { ...assembled, keys, pets, limiter, limiterPersistence, purgeIdle: async () => {} };
 }
 
+export interface WorkerServiceDeps extends CommonDeps {
+  /** The worker's own connection to the shared file. */
+  db: DatabaseSync;
+  /** The port's one limiter, in the primary thread (src/cluster/remote-limiter.ts). */
+  limiter: RateLimiter;
+}
+
+/**
+ * The SQLite service of one worker thread (WORKERS above 1, src/cluster/): its own connection to
+ * the file, whose caches drop what another thread's commit may have changed (data_version), and
+ * the limiter that the primary thread holds for every worker. The primary saves that limiter.
+ */
+export function createWorkerService({ db, limiter, ...common }: WorkerServiceDeps): BaseService & { keys: SqliteKeysStore; pets: SqlitePetsStore } {
+  const keys = createKeysStore(db, { appEnv: common.config.appEnv });
+  const pets = createPetsStore(db);
+  return { ...assemble(common, { keys, pets, limiter }), keys, pets, purgeIdle: async () => {} };
+}
+
 /** The app and its server over either engine's stores. */
 export function assemble(
   { config, clock, logger, overrides = {}, server, groupCommit = true, observer }: CommonDeps,

@@ -243,6 +243,23 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     assert.equal(await pets.findIdempotencyRecord('key_b', 'k1', T0), null, 'another API key has its own keys');
   });
 
+  test('a create whose key another writer stored meanwhile is reported as recorded, creates nothing, and the rest of the batch is stored', async (t) => {
+    // Another instance or worker thread committed the key between this caller's lookup and its
+    // batch (issue #12, WORKERS): the batch's own transaction must see it.
+    const { pets } = await open(t);
+    const [first] = await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);
+    const results = await pets.insertMany([
+      { ...pet('Rex again'), idempotency: remembering('key_a', 'k1', T0 + 1) },
+      pet('Tom'),
+    ]);
+    assert.deepEqual(results[0], {
+      conflict: 'recorded',
+      record: { fingerprint: 'fp-k1', createdAt: T0, response: { status: 201, headers: { Location: `/v1/pets/${first!.id}` }, body: `{"id":${first!.id}}` } },
+    });
+    assert.equal((results[1] as Pet).name, 'Tom');
+    assert.deepEqual((await pets.list({ afterId: 0n, status: undefined, limit: 10 })).map((p) => p.name), ['Rex', 'Tom'], 'no second Rex');
+  });
+
   test('an expired record not yet purged is replaced by a new create with its key', async (t) => {
     const { pets } = await open(t);
     await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);

@@ -99,6 +99,25 @@ export function openDatabase(path: string, options: OpenOptions = {}): DatabaseS
 }
 
 /**
+ * The server's connection to its file (the single process's, and with WORKERS each thread's).
+ * node:sqlite is synchronous: waiting on another connection's write lock blocks every request,
+ * so the server waits briefly (250 ms) and answers 503 rather than freezing (the keys command's
+ * writes take ms). A new folder and file are created private (0700, 0600); existing ones are
+ * left as they are, with one warning through `log` if other accounts can read them.
+ */
+export function openServerDatabase(path: string, log: (fields: Record<string, unknown>) => void): DatabaseSync {
+  const db = openDatabase(path, { busyTimeoutMs: 250 });
+  const exposed = widerPermissions(path);
+  if (exposed.length > 0) {
+    log({
+      level: 'warn', event: 'database_permissions', found: exposed.join(', '),
+      message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
+    });
+  }
+  return db;
+}
+
+/**
  * Modes of the database's folder and files (issue #15): they hold key labels, plans, client
  * addresses and stored responses, which no other local account may read.
  */
