@@ -54,8 +54,11 @@ const NO_OBSERVER: PipelineObserver = { responded() {}, rateLimitRejected() {}, 
 export interface AppDeps {
   clock: Clock;
   logger: Logger;
-  /** Returns the key a bearer token belongs to when it is valid now, else null. */
-  authenticate: (token: string) => ApiKeyIdentity | null | Promise<ApiKeyIdentity | null>;
+  /**
+   * Returns the key a bearer token belongs to when it is valid now, else null. `connection` is
+   * the request's socket, for work that can be done once per connection (hashing the token).
+   */
+  authenticate: (token: string, connection: object) => ApiKeyIdentity | null | Promise<ApiKeyIdentity | null>;
   /** Whether the database can be reached, for /healthz; absent means always (SQLite). */
   health?: () => boolean | Promise<boolean>;
   limiter: RateLimiter;
@@ -175,7 +178,7 @@ export function createApp(deps: AppDeps): App {
     const credentials = readCredentials(req.headers.authorization);
     // The stores answer at once (SQLite) or later (PostgreSQL): await only a promise, so the
     // synchronous engine's requests take no extra microtask turn.
-    const found = credentials.kind === 'bearer' ? deps.authenticate(credentials.token) : null;
+    const found = credentials.kind === 'bearer' ? deps.authenticate(credentials.token, req.socket) : null;
     const apiKey = found instanceof Promise ? await found : found;
     exchange.keyId = apiKey?.id ?? null;
 

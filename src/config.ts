@@ -4,6 +4,7 @@
  * the variable, not run it with a surprising default.
  */
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { MAX_ORIGIN_LENGTH, type AllowedOrigins } from './http/cors.ts';
 
 export const APP_ENVS = ['production', 'staging', 'development'] as const;
@@ -35,6 +36,11 @@ export interface Config {
   metricsPort: number | null;
   /** `CORS_ALLOWED_ORIGINS`: `*`, a list of exact origins, or null (unset: no CORS header ever). */
   corsAllowedOrigins: AllowedOrigins | null;
+  /**
+   * `WORKERS`: HTTP workers (threads) serving one port over one SQLite file; 1 is the plain
+   * single process (see src/cluster/). `auto` is resolved here to the cores the process may use.
+   */
+  workers: number;
 }
 
 /** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
@@ -54,6 +60,8 @@ const MAX_CONNECTIONS = 1024;
  */
 export const DEFAULT_POOL_SIZE = 8;
 const MAX_POOL_SIZE = 1000;
+/** More threads than this would only queue on the cores and on the one limiter thread. */
+export const MAX_WORKERS = 256;
 
 /** An invalid environment variable; `variable` names it so callers and tests need not parse the message. */
 export class ConfigError extends Error {
@@ -68,11 +76,16 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** What `WORKERS=auto` reads of the machine; tests pass their own. */
+export interface Machine {
+  availableParallelism(): number;
+}
+
 /**
  * Reads and validates the configuration. Throws `ConfigError` (one line, naming the variable) on
  * the first invalid value. An empty variable counts as unset, so `PORT= npm start` means the default.
  */
-export function loadConfig(env: Env): Config {
+export function loadConfig(env: Env, machine: Machine = { availableParallelism }): Config {
   const appEnv = oneOf(env, 'APP_ENV', APP_ENVS, 'development');
   const port = integer(env, 'PORT', 0, 65_535, 8080);
   const databaseUrl = postgresUrl(env, 'DATABASE_URL');
@@ -80,11 +93,12 @@ export function loadConfig(env: Env): Config {
     // Either engine alone is a clear choice; both at once would leave one silently ignored.
     throw new ConfigError('DATABASE_URL', 'DATABASE_URL and DATABASE_PATH are both set; set DATABASE_URL for PostgreSQL or DATABASE_PATH for SQLite, not both');
   }
+  const databasePath = read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`;
   return {
     port,
     host: host(env, 'HOST', '127.0.0.1'),
     appEnv,
-    databasePath: read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`,
+    databasePath,
     databaseUrl,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 1, MAX_POOL_SIZE, DEFAULT_POOL_SIZE),
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL'),
@@ -96,7 +110,31 @@ export function loadConfig(env: Env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     metricsPort: metricsPort(env, port),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
+    workers: workers(env, machine, { databaseUrl, databasePath }),
   };
+}
+
+/**
+ * `WORKERS`: unset or 1, one process as always; N or `auto` (the cores this process may use),
+ * N threads over one SQLite file. Each thread opens the file itself, so an in-memory database
+ * (one per connection) cannot be shared, and PostgreSQL scales out with processes instead.
+ */
+function workers(env: Env, machine: Machine, engine: { databaseUrl: string | null; databasePath: string }): number {
+  const raw = read(env, 'WORKERS');
+  let value = 1;
+  if (raw === 'auto') value = Math.min(MAX_WORKERS, Math.max(1, machine.availableParallelism()));
+  else if (raw !== undefined) {
+    value = /^[0-9]{1,4}$/.test(raw) ? Number(raw) : Number.NaN;
+    if (!(value >= 1 && value <= MAX_WORKERS)) throw new ConfigError('WORKERS', `WORKERS must be auto or an integer from 1 to ${MAX_WORKERS}, got ${got(raw)}`);
+  }
+  if (value === 1) return 1;
+  if (engine.databaseUrl !== null) {
+    throw new ConfigError('WORKERS', 'WORKERS above 1 needs the SQLite engine; with DATABASE_URL run one server process per core instead (see Scaling out)');
+  }
+  if (engine.databasePath === ':memory:') {
+    throw new ConfigError('WORKERS', 'WORKERS above 1 needs a database file: every worker opens DATABASE_PATH, and :memory: is a separate database per connection');
+  }
+  return value;
 }
 
 /** Unset: no metrics listener. 0, like PORT=0, takes any free port, so 0 for both is no clash. */

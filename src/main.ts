@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { getCompileCacheDir } from 'node:module';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { openDatabase, widerPermissions } from './storage/sqlite/database.ts';
+import { closeDatabase, openServerDatabase } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger } from './http/access-log.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
@@ -34,6 +34,12 @@ function readConfig(): Config {
 }
 
 const config = readConfig();
+// WORKERS above 1: this thread becomes the primary of that many HTTP worker threads
+// (src/cluster/primary.ts), and the single-process code below never runs.
+if (config.workers > 1) {
+  const { runPrimary } = await import('./cluster/primary.ts');
+  process.exit(await runPrimary(config));
+}
 // At most 1 MiB of log text waits for a slow reader; beyond that lines are dropped and counted.
 const logger = createLogger({ level: config.logLevel, clock: systemClock, write: boundedWriter(process.stdout, 1024 * 1024, systemClock) });
 
@@ -69,25 +75,14 @@ function fail(message: string): never {
 /** The service over the configured engine, and what stopping it must do. */
 async function open(): Promise<{ service: BaseService; saveLimiterState(): void; close(): Promise<void> }> {
   if (config.databaseUrl === null) {
-    // node:sqlite is synchronous: waiting on another process's write lock blocks every request, so
-    // the server waits briefly and answers 503 rather than freezing (the keys command's writes take ms).
-    // A new folder and file are created private (0700, 0600); existing ones are left as they are,
-    // with one warning if other accounts can read them.
-    const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
-    const exposed = widerPermissions(config.databasePath);
-    if (exposed.length > 0) {
-      logger.event({
-        level: 'warn', event: 'database_permissions', found: exposed.join(', '),
-        message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
-      });
-    }
+    const db = openServerDatabase(config.databasePath, (fields) => logger.event(fields));
     const service = createService({ config, db, clock: systemClock, logger, observer: metrics ?? undefined });
     return {
       service,
       // Limiter state lives in memory and is saved every second (the contract allows 5 s of lag),
       // so no request waits on a database write; a restart resumes from the last save.
       saveLimiterState: () => service.limiterPersistence.flush(),
-      close: async () => db.close(),
+      close: async () => closeDatabase(db),
     };
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,

@@ -18,6 +18,7 @@ import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
 import type { Logger } from './http/access-log.ts';
 import { createKeysStore, type SqliteKeysStore } from './storage/sqlite/keys-store.ts';
+import { createConnectionKeyHasher } from './keys/api-keys.ts';
 import { createLimiter, type Limiter } from './limits/limiter.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterPersistence } from './storage/sqlite/limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore } from './storage/sqlite/pets-store.ts';
@@ -100,6 +101,24 @@ export function createService({ db, maxAnonymousCallers, ...common }: ServiceDep
   return { ...assembled, keys, pets, limiter, limiterPersistence, purgeIdle: async () => {} };
 }
 
+export interface WorkerServiceDeps extends CommonDeps {
+  /** The worker's own connection to the shared file. */
+  db: DatabaseSync;
+  /** The port's one limiter, in the primary thread (src/cluster/remote-limiter.ts). */
+  limiter: RateLimiter;
+}
+
+/**
+ * The SQLite service of one worker thread (WORKERS above 1, src/cluster/): its own connection to
+ * the file, whose caches drop what another thread's commit may have changed (data_version), and
+ * the limiter that the primary thread holds for every worker. The primary saves that limiter.
+ */
+export function createWorkerService({ db, limiter, ...common }: WorkerServiceDeps): BaseService & { keys: SqliteKeysStore; pets: SqlitePetsStore } {
+  const keys = createKeysStore(db, { appEnv: common.config.appEnv });
+  const pets = createPetsStore(db);
+  return { ...assemble(common, { keys, pets, limiter }), keys, pets, purgeIdle: async () => {} };
+}
+
 /** The app and its server over either engine's stores. */
 export function assemble(
   { config, clock, logger, overrides = {}, server, groupCommit = true, observer }: CommonDeps,
@@ -117,10 +136,14 @@ export function assemble(
   const petCreations = createPetCreations({ pets: overrides.pets ?? pets, clock, groupCommit, observer });
   const changePet = createPetChanges({ pets: overrides.pets ?? pets, groupCommit });
   const cors = createCors(config.corsAllowedOrigins ?? null);
+  const keyHashOf = createConnectionKeyHasher(config.appEnv);
   const app = createApp({
     clock,
     logger,
-    authenticate: (token) => keys.findByKey(token, clock()),
+    authenticate: (token, connection) => {
+      const keyHash = keyHashOf(token, connection);
+      return keyHash === null ? null : keys.findByHash(keyHash, clock());
+    },
     limiter,
     pets,
     createPet: petCreations.create,

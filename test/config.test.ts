@@ -33,6 +33,7 @@ test('an empty environment gives every default of the contract', () => {
     logLevel: 'info',
     metricsPort: null,
     corsAllowedOrigins: null,
+    workers: 1,
   });
 });
 
@@ -178,6 +179,24 @@ test('MAX_CONNECTIONS_PER_ADDRESS is an integer from 1 to the server\'s 1024 con
   for (const value of ['0', '1025', '-1', '6.4', 'many']) {
     assertRefused({ MAX_CONNECTIONS_PER_ADDRESS: value }, 'MAX_CONNECTIONS_PER_ADDRESS');
   }
+});
+
+test('WORKERS is 1 by default, an integer from 1 to 256, or auto (the cores this process may use)', () => {
+  const file = { DATABASE_PATH: 'data/x.db' };
+  assert.equal(loadConfig({ ...file, WORKERS: '1' }).workers, 1);
+  assert.equal(loadConfig({ ...file, WORKERS: '4' }).workers, 4);
+  assert.equal(loadConfig({ ...file, WORKERS: '256' }).workers, 256);
+  assert.equal(loadConfig({ ...file, WORKERS: 'auto' }, { availableParallelism: () => 6 }).workers, 6);
+  assert.equal(loadConfig({ ...file, WORKERS: 'auto' }, { availableParallelism: () => 1 }).workers, 1);
+  for (const value of ['0', '257', '-1', '2.5', 'all', 'AUTO', ' 2']) assertRefused({ ...file, WORKERS: value }, 'WORKERS');
+});
+
+test('WORKERS above 1 needs a SQLite file: refused with :memory: and with DATABASE_URL', () => {
+  assertRefused({ DATABASE_PATH: ':memory:', WORKERS: '2' }, 'WORKERS');
+  assertRefused({ DATABASE_URL: 'postgres://localhost/pets', WORKERS: '2' }, 'WORKERS');
+  // One worker is the plain single process, which runs on either.
+  assert.equal(loadConfig({ DATABASE_PATH: ':memory:', WORKERS: '1' }).workers, 1);
+  assert.equal(loadConfig({ DATABASE_URL: 'postgres://localhost/pets', WORKERS: 'auto' }, { availableParallelism: () => 1 }).workers, 1);
 });
 
 test('LOG_LEVEL is one of the five levels', () => {

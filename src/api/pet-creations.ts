@@ -59,9 +59,10 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     maxInFlight: 2,
     ...(schedule ? { schedule } : {}),
   });
-  // Keys whose first request is between its lookup and its commit, in this process. With one
-  // process on the database that is all there is; with several (PostgreSQL) the store also
-  // claims the key in the batch's transaction and reports a conflict (see storeIdempotent).
+  // Keys whose first request is between its lookup and its commit, in this process (or worker
+  // thread). With one writer on the database that is all there is; with several (PostgreSQL
+  // instances, SQLite WORKERS) the store also checks the key in the batch's transaction and
+  // reports a conflict, answered below as a replay, a 422 or a 409.
   const inFlight = new Set<string>();
   let purging: Promise<number> | null = null;
 

@@ -69,12 +69,57 @@ export interface ServerOptions {
   lingerMs?: number;
   /** Headers for every answer written here, before the app runs (CORS of `*`, which needs no Origin). */
   rawHeaders?: Readonly<Record<string, string>>;
+  /**
+   * Who counts open connections; default a gate of this server's own caps. Several servers on
+   * one port (WORKERS, src/cluster/) share one gate in another thread, which answers later.
+   */
+  connectionGate?: ConnectionGate;
+}
+
+/** Log fields of a refused connection: the count that was full. */
+export type ConnectionRefusal = { openConnections: number } | { openConnectionsFromAddress: number };
+
+/** Counts open connections, in total and per client address, against the caps. */
+export interface ConnectionGate {
+  /**
+   * null: the connection is admitted and counted until `release`; otherwise the refusal. A
+   * promise when the counts live elsewhere: the socket waits, unread, for the answer.
+   */
+  admit(address: string): ConnectionRefusal | null | Promise<ConnectionRefusal | null>;
+  /** An admitted connection from `address` closed. */
+  release(address: string): void;
+}
+
+/** The gate of one process: two counts in memory, answered at once. */
+export function createConnectionGate(caps: { maxConnections: number; maxConnectionsPerAddress: number }) {
+  let served = 0;
+  // Connections served per address; an address leaves the map with its last connection, so the
+  // map holds at most `maxConnections` entries.
+  const servedByAddress = new Map<string, number>();
+  return {
+    admit(address: string): ConnectionRefusal | null {
+      if (served >= caps.maxConnections) return { openConnections: served };
+      const fromAddress = servedByAddress.get(address) ?? 0;
+      // The address itself is not logged: the access log holds no client addresses either.
+      if (fromAddress >= caps.maxConnectionsPerAddress) return { openConnectionsFromAddress: fromAddress };
+      served++;
+      servedByAddress.set(address, fromAddress + 1);
+      return null;
+    },
+    release(address: string): void {
+      served--;
+      const left = (servedByAddress.get(address) ?? 1) - 1;
+      if (left <= 0) servedByAddress.delete(address);
+      else servedByAddress.set(address, left);
+    },
+  } satisfies ConnectionGate;
 }
 
 /** Creates (does not start) the HTTP server around the app. */
 export function createHttpServer(app: App, logger: Logger, options: ServerOptions = {}): Server {
-  const { rawHeaders = {}, ...limitOptions } = options;
+  const { rawHeaders = {}, connectionGate, ...limitOptions } = options;
   const limits = { ...SERVER_LIMITS, ...definedOnly(limitOptions) };
+  const gate: ConnectionGate = connectionGate ?? createConnectionGate(limits);
   const rawExtra = rawHeaderLines(rawHeaders);
   const rawErrorResponse = (code: RawCode, message: string, extraHeaders = '') => rawResponse(code, message, extraHeaders + rawExtra);
   const server = createServer(
@@ -109,37 +154,35 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
   if (httpConnectionListener === undefined) throw new Error('node:http registered no connection listener');
   server.removeAllListeners('connection');
   server.maxConnections = limits.maxConnections * 2;
-  let served = 0;
-  // Connections served per address; an address leaves the map with its last connection, so the
-  // map holds at most `maxConnections` entries.
-  const servedByAddress = new Map<string, number>();
-  const refuse = (socket: Duplex, fields: Record<string, unknown>) => {
+  const refuse = (socket: Duplex, fields: ConnectionRefusal) => {
     logger.event({ level: 'warn', event: 'connection_refused', code: 'unavailable', ...fields });
     socket.on('error', ignore);
     socket.resume(); // whatever the client sends is read and dropped, never held
     answerAndClose(socket, rawErrorResponse('unavailable', 'Too many open connections; retry shortly.', 'Retry-After: 1\r\n'), limits.lingerMs);
   };
-  server.on('connection', (socket: Socket) => {
-    if (served >= limits.maxConnections) {
-      refuse(socket, { openConnections: served });
-      return;
-    }
-    const address = peerAddress(socket);
-    const fromAddress = servedByAddress.get(address) ?? 0;
-    if (fromAddress >= limits.maxConnectionsPerAddress) {
-      // The address itself is not logged: the access log holds no client addresses either.
-      refuse(socket, { openConnectionsFromAddress: fromAddress });
-      return;
-    }
-    served++;
-    servedByAddress.set(address, fromAddress + 1);
-    socket.once('close', () => {
-      served--;
-      const left = servedByAddress.get(address)! - 1;
-      if (left === 0) servedByAddress.delete(address);
-      else servedByAddress.set(address, left);
-    });
+  const serve = (socket: Socket, address: string) => {
+    socket.once('close', () => gate.release(address));
     httpConnectionListener.call(server, socket);
+  };
+  server.on('connection', (socket: Socket) => {
+    const address = peerAddress(socket);
+    const verdict = gate.admit(address);
+    if (!(verdict instanceof Promise)) {
+      if (verdict === null) serve(socket, address);
+      else refuse(socket, verdict);
+      return;
+    }
+    // Counted in another thread: nothing is read until it answers (a new connection pays one
+    // round trip; the requests on it pay nothing).
+    socket.pause();
+    socket.on('error', ignore);
+    verdict.then((refusal) => {
+      if (refusal !== null) return refuse(socket, refusal);
+      socket.off('error', ignore);
+      if (socket.destroyed) return gate.release(address);
+      serve(socket, address);
+      socket.resume();
+    }, () => socket.destroy());
   });
 
   // Sockets whose error is already being answered: Node reports the error again for every

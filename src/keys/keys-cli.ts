@@ -13,7 +13,7 @@
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
-import { openDatabase } from '../storage/sqlite/database.ts';
+import { closeDatabase, openDatabase } from '../storage/sqlite/database.ts';
 import type { ApiKeyRecord, IssuedKey, KeysStore } from '../storage/keys.ts';
 import { createKeysStore } from '../storage/sqlite/keys-store.ts';
 import { connectPostgres, migratePostgres } from '../storage/postgres/database.ts';
@@ -461,7 +461,7 @@ async function openKeys(config: Config): Promise<{ keys: KeysStore; close(): unk
   }
   // Creates a missing folder (0700) and file (0600), as the server does.
   const db = openDatabase(config.databasePath);
-  return { keys: createKeysStore(db, { appEnv: config.appEnv }), close: () => db.close() };
+  return { keys: createKeysStore(db, { appEnv: config.appEnv }), close: () => closeDatabase(db) };
 }
 
 if (import.meta.main) {

@@ -476,12 +476,22 @@ export function decide(
     'X-RateLimit-Limit': String(minuteBinds ? perMinute : perDay),
     'X-RateLimit-Remaining': String(minuteBinds ? minuteLeft : dayLeft),
     'X-RateLimit-Reset': String(Math.ceil((state.updatedAt + (minuteBinds ? minuteMsToFull : dayMsToFull)) / 1000)),
-    'RateLimit-Policy': `"minute";q=${perMinute};w=60, "day";q=${perDay};w=86400`,
+    'RateLimit-Policy': policyHeader(perMinute, perDay),
     RateLimit: `"minute";r=${minuteLeft};t=${Math.ceil(minuteMsToFull / 1000)}, "day";r=${dayLeft};t=${Math.ceil(dayMsToFull / 1000)}`,
   };
   if (code === undefined) return { allowed: true, headers };
   headers['Retry-After'] = String(retryAfter);
   return { allowed: false, code, retryAfter, headers };
+}
+
+let lastPolicy = { perMinute: 0, perDay: 0, header: '' };
+
+/** The RateLimit-Policy value; the last one is kept, since most requests come under the same plan. */
+function policyHeader(perMinute: number, perDay: number): string {
+  if (perMinute !== lastPolicy.perMinute || perDay !== lastPolicy.perDay) {
+    lastPolicy = { perMinute, perDay, header: `"minute";q=${perMinute};w=60, "day";q=${perDay};w=86400` };
+  }
+  return lastPolicy.header;
 }
 
 function snapshot(state: CallerState, now: number, banThreshold: number): SavedCaller {

@@ -17,7 +17,8 @@ import { EXPOSITION_CONTENT_TYPE, type Metrics } from './metrics.ts';
 export const METRICS_PATH = '/metrics';
 
 export interface MetricsAppDeps {
-  metrics: Pick<Metrics, 'render'>;
+  /** A promise when the counts are gathered from other threads first (WORKERS). */
+  metrics: { render(): ReturnType<Metrics['render']> | Promise<string> };
   /** Receives one record if rendering fails (answered `500 internal_error`). */
   log: ErrorLog;
   generateRequestId?: () => string;
@@ -27,10 +28,12 @@ export interface MetricsAppDeps {
 export function createMetricsApp({ metrics, log, generateRequestId = randomUUID }: MetricsAppDeps): App {
   let draining = false;
 
-  function answer(method: string | undefined, path: string): Reply {
+  function answer(method: string | undefined, path: string): Reply | Promise<Reply> {
     if (path !== METRICS_PATH) throw new ApiError('not_found', `No such path; the metrics are at ${METRICS_PATH}.`);
     if (method !== 'GET' && method !== 'HEAD') throw methodNotAllowed(method ?? '', 'GET, HEAD');
-    return { status: 200, body: metrics.render(), headers: { 'Content-Type': EXPOSITION_CONTENT_TYPE } };
+    const body = metrics.render();
+    const reply = (text: string): Reply => ({ status: 200, body: text, headers: { 'Content-Type': EXPOSITION_CONTENT_TYPE } });
+    return body instanceof Promise ? body.then(reply) : reply(body);
   }
 
   return {
@@ -38,13 +41,15 @@ export function createMetricsApp({ metrics, log, generateRequestId = randomUUID 
       const url = req.url ?? '/';
       const question = url.indexOf('?');
       const id = requestId(req.headers['x-request-id'], generateRequestId);
-      let reply: Reply;
+      const failed = (error: unknown) => toErrorReply(error, (fields) => log({ ...fields, requestId: id }));
+      let reply: Reply | Promise<Reply>;
       try {
         reply = answer(req.method, question === -1 ? url : url.slice(0, question));
       } catch (error) {
-        reply = toErrorReply(error, (fields) => log({ ...fields, requestId: id }));
+        reply = failed(error);
       }
-      send(res, id, reply, draining);
+      if (reply instanceof Promise) reply.then((answered) => send(res, id, answered, draining), (error: unknown) => send(res, id, failed(error), draining));
+      else send(res, id, reply, draining);
     },
     drain() {
       draining = true;
@@ -53,6 +58,8 @@ export function createMetricsApp({ metrics, log, generateRequestId = randomUUID 
 }
 
 function send(res: ServerResponse, id: string, reply: Reply, draining: boolean): void {
+  // An answer gathered from the workers may come after the scraper hung up.
+  if (res.destroyed) return;
   const headers: Record<string, string | number> = {
     ...COMMON_HEADERS,
     'X-Request-Id': id,

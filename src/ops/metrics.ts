@@ -57,6 +57,22 @@ export interface EventLoopDelay {
 export interface Metrics extends PipelineObserver, CreationsObserver {
   /** The whole exposition, families in a fixed order, ending with a newline. */
   render(): string;
+  /**
+   * What has been counted, as plain data that can cross threads and be summed (WORKERS: each
+   * worker counts its own requests, and the primary thread renders the sum).
+   */
+  counts(): MetricsCounts;
+}
+
+/** Every counter of a registry; `mergeCounts` adds several up, `renderCounts` exposes them. */
+export interface MetricsCounts {
+  /** One entry per route seen, and the `other` route; any order. */
+  routes: RouteSeries[];
+  rateLimitRejections: Float64Array;
+  apiKeyRejections: Float64Array;
+  petsCreated: number;
+  idempotentReplays: number;
+  databaseErrors: number;
 }
 
 /** The series of one route: requests by method and status, and the duration histogram. */
@@ -92,45 +108,9 @@ export function createMetrics(probe: ProcessProbe): Metrics {
     return series;
   }
 
-  function render(): string {
-    const out: string[] = [];
-    const all = [...routes.values()].sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0));
-    if (other.count > 0) all.push(other);
-
-    family(out, 'http_requests_total', 'counter', 'Requests answered, by method, route template (or other) and status.');
-    for (const series of all) {
-      const route = escapeLabel(series.label);
-      series.byMethod.forEach((counts, method) => {
-        if (counts === undefined) return;
-        for (let status = 0; status < STATUS_SLOTS; status++) {
-          if (counts[status]! > 0) out.push(`http_requests_total{method="${METHOD_LABELS[method]}",route="${route}",status="${status}"} ${counts[status]}`);
-        }
-      });
-    }
-
-    family(out, 'http_request_duration_seconds', 'histogram', 'Time from the request arriving to its answer being written, by route template (or other).');
-    for (const series of all) {
-      const route = escapeLabel(series.label);
-      let cumulative = 0;
-      DURATION_BUCKETS.forEach((bound, index) => {
-        cumulative += series.buckets[index]!;
-        out.push(`http_request_duration_seconds_bucket{route="${route}",le="${formatNumber(bound)}"} ${cumulative}`);
-      });
-      out.push(`http_request_duration_seconds_bucket{route="${route}",le="+Inf"} ${series.count}`);
-      out.push(`http_request_duration_seconds_sum{route="${route}"} ${formatNumber(series.sum)}`);
-      out.push(`http_request_duration_seconds_count{route="${route}"} ${series.count}`);
-    }
-
-    family(out, 'rate_limit_rejections_total', 'counter', 'Requests refused with 429 by the rate limiter, by error code.');
-    RATE_LIMIT_CODES.forEach((code, index) => out.push(`rate_limit_rejections_total{code="${code}"} ${rateLimitRejections[index]}`));
-    family(out, 'api_key_rejections_total', 'counter', 'Requests refused with 401 for their API key, by error code.');
-    API_KEY_CODES.forEach((code, index) => out.push(`api_key_rejections_total{code="${code}"} ${apiKeyRejections[index]}`));
-    single(out, 'pets_created_total', 'counter', 'Pets stored (a replayed create is not counted).', petsCreated);
-    single(out, 'idempotent_replays_total', 'counter', 'Creates answered from their Idempotency-Key record, creating nothing.', idempotentReplays);
-    single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', databaseErrors);
-    renderProcess(out, probe);
-    return `${out.join('\n')}\n`;
-  }
+  const counts = (): MetricsCounts => ({
+    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, petsCreated, idempotentReplays, databaseErrors,
+  });
 
   return {
     responded(method, route, status, seconds) {
@@ -159,7 +139,111 @@ export function createMetrics(probe: ProcessProbe): Metrics {
     idempotentReplayed() {
       idempotentReplays++;
     },
-    render,
+    render: () => renderCounts(counts(), probe),
+    counts,
+  };
+}
+
+/** The sum of several registries' counts (the workers' and the primary thread's). */
+export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
+  const routes = new Map<string, RouteSeries>();
+  const total: MetricsCounts = {
+    routes: [], rateLimitRejections: new Float64Array(RATE_LIMIT_CODES.length), apiKeyRejections: new Float64Array(API_KEY_CODES.length),
+    petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
+  };
+  for (const counts of all) {
+    for (const series of counts.routes) {
+      let sum = routes.get(series.label);
+      if (sum === undefined) routes.set(series.label, (sum = routeSeries(series.label)));
+      series.byMethod.forEach((byStatus, method) => {
+        if (byStatus === undefined || byStatus === null) return;
+        addInto(sum.byMethod[method] ?? (sum.byMethod[method] = new Float64Array(STATUS_SLOTS)), byStatus);
+      });
+      addInto(sum.buckets, series.buckets);
+      sum.sum += series.sum;
+      sum.count += series.count;
+    }
+    addInto(total.rateLimitRejections, counts.rateLimitRejections);
+    addInto(total.apiKeyRejections, counts.apiKeyRejections);
+    total.petsCreated += counts.petsCreated;
+    total.idempotentReplays += counts.idempotentReplays;
+    total.databaseErrors += counts.databaseErrors;
+  }
+  total.routes = [...routes.values()];
+  return total;
+}
+
+function addInto(target: Float64Array, source: Float64Array): void {
+  for (let i = 0; i < source.length; i++) target[i]! += source[i]!;
+}
+
+/** Requests answered by `counts`, all routes. */
+export function requestCount(counts: MetricsCounts): number {
+  return counts.routes.reduce((total, series) => total + series.count, 0);
+}
+
+/**
+ * The exposition of `counts`: families in a fixed order, ending with a newline. `workers`, when
+ * given, adds how many requests each worker thread answered (WORKERS), labelled 1 to N.
+ */
+export function renderCounts(counts: MetricsCounts, probe: ProcessProbe, workers?: readonly number[]): string {
+  const out: string[] = [];
+  const other = counts.routes.find((series) => series.label === OTHER_ROUTE);
+  const all = counts.routes.filter((series) => series.label !== OTHER_ROUTE).sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : 0));
+  if (other !== undefined && other.count > 0) all.push(other);
+
+  family(out, 'http_requests_total', 'counter', 'Requests answered, by method, route template (or other) and status.');
+  for (const series of all) {
+    const route = escapeLabel(series.label);
+    series.byMethod.forEach((byStatus, method) => {
+      if (byStatus === undefined || byStatus === null) return;
+      for (let status = 0; status < STATUS_SLOTS; status++) {
+        if (byStatus[status]! > 0) out.push(`http_requests_total{method="${METHOD_LABELS[method]}",route="${route}",status="${status}"} ${byStatus[status]}`);
+      }
+    });
+  }
+
+  family(out, 'http_request_duration_seconds', 'histogram', 'Time from the request arriving to its answer being written, by route template (or other).');
+  for (const series of all) {
+    const route = escapeLabel(series.label);
+    let cumulative = 0;
+    DURATION_BUCKETS.forEach((bound, index) => {
+      cumulative += series.buckets[index]!;
+      out.push(`http_request_duration_seconds_bucket{route="${route}",le="${formatNumber(bound)}"} ${cumulative}`);
+    });
+    out.push(`http_request_duration_seconds_bucket{route="${route}",le="+Inf"} ${series.count}`);
+    out.push(`http_request_duration_seconds_sum{route="${route}"} ${formatNumber(series.sum)}`);
+    out.push(`http_request_duration_seconds_count{route="${route}"} ${series.count}`);
+  }
+
+  family(out, 'rate_limit_rejections_total', 'counter', 'Requests refused with 429 by the rate limiter, by error code.');
+  RATE_LIMIT_CODES.forEach((code, index) => out.push(`rate_limit_rejections_total{code="${code}"} ${counts.rateLimitRejections[index]}`));
+  family(out, 'api_key_rejections_total', 'counter', 'Requests refused with 401 for their API key, by error code.');
+  API_KEY_CODES.forEach((code, index) => out.push(`api_key_rejections_total{code="${code}"} ${counts.apiKeyRejections[index]}`));
+  single(out, 'pets_created_total', 'counter', 'Pets stored (a replayed create is not counted).', counts.petsCreated);
+  single(out, 'idempotent_replays_total', 'counter', 'Creates answered from their Idempotency-Key record, creating nothing.', counts.idempotentReplays);
+  single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', counts.databaseErrors);
+  if (workers !== undefined) {
+    family(out, 'worker_requests_total', 'counter', 'Requests answered by each worker thread (WORKERS), numbered from 1.');
+    workers.forEach((requests, index) => out.push(`worker_requests_total{worker="${index + 1}"} ${requests}`));
+  }
+  renderProcess(out, probe);
+  return `${out.join('\n')}\n`;
+}
+
+/**
+ * The event-loop delay of several threads as one summary: counts and sums added, the maximum and
+ * each quantile the highest of any thread (quantiles cannot be merged exactly; the slowest
+ * worker is the one a request may wait on).
+ */
+export function worstDelay(delays: readonly EventLoopDelay[]): EventLoopDelay {
+  const seen = delays.filter((delay) => delay.count > 0);
+  if (seen.length === 0) return delays[0] ?? { count: 0, sumSeconds: 0, maxSeconds: 0, quantiles: [] };
+  return {
+    count: seen.reduce((total, delay) => total + delay.count, 0),
+    sumSeconds: seen.reduce((total, delay) => total + delay.sumSeconds, 0),
+    maxSeconds: Math.max(...seen.map((delay) => delay.maxSeconds)),
+    quantiles: seen[0]!.quantiles.map(([quantile], index) => [quantile, Math.max(...seen.map((delay) => delay.quantiles[index]![1]))] as const),
   };
 }
 

@@ -54,6 +54,8 @@ export interface KeysStore {
   create(input: NewKey): MaybePromise<IssuedKey>;
   /** The key a plain key belongs to when it is valid at `now`, else null. */
   findByKey(plainKey: string, now: number): MaybePromise<ApiKeyRecord | null>;
+  /** The same, from `hashApiKey` of a well-formed key (the request path hashes once per connection). */
+  findByHash(keyHash: string, now: number): MaybePromise<ApiKeyRecord | null>;
   get(id: string): MaybePromise<ApiKeyRecord | null>;
   /** Every key, oldest first. */
   list(): MaybePromise<ApiKeyRecord[]>;

@@ -81,7 +81,8 @@ export interface ListOptions {
 /**
  * A creation that the store did not make because its Idempotency-Key was taken meanwhile: by a
  * request still being processed (on another instance), or by one that has finished (`record`).
- * Only an engine shared by several processes meets these; SQLite's single writer never does.
+ * Only a database written by several processes or threads meets these (PostgreSQL instances,
+ * SQLite with WORKERS); SQLite reports only `recorded`, since its writers take turns.
  */
 export type IdempotencyConflict =
   | { conflict: 'in_flight' }

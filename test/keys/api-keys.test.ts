@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { crc32 } from 'node:zlib';
-import { API_KEY_LENGTH, apiKeyPrefix, generateApiKey, hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
+import { API_KEY_LENGTH, apiKeyPrefix, createConnectionKeyHasher, generateApiKey, hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
 
 const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
@@ -108,4 +108,22 @@ test('a made-up key with a valid CRC-32 is well formed and goes on to the lookup
   assert.equal(isWellFormedApiKey(madeUp, 'development'), true);
   // A typo in it is caught without a lookup.
   assert.equal(isWellFormedApiKey(`${madeUp.slice(0, 20)}N${madeUp.slice(21)}`, 'development'), false);
+});
+
+test('the connection key hasher answers hashApiKey of a well-formed key, null otherwise, per connection and per token', () => {
+  const keyHashOf = createConnectionKeyHasher('development');
+  const first = generateApiKey('development');
+  const second = generateApiKey('development');
+  const madeUp = 'pk_test_' + 'A'.repeat(49);
+  const one = {};
+  const other = {};
+  assert.equal(keyHashOf(first, one), hashApiKey(first));
+  assert.equal(keyHashOf(first, one), hashApiKey(first), 'the same token again on the same connection');
+  assert.equal(keyHashOf(second, one), hashApiKey(second), 'another token on the same connection is hashed anew');
+  assert.equal(keyHashOf(madeUp, one), null);
+  assert.equal(keyHashOf(madeUp, one), null);
+  assert.equal(keyHashOf(first, one), hashApiKey(first), 'back to the first token');
+  assert.equal(keyHashOf(second, other), hashApiKey(second), 'each connection remembers its own token');
+  assert.equal(keyHashOf(first, one), hashApiKey(first));
+  assert.equal(createConnectionKeyHasher('production')(first, one), null, 'a development key is malformed in production');
 });

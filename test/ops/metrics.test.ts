@@ -1,7 +1,7 @@
 /** The metrics registry and its text exposition (format 0.0.4), without a server. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createMetrics, DURATION_BUCKETS, escapeLabel, formatNumber, type ProcessProbe } from '../../src/ops/metrics.ts';
+import { createMetrics, DURATION_BUCKETS, escapeLabel, formatNumber, mergeCounts, renderCounts, requestCount, worstDelay, type ProcessProbe } from '../../src/ops/metrics.ts';
 import { parseExposition, samplesOf, valueOf } from '../support/prometheus-text.ts';
 import { promtoolCheckMetrics } from '../support/promtool.ts';
 
@@ -135,4 +135,36 @@ test('promtool check metrics accepts the exposition with every kind of series in
   const verdict = promtoolCheckMetrics(t, metrics.render());
   if (verdict === null) return;
   assert.deepEqual(verdict, { status: 0, output: '' });
+});
+
+test('counts of several registries (WORKERS) merge into what one registry that saw everything would expose, plus the requests of each worker', () => {
+  const one = createMetrics(fixedProbe);
+  const workers = [createMetrics(fixedProbe), createMetrics(fixedProbe)];
+  const feed = (index: number, observe: (metrics: ReturnType<typeof createMetrics>) => void) => {
+    observe(one);
+    observe(workers[index]!);
+  };
+  feed(0, (m) => m.responded('GET', '/v1/pets', 200, 0.002));
+  feed(1, (m) => m.responded('GET', '/v1/pets', 200, 0.0004));
+  feed(1, (m) => m.responded('POST', '/v1/pets', 201, 0.03));
+  feed(0, (m) => m.responded('GET', null, 404, 0.001));
+  feed(1, (m) => m.rateLimitRejected('temporarily_banned'));
+  feed(0, (m) => m.apiKeyRejected('missing_api_key'));
+  feed(1, (m) => m.petCreated());
+  feed(0, (m) => m.idempotentReplayed());
+  feed(1, (m) => m.databaseError());
+  // Through a structured clone, as the counts cross threads.
+  const counts = workers.map((metrics) => structuredClone(metrics.counts()));
+  const merged = renderCounts(mergeCounts(counts), fixedProbe, counts.map(requestCount));
+  const expected = one.render();
+  assert.equal(merged.replace(/# HELP worker_requests_total[^]*?(?=# HELP process_resident)/, ''), expected);
+  const exposition = parseExposition(merged);
+  assert.equal(valueOf(exposition, 'worker_requests_total', { worker: '1' }), 2);
+  assert.equal(valueOf(exposition, 'worker_requests_total', { worker: '2' }), 2);
+});
+
+test('the event-loop delay of several workers is the slowest worker\'s, counts added', () => {
+  const quiet = { count: 100, sumSeconds: 0.1, maxSeconds: 0.01, quantiles: [[0.5, 0.001], [0.99, 0.005]] as const };
+  const busy = { count: 50, sumSeconds: 0.5, maxSeconds: 0.2, quantiles: [[0.5, 0.002], [0.99, 0.1]] as const };
+  assert.deepEqual(worstDelay([quiet, busy]), { count: 150, sumSeconds: 0.6, maxSeconds: 0.2, quantiles: [[0.5, 0.002], [0.99, 0.1]] });
 });

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { KeysStore, NewKey } from '../../src/storage/keys.ts';
 import type { IdempotencyWrite, NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
-import { isWellFormedApiKey } from '../../src/keys/api-keys.ts';
+import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../src/api/idempotency.ts';
 
 export interface OpenedStores {
@@ -70,12 +70,21 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     ['a production key in development', async () => 'pk_live_' + 'A'.repeat(49)],
   ];
   for (const [name, make] of refusedKeys) {
-    test(`findByKey refuses ${name}`, async (t) => {
+    test(`findByKey and findByHash refuse ${name}`, async (t) => {
       const { keys } = await open(t);
       const now = T0 + 1000;
-      assert.equal(await keys.findByKey(await make(keys, now), now), null);
+      const key = await make(keys, now);
+      assert.equal(await keys.findByKey(key, now), null);
+      assert.equal(await keys.findByHash(hashApiKey(key), now), null);
     });
   }
+
+  test('findByHash finds a key from the hash of its plain key, as findByKey does', async (t) => {
+    const { keys } = await open(t);
+    const { key, record } = await keys.create({ plan: 'pro', now: T0 });
+    assert.deepEqual(await keys.findByHash(hashApiKey(key), T0), record);
+    assert.equal(await keys.findByHash(key, T0), null, 'the plain key is not its hash');
+  });
 
   test('a second revocation keeps the first time; an unknown id is not revoked', async (t) => {
     const { keys } = await open(t);
@@ -232,6 +241,23 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     });
     assert.equal(await pets.findIdempotencyRecord('key_a', 'k1', T0 + IDEMPOTENCY_TTL_MS), null, 'expired at 24 h');
     assert.equal(await pets.findIdempotencyRecord('key_b', 'k1', T0), null, 'another API key has its own keys');
+  });
+
+  test('a create whose key another writer stored meanwhile is reported as recorded, creates nothing, and the rest of the batch is stored', async (t) => {
+    // Another instance or worker thread committed the key between this caller's lookup and its
+    // batch (issue #12, WORKERS): the batch's own transaction must see it.
+    const { pets } = await open(t);
+    const [first] = await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);
+    const results = await pets.insertMany([
+      { ...pet('Rex again'), idempotency: remembering('key_a', 'k1', T0 + 1) },
+      pet('Tom'),
+    ]);
+    assert.deepEqual(results[0], {
+      conflict: 'recorded',
+      record: { fingerprint: 'fp-k1', createdAt: T0, response: { status: 201, headers: { Location: `/v1/pets/${first!.id}` }, body: `{"id":${first!.id}}` } },
+    });
+    assert.equal((results[1] as Pet).name, 'Tom');
+    assert.deepEqual((await pets.list({ afterId: 0n, status: undefined, limit: 10 })).map((p) => p.name), ['Rex', 'Tom'], 'no second Rex');
   });
 
   test('an expired record not yet purged is replaced by a new create with its key', async (t) => {

@@ -14,6 +14,8 @@ export interface Instance {
   url: string;
   /** Lines the instance wrote on stderr. */
   stderr: string[];
+  /** Lines the instance wrote on stdout (its log). */
+  stdout: string[];
   /** SIGTERM, and resolves with the exit code. */
   stop(): Promise<number | null>;
 }
@@ -26,8 +28,10 @@ export async function startInstance(env: Record<string, string>): Promise<Instan
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stderr: string[] = [];
+  const stdout: string[] = [];
   createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
   const lines = createInterface({ input: child.stdout! });
+  lines.on('line', (line) => stdout.push(line));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the instance did not start within 15 s')), 15_000);
     child.once('exit', (code) => reject(new Error(`the instance exited with ${code} before listening: ${stderr.join(' ')}`)));
@@ -40,7 +44,7 @@ export async function startInstance(env: Record<string, string>): Promise<Instan
     });
   });
   return {
-    child, url, stderr,
+    child, url, stderr, stdout,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill('SIGTERM');

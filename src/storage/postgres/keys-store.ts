@@ -49,16 +49,21 @@ export function createPostgresKeysStore(sql: PostgresSql, options: KeysStoreOpti
     maxInFlight: 2,
   });
 
+  async function findByHash(keyHash: string, now: number): Promise<ApiKeyRecord | null> {
+    const record = await lookups.submit(keyHash);
+    if (record === null || record.revokedAt !== null || (record.expiresAt !== null && record.expiresAt <= now)) return null;
+    return record;
+  }
+
   return {
     create: (input) => guard(() => insertKey(sql, input)),
 
-    async findByKey(plainKey, now) {
+    findByKey(plainKey, now) {
       // The format check first: a made-up key costs no hashing and no database read.
-      if (!isWellFormedApiKey(plainKey, appEnv)) return null;
-      const record = await lookups.submit(hashApiKey(plainKey));
-      if (record === null || record.revokedAt !== null || (record.expiresAt !== null && record.expiresAt <= now)) return null;
-      return record;
+      return isWellFormedApiKey(plainKey, appEnv) ? findByHash(hashApiKey(plainKey), now) : Promise.resolve(null);
     },
+
+    findByHash,
 
     get: (id) => guard(() => get(sql, id)),
 

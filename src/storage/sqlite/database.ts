@@ -5,7 +5,7 @@
  * transaction, so a crash mid-migration leaves the previous version intact.
  */
 import { DatabaseSync } from 'node:sqlite';
-import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** Each migration's index + 1 is the schema version it produces. Append only; never edit. */
@@ -99,6 +99,25 @@ export function openDatabase(path: string, options: OpenOptions = {}): DatabaseS
 }
 
 /**
+ * The server's connection to its file (the single process's, and with WORKERS each thread's).
+ * node:sqlite is synchronous: waiting on another connection's write lock blocks every request,
+ * so the server waits briefly (250 ms) and answers 503 rather than freezing (the keys command's
+ * writes take ms). A new folder and file are created private (0700, 0600); existing ones are
+ * left as they are, with one warning through `log` if other accounts can read them.
+ */
+export function openServerDatabase(path: string, log: (fields: Record<string, unknown>) => void): DatabaseSync {
+  const db = openDatabase(path, { busyTimeoutMs: 250 });
+  const exposed = widerPermissions(path);
+  if (exposed.length > 0) {
+    log({
+      level: 'warn', event: 'database_permissions', found: exposed.join(', '),
+      message: 'Other local accounts can read the database (key labels, plans, client addresses, stored answers): make its folder 0700 and its files 0600.',
+    });
+  }
+  return db;
+}
+
+/**
  * Modes of the database's folder and files (issue #15): they hold key labels, plans, client
  * addresses and stored responses, which no other local account may read.
  */
@@ -161,29 +180,45 @@ export function transaction<T>(db: DatabaseSync, work: () => T): T {
 }
 
 const watchers = new WeakMap<DatabaseSync, () => number>();
+/** The `-shm` file descriptors opened by `walIndexHeader`, closed by `closeDatabase`. */
+const walIndexFiles = new WeakMap<DatabaseSync, number>();
+
+/** Closes the connection and the `-shm` file that `dataVersion` may have opened beside it. */
+export function closeDatabase(db: DatabaseSync): void {
+  const fd = walIndexFiles.get(db);
+  if (fd !== undefined) {
+    walIndexFiles.delete(db);
+    closeSync(fd);
+  }
+  if (db.isOpen) db.close();
+}
 
 /**
  * `PRAGMA data_version` of this connection: it changes when another connection (the keys
  * command, another process) commits, never for this connection's own writes. Caches compare it
  * to know whether what they hold may be stale.
  *
- * Each read starts a WAL read transaction (about 2 to 5 us), so the value is read at most once
- * per callback from the event loop and shared by every store on the connection (the key cache
- * and the answer caches of one request read it once). That loses nothing: every request handled
- * in a callback was received by the socket read that started the callback, before any of its
- * JavaScript ran, so a commit that returned before a request was sent had returned before the
- * value was read. The value is forgotten in a microtask, which runs before the callback returns
- * to the event loop.
+ * The value is read at most once per callback from the event loop and shared by every store on
+ * the connection (the key cache and the answer caches of one request read it once). That loses
+ * nothing: every request handled in a callback was received by the socket read that started the
+ * callback, before any of its JavaScript ran, so a commit that returned before a request was sent
+ * had returned before the value was read. The value is forgotten in a microtask, which runs
+ * before the callback returns to the event loop. (It used to be kept for a whole turn of the
+ * event loop, which is not exact: a turn reads many sockets one after another, and a request
+ * pipelined behind another on a socket read later in the turn may have been sent after the
+ * turn's first read; pet-lifecycle-reads.test.ts pins it.)
  *
- * It used to be kept for a whole turn of the event loop, which is not exact: a turn reads many
- * sockets one after another, and a request pipelined behind another on a socket read later in
- * the turn may have been sent after the turn's first read (pet-lifecycle-reads.test.ts pins it).
+ * The pragma starts a WAL read transaction: two `fcntl` locks and SQLite's bookkeeping, about
+ * 4 us under load, once per request. So it is asked only when the WAL index header may have
+ * changed (see `walIndexHeader`): one 48-byte `pread`, about 0.7 us. Issue #12 measured the
+ * whole change at about 1.5 us of CPU per request by id (see the README's benchmark section).
  */
 export function dataVersion(db: DatabaseSync): () => number {
   let watcher = watchers.get(db);
   if (watcher) return watcher;
   const statement = db.prepare('PRAGMA data_version');
   statement.setReturnArrays(true);
+  const header = walIndexHeader(db);
   let version = 0;
   let fresh = false;
   const expire = () => {
@@ -191,12 +226,54 @@ export function dataVersion(db: DatabaseSync): () => number {
   };
   watcher = () => {
     if (!fresh) {
-      version = (statement.get() as unknown as [number])[0];
       fresh = true;
       queueMicrotask(expire);
+      // The header is read before the pragma: a commit between the two is seen by the pragma
+      // now, and by the changed header next time.
+      if (header.changed()) version = (statement.get() as unknown as [number])[0];
     }
     return version;
   };
   watchers.set(db, watcher);
   return watcher;
+}
+
+/** Bytes of the first copy of the WAL index header (https://sqlite.org/walformat.html, 2.1). */
+const WAL_INDEX_HEADER_BYTES = 48;
+
+/**
+ * Tells whether any connection may have committed since the last call, from the WAL index
+ * header at the start of the database's `-shm` file. Every commit in WAL mode rewrites that
+ * header (its change counter, frame count and checksums) before it returns, in shared memory
+ * that is the file's page cache, so a plain `pread` sees it; a checkpoint does not touch it.
+ * "Unchanged" therefore proves that nobody committed; "changed" may also be this connection's
+ * own commit, and then the pragma (which is exact) is asked for nothing.
+ *
+ * This connection keeps the database open, so the `-shm` file is never removed under it. Where
+ * there is no such file (`:memory:`, or a journal mode other than WAL), every call says
+ * "changed" and the pragma is asked each time, as before.
+ */
+function walIndexHeader(db: DatabaseSync): { changed: () => boolean } {
+  const always = { changed: () => true };
+  const path = db.location();
+  if (path === null || path === '') return always;
+  let fd: number;
+  try {
+    fd = openSync(`${path}-shm`, 'r');
+  } catch {
+    return always;
+  }
+  walIndexFiles.set(db, fd);
+  const seen = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  const read = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  let known = false;
+  return {
+    changed() {
+      if (readSync(fd, read, 0, WAL_INDEX_HEADER_BYTES, 0) !== WAL_INDEX_HEADER_BYTES) return true;
+      if (known && read.equals(seen)) return false;
+      read.copy(seen);
+      known = true;
+      return true;
+    },
+  };
 }

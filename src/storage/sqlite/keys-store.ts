@@ -17,6 +17,7 @@ import {
 export interface SqliteKeysStore {
   create(input: NewKey): IssuedKey;
   findByKey(plainKey: string, now: number): ApiKeyRecord | null;
+  findByHash(keyHash: string, now: number): ApiKeyRecord | null;
   get(id: string): ApiKeyRecord | null;
   list(): ApiKeyRecord[];
   revoke(id: string, now: number): boolean;
@@ -87,30 +88,34 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Sq
     return row === undefined ? null : toRecord(row);
   }
 
+  function findByHash(keyHash: string, now: number): ApiKeyRecord | null {
+    const version = externalVersion();
+    if (version !== cache.version) {
+      forget();
+      cache.version = version;
+    }
+    let record = cache.records.get(keyHash);
+    if (record === undefined) {
+      const row = selectActiveByHash.get(keyHash, now) as ApiKeyRow | undefined;
+      if (row === undefined) return null;
+      record = Object.freeze(toRecord(row));
+      // Only valid keys get here, so guessing cannot fill it; the cap bounds a huge key table.
+      if (cache.records.size >= MAX_CACHED_KEYS) forget();
+      cache.records.set(keyHash, record);
+    }
+    return record.expiresAt !== null && record.expiresAt <= now ? null : record;
+  }
+
   return {
     create: insertKey,
 
     findByKey(plainKey, now) {
       // The format check first: a mistyped key costs no hashing and no database read (a made-up
       // key with a valid checksum does get both; the per-address limit is what slows guessing).
-      if (!isWellFormedApiKey(plainKey, appEnv)) return null;
-      const version = externalVersion();
-      if (version !== cache.version) {
-        forget();
-        cache.version = version;
-      }
-      const keyHash = hashApiKey(plainKey);
-      let record = cache.records.get(keyHash);
-      if (record === undefined) {
-        const row = selectActiveByHash.get(keyHash, now) as ApiKeyRow | undefined;
-        if (row === undefined) return null;
-        record = Object.freeze(toRecord(row));
-        // Only valid keys get here, so guessing cannot fill it; the cap bounds a huge key table.
-        if (cache.records.size >= MAX_CACHED_KEYS) forget();
-        cache.records.set(keyHash, record);
-      }
-      return record.expiresAt !== null && record.expiresAt <= now ? null : record;
+      return isWellFormedApiKey(plainKey, appEnv) ? findByHash(hashApiKey(plainKey), now) : null;
     },
+
+    findByHash,
 
     get,
 

@@ -5,12 +5,14 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { dataVersion, transaction } from './database.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
-import type { ChangeOutcome, IdempotencyRecord, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
+import type { ChangeOutcome, CreationResult, IdempotencyRecord, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';
 
-/** The SQLite pets store answers synchronously; its inserts never meet a conflict (see insertMany). */
+/** The SQLite pets store answers synchronously. */
 export interface SqlitePetsStore extends PetsStore {
-  insertMany(pets: readonly PetCreation[]): Pet[];
+  /** Pets without an Idempotency-Key never meet a conflict (seeding, tests). */
+  insertMany(pets: readonly NewPet[]): Pet[];
+  insertMany(pets: readonly PetCreation[]): CreationResult[];
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
   purgeIdempotencyRecords(now: number, limit: number): number;
   get(id: bigint): Pet | null;
@@ -103,6 +105,55 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   const externalVersion = dataVersion(db);
   const journal = journalOf(db);
 
+  function insertMany(pets: readonly PetCreation[]): CreationResult[] {
+    return transaction(db, () => {
+      let first = 0;
+      let last = 0;
+      const results = pets.map((creation): CreationResult => {
+        const record = creation.idempotency;
+        // Several server threads (WORKERS) or processes may write this file: another one may
+        // have stored this key since the caller's lookup. BEGIN IMMEDIATE holds the write lock,
+        // so this second lookup is the last word; one indexed read per idempotent create.
+        const taken = record ? recallRecord(record.apiKeyId, record.key, record.createdAt) : null;
+        if (taken) return { conflict: 'recorded', record: taken };
+        const { id, version } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number; version: number };
+        const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status, version };
+        if (first === 0) first = id;
+        last = id;
+        if (record) {
+          const response = record.respond(pet);
+          const { changes } = remember.run({
+            apiKeyId: record.apiKeyId,
+            key: record.key,
+            fingerprint: record.fingerprint,
+            status: response.status,
+            headers: JSON.stringify(response.headers),
+            body: response.body,
+            createdAt: record.createdAt,
+            ttl: IDEMPOTENCY_TTL_MS,
+          });
+          // No live record was found just above, in this transaction, so the upsert must write:
+          // should that ever break, the batch fails rather than overwrite a live record.
+          if (changes !== 1) throw new Error('a live idempotency record already exists for this key');
+        }
+        return pet;
+      });
+      // AUTOINCREMENT ids are above every id ever used, so the batch is one range.
+      if (first !== 0) record(journal, first, last);
+      return results;
+    });
+  }
+
+  function recallRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null {
+    const row = recall.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
+    if (!row) return null;
+    return {
+      fingerprint: row.fingerprint,
+      createdAt: row.created_at,
+      response: { status: row.response_status, headers: JSON.parse(row.response_headers) as Record<string, string>, body: row.response_body },
+    };
+  }
+
   function apply(change: PetChange): ChangeOutcome {
     const target = { id: change.id, expected: change.expectedVersion };
     if (change.kind === 'update') {
@@ -117,44 +168,9 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   }
 
   return {
-    insertMany(pets) {
-      return transaction(db, () => {
-        const stored = pets.map((creation) => {
-          const { id, version } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number; version: number };
-          const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status, version };
-          const record = creation.idempotency;
-          if (record) {
-            const response = record.respond(pet);
-            const { changes } = remember.run({
-              apiKeyId: record.apiKeyId,
-              key: record.key,
-              fingerprint: record.fingerprint,
-              status: response.status,
-              headers: JSON.stringify(response.headers),
-              body: response.body,
-              createdAt: record.createdAt,
-              ttl: IDEMPOTENCY_TTL_MS,
-            });
-            // The caller checked that no live record exists and holds the key in flight; a live
-            // record here means that promise was broken, and the whole batch must not commit.
-            if (changes !== 1) throw new Error('a live idempotency record already exists for this key');
-          }
-          return pet;
-        });
-        // AUTOINCREMENT ids are above every id ever used, so the batch is one range.
-        if (stored.length > 0) record(journal, stored[0]!.id, stored.at(-1)!.id);
-        return stored;
-      });
-    },
-    findIdempotencyRecord(apiKeyId, key, now) {
-      const row = recall.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
-      if (!row) return null;
-      return {
-        fingerprint: row.fingerprint,
-        createdAt: row.created_at,
-        response: { status: row.response_status, headers: JSON.parse(row.response_headers) as Record<string, string>, body: row.response_body },
-      };
-    },
+    // A creation without an Idempotency-Key never meets a conflict: the overload says so.
+    insertMany: insertMany as SqlitePetsStore['insertMany'],
+    findIdempotencyRecord: recallRecord,
     purgeIdempotencyRecords(now, limit) {
       return Number(purge.run(now - IDEMPOTENCY_TTL_MS, limit).changes);
     },

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createPrivateFile, dataVersion, migrate, MIGRATIONS, openDatabase, widerPermissions } from '../../../src/storage/sqlite/database.ts';
+import { closeDatabase, createPrivateFile, dataVersion, migrate, MIGRATIONS, openDatabase, widerPermissions } from '../../../src/storage/sqlite/database.ts';
 
 const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
 
@@ -75,6 +75,78 @@ test('data_version is read once per callback from the event loop and shows anoth
   db.exec('INSERT INTO pets (name, category_id, status) VALUES (\'y\', 1, \'sold\')');
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(version(), after, "the connection's own commits do not change it");
+});
+
+test('every commit by another connection is seen, across checkpoints and WAL restarts, and never one of its own (the -shm pre-check)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'data-version-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'a.db');
+  const db = openDatabase(path);
+  const other = openDatabase(path);
+  t.after(() => {
+    other.close();
+    closeDatabase(db);
+  });
+  const version = dataVersion(db);
+  const nextCallback = () => new Promise((resolve) => setImmediate(resolve));
+  const insert = (connection: typeof db) => connection.exec("INSERT INTO pets (name, category_id, status) VALUES ('x', 1, 'sold')");
+  // The pragma itself, asked every time: the pre-check must never hide a change of it.
+  const pragma = db.prepare('PRAGMA data_version');
+  const direct = () => (pragma.get() as { data_version: number }).data_version;
+  // Each step runs between two callbacks. `commits` says whether another connection committed,
+  // which must be seen; null: whatever the pragma says (SQLite counts a WAL restart by a
+  // checkpoint as a change too). TRUNCATE and RESTART make the next commit start the WAL again
+  // from frame 1, with new salts.
+  const steps: Array<[string, () => void, boolean | null]> = [
+    ['nothing', () => {}, false],
+    ['a commit', () => insert(other), true],
+    ['a passive checkpoint', () => other.exec('PRAGMA wal_checkpoint(PASSIVE)'), null],
+    ['a commit', () => insert(other), true],
+    ['a truncating checkpoint', () => other.exec('PRAGMA wal_checkpoint(TRUNCATE)'), null],
+    ['a commit into the restarted WAL', () => insert(other), true],
+    ['an own commit', () => insert(db), false],
+    ['a commit after an own one', () => insert(other), true],
+    ['a restarting checkpoint', () => other.exec('PRAGMA wal_checkpoint(RESTART)'), null],
+    ['a commit into the restarted WAL again', () => insert(other), true],
+    ['an own truncating checkpoint and commit', () => { db.exec('PRAGMA wal_checkpoint(TRUNCATE)'); insert(db); }, null],
+    ['a commit after those', () => insert(other), true],
+    ['a rolled-back transaction', () => { other.exec('BEGIN IMMEDIATE'); insert(other); other.exec('ROLLBACK'); }, false],
+    ['nothing again', () => {}, false],
+  ];
+  let before = version();
+  let directBefore = direct();
+  for (const [what, step, commits] of steps) {
+    await nextCallback();
+    step();
+    await nextCallback();
+    const now = version();
+    const directNow = direct();
+    assert.equal(now !== before, directNow !== directBefore, `${what}: seen exactly when the pragma changes`);
+    if (commits !== null) assert.equal(now !== before, commits, `${what}: ${commits ? 'seen' : 'changes nothing'}`);
+    before = now;
+    directBefore = directNow;
+  }
+});
+
+test('closeDatabase also closes the -shm file that the data_version pre-check opened', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'data-version-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'a.db');
+  const openShm = () => readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`) === `${path}-shm`;
+    } catch {
+      return false; // the directory's own descriptor, gone by now
+    }
+  }).length;
+  const db = openDatabase(path);
+  const bySqlite = openShm();
+  dataVersion(db)();
+  assert.equal(openShm(), bySqlite + 1);
+  closeDatabase(db);
+  assert.equal(openShm(), 0);
+  assert.equal(db.isOpen, false);
+  closeDatabase(db); // a second close is harmless
 });
 
 test('a new database is created 0600 in new folders 0700, and SQLite gives its -wal and -shm 0600 too (issue #15)', (t) => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { migrate, MIGRATIONS, openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { createPetsStore, JOURNAL_LENGTH } from '../../../src/storage/sqlite/pets-store.ts';
-import type { IdempotencyWrite, PetChange, PetPatch } from '../../../src/storage/pets.ts';
+import { isConflict, type IdempotencyWrite, type Pet, type PetChange, type PetPatch } from '../../../src/storage/pets.ts';
 import { petETag } from '../../../src/api/pet-json.ts';
 
 function store() {
@@ -68,7 +68,7 @@ function remembered(key: string, createdAt: number, fingerprint = 'fp', apiKeyId
 
 test('insertMany writes the idempotency record with its pet, holding the response built from the id', () => {
   const { pets } = store();
-  const [pet] = pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k1', 1000) }]);
+  const [pet] = pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k1', 1000) }]) as Pet[];
   assert.deepEqual(pets.findIdempotencyRecord('key_a', 'k1', 1000), {
     fingerprint: 'fp',
     createdAt: 1000,
@@ -95,16 +95,27 @@ test('a failing insertMany leaves neither pets nor idempotency records', () => {
   assert.equal((db.prepare('SELECT count(*) AS n FROM idempotency_keys').get() as { n: number }).n, 0);
 });
 
-test('an expired record not yet purged is replaced; a live one fails the whole batch', () => {
+test('an expired record not yet purged is replaced; a live one is reported as recorded, even within one batch', () => {
   const { db, pets } = store();
   pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k', 1000, 'old') }]);
   pets.insertMany([{ name: 'b', categoryId: 1n, status: 'available', idempotency: remembered('k', 1000 + DAY, 'new') }]);
   assert.equal(pets.findIdempotencyRecord('key_a', 'k', 1000 + DAY)!.fingerprint, 'new');
-  assert.throws(() => pets.insertMany([
+  const [plain, conflict] = pets.insertMany([
     { name: 'c', categoryId: 1n, status: 'available' },
     { name: 'd', categoryId: 1n, status: 'available', idempotency: remembered('k', 2000 + DAY, 'newer') },
-  ]), /live idempotency record/);
-  assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 2);
+  ]);
+  assert.equal((plain as Pet).name, 'c');
+  assert.equal(isConflict(conflict!) && conflict.conflict === 'recorded' && conflict.record.fingerprint, 'new');
+  assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 3);
+  // The caller's in-flight set keeps one key out of two creations of a batch; were it to fail,
+  // the second would still find the first's record, not store a second pet.
+  const [one, two] = pets.insertMany([
+    { name: 'e', categoryId: 1n, status: 'available', idempotency: remembered('k2', 3000 + DAY, 'one') },
+    { name: 'f', categoryId: 1n, status: 'available', idempotency: remembered('k2', 3000 + DAY, 'two') },
+  ]);
+  assert.equal((one as Pet).name, 'e');
+  assert.equal(isConflict(two!) && two.conflict === 'recorded' && two.record.fingerprint, 'one');
+  assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 4);
   assert.equal(pets.findIdempotencyRecord('key_a', 'k', 2000 + DAY)!.fingerprint, 'new');
 });
 

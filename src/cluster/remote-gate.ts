@@ -1,0 +1,37 @@
+/**
+ * A worker's connection gate (WORKERS above 1): the open connections of every worker are counted
+ * in the primary thread, so `MAX_CONNECTIONS_PER_ADDRESS` and the server's total cap hold for
+ * the port, not per worker. A new connection waits, unread, for one round trip to the primary;
+ * the requests on an admitted connection pay nothing.
+ */
+import type { ConnectionGate, ConnectionRefusal } from '../http/server.ts';
+import type { WorkerMessage } from './protocol.ts';
+
+export interface RemoteGate extends ConnectionGate {
+  admit(address: string): Promise<ConnectionRefusal | null>;
+  /** The primary's answer to admission `id`. */
+  answered(id: number, refusal: ConnectionRefusal | null): void;
+}
+
+/** A gate that asks the primary through `post`; its answers come back through `answered`. */
+export function createRemoteGate(post: (message: WorkerMessage) => void): RemoteGate {
+  const waiting = new Map<number, (refusal: ConnectionRefusal | null) => void>();
+  let nextId = 0;
+  return {
+    admit(address) {
+      const id = nextId++;
+      return new Promise((resolve) => {
+        waiting.set(id, resolve);
+        post({ type: 'admit', id, address });
+      });
+    },
+    release(address) {
+      post({ type: 'release', address });
+    },
+    answered(id, refusal) {
+      const resolve = waiting.get(id);
+      waiting.delete(id);
+      resolve?.(refusal);
+    },
+  };
+}
