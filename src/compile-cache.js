@@ -33,13 +33,16 @@ export const CACHE_FOLDER_MODE = 0o700;
 /**
  * Turns the compile cache on in `directory` (created 0700 with its missing parents) when that
  * folder is private to this account, unless NODE_COMPILE_CACHE has already turned it on elsewhere.
- * Never throws.
+ * Sets NODE_COMPILE_CACHE in `env` too: worker threads (WORKERS) get the environment, not the
+ * cache, and without it each would strip every module again (a start with WORKERS=2 on one core:
+ * 414 -> 200 ms to first 200). Never throws.
  * @param {string} directory
  * @param {NodeModuleCache} node `node:module`; injected so that tests do not turn the cache on
  *   in their own process.
+ * @param {Record<string, string | undefined>} env
  * @returns {CompileCacheOutcome}
  */
-export function enablePrivateCompileCache(directory, node = module) {
+export function enablePrivateCompileCache(directory, node = module, env = process.env) {
   const chosen = node.getCompileCacheDir();
   if (chosen !== undefined) return { directory: chosen, reason: null };
   try {
@@ -52,6 +55,7 @@ export function enablePrivateCompileCache(directory, node = module) {
   }
   const result = node.enableCompileCache(directory);
   const { ENABLED, ALREADY_ENABLED } = module.constants.compileCacheStatus;
-  const on = result.status === ENABLED || result.status === ALREADY_ENABLED;
-  return on ? { directory: result.directory ?? directory, reason: null } : { directory: null, reason: result.message ?? 'disabled' };
+  if (result.status !== ENABLED && result.status !== ALREADY_ENABLED) return { directory: null, reason: result.message ?? 'disabled' };
+  env.NODE_COMPILE_CACHE = directory;
+  return { directory: result.directory ?? directory, reason: null };
 }

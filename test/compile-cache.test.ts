@@ -27,8 +27,11 @@ function fakeNode(answer: (directory: string) => { status: number; directory?: s
 test('a missing cache folder is created 0700, with its missing parents, and the cache turned on there', (t) => {
   const directory = join(tempDir(t), 'node_modules', '.cache', 'store');
   const { node, enabled } = fakeNode();
-  assert.deepEqual(enablePrivateCompileCache(directory, node), { directory, reason: null });
+  const env: Record<string, string | undefined> = {};
+  assert.deepEqual(enablePrivateCompileCache(directory, node, env), { directory, reason: null });
   assert.deepEqual(enabled, [directory]);
+  // Worker threads (WORKERS) inherit the environment, not the cache.
+  assert.equal(env.NODE_COMPILE_CACHE, directory);
   assert.equal(statSync(directory).mode & 0o777, CACHE_FOLDER_MODE);
   assert.equal(statSync(join(directory, '..')).mode & 0o777, CACHE_FOLDER_MODE);
 });
@@ -37,7 +40,7 @@ test('an existing private folder is used as it is', (t) => {
   const directory = join(tempDir(t), 'cache');
   mkdirSync(directory, { mode: 0o700 });
   const { node, enabled } = fakeNode();
-  assert.equal(enablePrivateCompileCache(directory, node).directory, directory);
+  assert.equal(enablePrivateCompileCache(directory, node, {}).directory, directory);
   assert.deepEqual(enabled, [directory]);
 });
 
@@ -47,8 +50,10 @@ test('a folder that other accounts can read, enter or write is not used, and not
     mkdirSync(directory);
     chmodSync(directory, mode);
     const { node, enabled } = fakeNode();
-    assert.deepEqual(enablePrivateCompileCache(directory, node), { directory: null, reason: 'not private' }, mode.toString(8));
+    const env: Record<string, string | undefined> = {};
+    assert.deepEqual(enablePrivateCompileCache(directory, node, env), { directory: null, reason: 'not private' }, mode.toString(8));
     assert.deepEqual(enabled, []);
+    assert.deepEqual(env, {}, 'worker threads are not sent there either');
     assert.equal(statSync(directory).mode & 0o777, mode);
   }
 });
@@ -58,7 +63,9 @@ test('a cache folder that cannot be created leaves the cache off, without throwi
   // A file where a folder should be: mkdir fails even for root, unlike a read-only folder.
   writeFileSync(join(dir, '.cache'), '');
   const { node, enabled } = fakeNode();
-  const outcome = enablePrivateCompileCache(join(dir, '.cache', 'store'), node);
+  const env: Record<string, string | undefined> = {};
+  const outcome = enablePrivateCompileCache(join(dir, '.cache', 'store'), node, env);
+  assert.deepEqual(env, {});
   assert.equal(outcome.directory, null);
   assert.match(outcome.reason!, /^E[A-Z]+$/);
   assert.deepEqual(enabled, []);
@@ -67,13 +74,17 @@ test('a cache folder that cannot be created leaves the cache off, without throwi
 test("Node's refusal (e.g. NODE_DISABLE_COMPILE_CACHE=1) leaves the cache off, with Node's reason", (t) => {
   const directory = join(tempDir(t), 'cache');
   const { node } = fakeNode(() => ({ status: FAILED, message: 'Cannot create cache directory' }));
-  assert.deepEqual(enablePrivateCompileCache(directory, node), { directory: null, reason: 'Cannot create cache directory' });
+  const env: Record<string, string | undefined> = {};
+  assert.deepEqual(enablePrivateCompileCache(directory, node, env), { directory: null, reason: 'Cannot create cache directory' });
+  assert.deepEqual(env, {});
 });
 
 test('a cache already turned on by NODE_COMPILE_CACHE wins: no folder of ours is made', (t) => {
   const directory = join(tempDir(t), 'cache');
   const { node, enabled } = fakeNode(undefined, '/somewhere/else');
-  assert.deepEqual(enablePrivateCompileCache(directory, node), { directory: '/somewhere/else', reason: null });
+  const env = { NODE_COMPILE_CACHE: '/somewhere/else' };
+  assert.deepEqual(enablePrivateCompileCache(directory, node, env), { directory: '/somewhere/else', reason: null });
+  assert.deepEqual(env, { NODE_COMPILE_CACHE: '/somewhere/else' });
   assert.deepEqual(enabled, []);
   assert.throws(() => statSync(directory), { code: 'ENOENT' });
 });

@@ -19,14 +19,15 @@ function checkout(t: { after(fn: () => void): void }): string {
   return dir;
 }
 
-/** Starts the checkout's src/start.js, checks one answer, stops it; returns its listening line. */
-async function startAndStop(dir: string): Promise<{ compileCache: string | null }> {
-  const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: ':memory:' }, join(dir, 'src', 'start.js'));
+/** Starts the checkout's src/start.js, checks one answer, stops it; returns its listening line and stderr. */
+async function startAndStop(dir: string, env: Record<string, string> = {}): Promise<{ compileCache: string | null; stderr: string }> {
+  const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: ':memory:', ...env }, join(dir, 'src', 'start.js'));
   assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
   server.child.kill('SIGTERM');
   assert.deepEqual(await once(server.child, 'exit'), [0, null]);
-  const line = server.output().stdout.split('\n').find((text) => text.includes('"event":"listening"'))!;
-  return JSON.parse(line) as { compileCache: string | null };
+  const { stdout, stderr } = server.output();
+  const line = stdout.split('\n').find((text) => text.includes('"event":"listening"'))!;
+  return { compileCache: (JSON.parse(line) as { compileCache: string | null }).compileCache, stderr };
 }
 
 test('a start creates its compile cache in node_modules/.cache, private (0700), and fills it', async (t) => {
@@ -46,4 +47,14 @@ test('a checkout where the cache folder cannot be made still starts, without the
   // A file where the folder should be: mkdir fails even for root, as on a read-only checkout.
   writeFileSync(join(dir, 'node_modules', '.cache'), '');
   assert.equal((await startAndStop(dir)).compileCache, null);
+});
+
+test('worker threads (WORKERS=2) read their modules from the same cache', async (t) => {
+  const dir = checkout(t);
+  const env = { WORKERS: '2', DATABASE_PATH: join(dir, 'pets.db') };
+  const first = await startAndStop(dir, env);
+  assert.ok(first.compileCache?.startsWith(join(dir, 'node_modules', '.cache', 'animal-adoption-store') + '/'), String(first.compileCache));
+  // Node's own debug log of the cache (pinned Node 24): only a worker thread loads worker.ts.
+  const second = await startAndStop(dir, { ...env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' });
+  assert.match(second.stderr, /retrieving transpile cache for StrippedTypeScript \S*\/src\/cluster\/worker\.ts\.\.\.success/);
 });
