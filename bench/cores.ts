@@ -19,6 +19,7 @@ import { allowedCpus, findExecutable, type Pinning } from './cpu.ts';
 import { runLoad, type LoadResult } from './measure.ts';
 import type { Generator } from './options.ts';
 import { startServer, type ServerProcess } from './processes.ts';
+import { startCommand } from './start-command.ts';
 import { seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES, type WorkloadName } from './workloads.ts';
 
@@ -120,13 +121,15 @@ interface Row {
 }
 const rows: Row[] = [];
 const notes: string[] = [];
+const npmStart = startCommand(ROOT);
 for (const workers of workerCounts) {
   const { pinning, note, shared } = pinningFor(workers);
   notes.push(`WORKERS=${workers}: ${note}`);
   progress(`WORKERS=${workers}: ${note}`);
   service = await startServer({
     name: 'service',
-    args: [join(ROOT, 'src', 'main.ts')],
+    // As `npm start` runs it: its node options and src/start.js (the compile cache, for the workers too).
+    args: [...npmStart.nodeOptions, npmStart.entry],
     env: {
       PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', APP_ENV: 'production', LOG_LEVEL: 'info', DATABASE_PATH: path,
       WORKERS: String(workers), MAX_CONNECTIONS_PER_ADDRESS: String(Math.min(1024, Math.max(64, connections + 8))),

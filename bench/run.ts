@@ -4,8 +4,10 @@
  *
  * 0. Pins this process to the generator's core (taskset), and will start the servers on another.
  * 1. Seeds a file database (N pets, one enterprise key with limits that never bind).
- * 2. Starts the real service (`src/main.ts`, APP_ENV=production, access log on, stdout piped to
- *    and drained by this process as a log collector would) and times spawn -> first 200.
+ * 2. Starts the real service as `npm start` does (its node options and `src/start.js`, read from
+ *    package.json; APP_ENV=production, access log on, stdout piped to and drained by this process
+ *    as a log collector would) and times spawn -> first 200, five times: the first on an empty
+ *    compile cache of this run's own.
  * 3. Starts the baseline (bench/baseline.ts) with the service's own answer to
  *    `GET /v1/pets?limit=20` (same header names and values, same body), timed the same way.
  * 4. Checks keyset pagination: last page vs first page.
@@ -26,6 +28,7 @@ import { checkKeyset, type KeysetResult } from './keyset.ts';
 import { runLoad, type LoadResult, type LoadSetup } from './measure.ts';
 import { parseBenchOptions, USAGE, type BenchOptions } from './options.ts';
 import { fetchOnce, firstOk, otherLoad, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
+import { startCommand } from './start-command.ts';
 import { formatProfileSummary, summariseProfile, type CpuProfile } from './profile-summary.ts';
 import {
   buildChecks, formatMarkdown, formatText, generatorLoad, isUnusable, median, summariseWorkload,
@@ -127,8 +130,12 @@ async function main(): Promise<void> {
   const auth = { authorization: `Bearer ${seeded.key}` };
   mkdirSync(options.out, { recursive: true });
   const profileName = `service-${startedAt.toISOString().replace(/[:.]/g, '-')}.cpuprofile`;
+  // Both servers start on Node's compile cache, as `npm start` does (src/start.js), in a folder of
+  // this run's own: the first of the five starts is a cold one, the others find the cache filled.
+  const compileCache = { NODE_COMPILE_CACHE: join(workDir, 'compile-cache') };
   const serviceEnv = {
     PATH: process.env.PATH ?? '',
+    ...compileCache,
     APP_ENV: 'production',
     HOST: '127.0.0.1',
     PORT: '0',
@@ -141,9 +148,12 @@ async function main(): Promise<void> {
     // Any free port: the service logs it before its API's listening line.
     ...(options.metrics ? { METRICS_PORT: '0' } : {}),
   };
-  const serviceScript = join(ROOT, 'src', 'main.ts');
+  // Exactly what `npm start` runs: its node options and src/start.js.
+  const npmStart = startCommand(ROOT);
+  progress(`service: node ${[...npmStart.nodeOptions, relative(ROOT, npmStart.entry)].join(' ')} (as npm start)`);
   const profileArgs = ['--cpu-prof', `--cpu-prof-dir=${options.out}`, `--cpu-prof-name=${profileName}`];
-  const serviceStart = await startRepeatedly('service', (kept) => [...(kept && options.profile ? profileArgs : []), serviceScript], serviceEnv, auth, pinning?.server ?? null);
+  const serviceArgs = (kept: boolean) => [...npmStart.nodeOptions, ...(kept && options.profile ? profileArgs : []), npmStart.entry];
+  const serviceStart = await startRepeatedly('service', serviceArgs, serviceEnv, auth, pinning?.server ?? null);
   const service = serviceStart.server;
 
   // The baseline answers with exactly what the service answered, headers and body.
@@ -154,7 +164,7 @@ async function main(): Promise<void> {
   }
   const cannedPath = join(workDir, 'baseline-response.json');
   writeFileSync(cannedPath, JSON.stringify(canned));
-  const baselineEnv = { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0' };
+  const baselineEnv = { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...compileCache };
   const baselineStart = await startRepeatedly('baseline', () => [join(ROOT, 'bench', 'baseline.ts'), cannedPath], baselineEnv, auth, pinning?.server ?? null);
   const baseline = baselineStart.server;
 

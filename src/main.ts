@@ -5,6 +5,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import { getCompileCacheDir } from 'node:module';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { closeDatabase, openServerDatabase } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
@@ -149,7 +150,11 @@ function listen(listener: Server, port: number, event: string, then: () => void 
   listener.listen(port, config.host, () => {
     const { address, port: bound } = listener.address() as AddressInfo;
     const host = address.includes(':') ? `[${address}]` : address;
-    logger.event({ level: 'info', event, url: `http://${host}:${bound}`, appEnv: config.appEnv, database: config.databaseUrl === null ? 'sqlite' : 'postgres' });
+    // The compile cache's folder, or null when it is off (src/start.js): a start without it is slower.
+    logger.event({
+      level: 'info', event, url: `http://${host}:${bound}`, appEnv: config.appEnv,
+      database: config.databaseUrl === null ? 'sqlite' : 'postgres', compileCache: getCompileCacheDir() ?? null,
+    });
     logger.flush();
     then();
   });

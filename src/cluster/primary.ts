@@ -18,6 +18,7 @@
  * Like main.ts, an impure edge: files, threads, listening, signals.
  */
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
+import { getCompileCacheDir } from 'node:module';
 import type { Config } from '../config.ts';
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
@@ -123,7 +124,11 @@ export async function runPrimary(config: Config): Promise<number> {
   if (bound === null) return exited.promise;
   const others = Array.from({ length: config.workers - 1 }, (_, i) => pool.start(i + 2, bound.port));
   if ((await unlessFailed(Promise.all(others))) === null) return exited.promise;
-  logger.event({ level: 'info', event: 'listening', url: urlOf(bound), appEnv: config.appEnv, database: 'sqlite', workers: config.workers });
+  logger.event({
+    level: 'info', event: 'listening', url: urlOf(bound), appEnv: config.appEnv, database: 'sqlite', workers: config.workers,
+    // As in main.ts: the compile cache's folder, or null when it is off (src/start.js).
+    compileCache: getCompileCacheDir() ?? null,
+  });
   logger.flush();
 
   let stopping = false;

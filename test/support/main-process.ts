@@ -13,9 +13,12 @@ export function tempDir(t: { after(fn: () => void): void }, prefix = 'pets-main-
   return dir;
 }
 
-/** Starts src/main.ts (PORT=0 unless `env` says otherwise) and resolves once it has logged the address it listens on. */
-export async function startMain(env: Record<string, string>) {
-  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts src/main.ts (or `script`, e.g. src/start.js; PORT=0 unless `env` says otherwise) and
+ * resolves once it has logged the address it listens on.
+ */
+export async function startMain(env: Record<string, string>, script = MAIN) {
+  const child = spawn(process.execPath, [script], { env: { PATH: process.env.PATH ?? '', PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
