@@ -122,9 +122,14 @@ interface CallerState {
   updatedAt: number;
   bannedUntil: number;
   banCount: number;
-  /** Ring of the last `banThreshold` rejection times; allocated on the first rejection only. */
+  /**
+   * The last `banThreshold` rejection times, oldest first from `rejectionHead`. Created on the
+   * first rejection and grown one time at a time until it holds `banThreshold`, then used as a
+   * ring: memory follows the 429s a caller really got, not the threshold (at the allowed maximum
+   * of 10,000, a ring made full at once was 80 KB for an address refused once).
+   */
   rejections: number[] | null;
-  /** Next slot to write, which is also the oldest of the ring's times. */
+  /** Once the ring is full: the next slot to write, which is also the oldest time. 0 until then. */
   rejectionHead: number;
   lastRejectedAt: number;
   /** Changed since the last export. */
@@ -242,15 +247,19 @@ export function createLimiter(options: LimiterOptions): Limiter {
   function reject(state: CallerState, now: number, perMinute: number, perDay: number): Decision {
     let ring = state.rejections;
     if (ring === null) {
-      ring = new Array<number>(banThreshold).fill(-Infinity);
+      ring = [];
       state.rejections = ring;
     }
-    ring[state.rejectionHead] = now;
-    state.rejectionHead = (state.rejectionHead + 1) % banThreshold;
+    if (ring.length < banThreshold) {
+      ring.push(now);
+    } else {
+      ring[state.rejectionHead] = now;
+      state.rejectionHead = (state.rejectionHead + 1) % banThreshold;
+    }
     state.lastRejectedAt = now;
     markDirty(state);
     // After the write, the head slot holds the oldest of the last `banThreshold` rejections.
-    if (now - ring[state.rejectionHead]! < REJECTION_WINDOW_MS) {
+    if (ring.length === banThreshold && now - ring[state.rejectionHead]! < REJECTION_WINDOW_MS) {
       if (now >= state.bannedUntil + BAN_MEMORY_MS) state.banCount = 0;
       const duration = Math.min(banMs * 2 ** Math.min(state.banCount, 32), MAX_BAN_MS);
       state.bannedUntil = now + duration;
@@ -498,8 +507,8 @@ function snapshot(state: CallerState, now: number, banThreshold: number): SavedC
   const recentRejections: number[] = [];
   const ring = state.rejections;
   if (ring !== null) {
-    for (let i = 0; i < banThreshold; i++) {
-      const at = ring[(state.rejectionHead + i) % banThreshold]!;
+    for (let i = 0; i < ring.length; i++) {
+      const at = ring[(state.rejectionHead + i) % ring.length]!;
       if (now - at < REJECTION_WINDOW_MS) recentRejections.push(at);
     }
   }
@@ -527,10 +536,9 @@ function fromSaved(saved: SavedCaller, banThreshold: number): CallerState {
   // The threshold may have changed since the save: keep the newest that still fit.
   const times = saved.recentRejections.slice(-banThreshold);
   if (times.length > 0) {
-    const ring = new Array<number>(banThreshold).fill(-Infinity);
-    for (let i = 0; i < times.length; i++) ring[i] = times[i]!;
-    state.rejections = ring;
-    state.rejectionHead = times.length % banThreshold;
+    // Oldest first, so a full ring starts with its head at 0.
+    state.rejections = times;
+    state.rejectionHead = 0;
     state.lastRejectedAt = times[times.length - 1]!;
   }
   return state;

@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { createLimiter } from '../../src/limits/limiter.ts';
 import type { LimiterOptions } from '../../src/limits/limiter.ts';
 import { ANONYMOUS_LIMITS, PLANS } from '../../src/limits/plans.ts';
@@ -362,3 +364,37 @@ for (const kind of ['ip', 'key']) {
     );
   });
 }
+
+test('restored 429s count towards the ban, whether they filled the threshold or not', () => {
+  for (const [saved, threshold] of [[2, 3], [5, 3]] as const) {
+    const before = setup({ banThreshold: 10, banSeconds: 10 });
+    hammer(before.limiter, 'ip:1', saved);
+    const { saved: callers } = before.limiter.exportChanges();
+    assert.equal(callers[0]!.recentRejections.length, saved);
+    const after = setup({ banThreshold: threshold, banSeconds: 10 });
+    after.limiter.restore(callers);
+    // One more 429 at the same instant, within 60 s of the saved ones: the threshold-th or later.
+    const decision = after.limiter.take('ip:1', FREE);
+    assert.equal(decision.code, 'temporarily_banned', `${saved} saved, threshold ${threshold}`);
+  }
+});
+
+test('the memory of 429s follows the 429s a caller got, not the ban threshold', () => {
+  // At the allowed maximum threshold, 2,000 addresses refused once each. A ring made full on the
+  // first 429 held 10,000 times (80 KB) per address: 160 MB here.
+  const { limiter } = setup({ banThreshold: 10_000 });
+  const limits = { perMinute: 1, perDay: 1 };
+  // A full collection first, so that garbage left by earlier tests cannot hide the growth.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  for (let i = 0; i < 2000; i++) {
+    limiter.take(`ip:10.0.${i >> 8}.${i & 255}`, limits);
+    assert.equal(limiter.take(`ip:10.0.${i >> 8}.${i & 255}`, limits).code, 'rate_limited');
+  }
+  gc();
+  const grown = process.memoryUsage().heapUsed - before;
+  assert.ok(grown < 40 * 1024 * 1024, `heap grew ${(grown / 1048576).toFixed(1)} MiB`);
+  assert.equal(limiter.size(), 2000);
+});
