@@ -5,7 +5,7 @@
  * the request arrived, so a revocation or rotation committed before is seen by the next request
  * on every instance. The lookups of one event-loop turn go as one statement (`key_hash = ANY`).
  */
-import { hashApiKey, isWellFormedApiKey } from '../../keys/api-keys.ts';
+import { wellFormedKeyHash } from '../../keys/api-keys.ts';
 import { createGroupCommit } from '../group-commit.ts';
 import {
   assertGraceSeconds, planRotation, prepareKey, toRecord,
@@ -59,8 +59,8 @@ export function createPostgresKeysStore(sql: PostgresSql, options: KeysStoreOpti
     create: (input) => guard(() => insertKey(sql, input)),
 
     findByKey(plainKey, now) {
-      // The format check first: a made-up key costs no hashing and no database read.
-      return isWellFormedApiKey(plainKey, appEnv) ? findByHash(hashApiKey(plainKey), now) : Promise.resolve(null);
+      const keyHash = wellFormedKeyHash(plainKey, appEnv);
+      return keyHash === null ? Promise.resolve(null) : findByHash(keyHash, now);
     },
 
     findByHash,

@@ -7,7 +7,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { dataVersion, transaction } from './database.ts';
-import { hashApiKey, isWellFormedApiKey } from '../../keys/api-keys.ts';
+import { wellFormedKeyHash } from '../../keys/api-keys.ts';
 import {
   assertGraceSeconds, planRotation, prepareKey, toRecord,
   type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStoreOptions, type NewKey, type RotateResult,
@@ -110,9 +110,8 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Sq
     create: insertKey,
 
     findByKey(plainKey, now) {
-      // The format check first: a mistyped key costs no hashing and no database read (a made-up
-      // key with a valid checksum does get both; the per-address limit is what slows guessing).
-      return isWellFormedApiKey(plainKey, appEnv) ? findByHash(hashApiKey(plainKey), now) : null;
+      const keyHash = wellFormedKeyHash(plainKey, appEnv);
+      return keyHash === null ? null : findByHash(keyHash, now);
     },
 
     findByHash,
