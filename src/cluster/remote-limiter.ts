@@ -8,10 +8,11 @@
  * while two batches are out, new takes gather into the next one.
  */
 import type { RateLimiter } from '../app.ts';
-import type { Decision } from '../limits/limiter.ts';
+import { assertLimits, type Decision } from '../limits/limiter.ts';
 import type { Limits } from '../limits/plans.ts';
 import { createGroupCommit } from '../storage/group-commit.ts';
 import type { WorkerMessage } from './protocol.ts';
+import { createReplies } from './replies.ts';
 
 export interface RemoteLimiter extends RateLimiter {
   take(caller: string, limits: Limits): Promise<Decision>;
@@ -27,32 +28,21 @@ interface Take {
 
 /** A limiter that asks the primary through `post`; its answers come back through `answered`. */
 export function createRemoteLimiter(post: (message: WorkerMessage) => void, { maxInFlight = 2 }: { maxInFlight?: number } = {}): RemoteLimiter {
-  const waiting = new Map<number, (decisions: Decision[]) => void>();
-  let nextBatch = 0;
+  const replies = createReplies<Decision[]>();
   const batches = createGroupCommit<Take, Decision>({
     maxInFlight,
     commit(takes) {
-      const batch = nextBatch++;
       const flat: (string | number)[] = [];
       for (const take of takes) flat.push(take.caller, take.perMinute, take.perDay);
-      return new Promise((resolve) => {
-        waiting.set(batch, resolve);
-        post({ type: 'take', batch, takes: flat });
-      });
+      return replies.ask((batch) => post({ type: 'take', batch, takes: flat }));
     },
   });
   return {
     take(caller, { perMinute, perDay }) {
-      // As the in-memory limiter does: a programmer error is thrown here, not in another thread.
-      if (!Number.isSafeInteger(perMinute) || perMinute < 1 || !Number.isSafeInteger(perDay) || perDay < 1) {
-        throw new RangeError(`limits must be positive integers, got ${perMinute}/min ${perDay}/day`);
-      }
+      // A programmer error is thrown here, not in another thread.
+      assertLimits({ perMinute, perDay });
       return batches.submit({ caller, perMinute, perDay });
     },
-    answered(batch, decisions) {
-      const resolve = waiting.get(batch);
-      waiting.delete(batch);
-      resolve?.(decisions);
-    },
+    answered: replies.answer,
   };
 }

@@ -117,11 +117,11 @@ export function boundedWriter(stream: LogStream, limitBytes: number, clock: () =
   let dropped = 0;
   return (text) => {
     if (stream.writableLength > limitBytes) {
-      for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) dropped++;
+      dropped += lineCount(text);
       return;
     }
     if (dropped > 0) {
-      stream.write(`{"time":"${new Date(clock()).toISOString()}","level":"warn","event":"log_lines_dropped","count":${dropped}}\n`);
+      stream.write(droppedLinesNote(dropped, clock));
       dropped = 0;
     }
     stream.write(text);
@@ -167,7 +167,7 @@ export function fdWriter(fd: number, limitBytes: number, clock: () => number, wr
     retry = null;
     if (pending !== null) pending = writeOut(pending);
     if (pending === null && dropped > 0) {
-      const note = `{"time":"${new Date(clock()).toISOString()}","level":"warn","event":"log_lines_dropped","count":${dropped}}\n`;
+      const note = droppedLinesNote(dropped, clock);
       dropped = 0;
       pending = writeOut(Buffer.from(note));
     }
@@ -175,11 +175,23 @@ export function fdWriter(fd: number, limitBytes: number, clock: () => number, wr
   };
   return (text) => {
     if (pending !== null && pending.length + text.length > limitBytes) {
-      for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) dropped++;
+      dropped += lineCount(text);
       return;
     }
     const bytes = Buffer.from(text);
     pending = pending === null ? bytes : Buffer.concat([pending, bytes]);
     drain();
   };
+}
+
+/** Lines (newlines) in a piece of log text. */
+function lineCount(text: string): number {
+  let count = 0;
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) count++;
+  return count;
+}
+
+/** The line that says how many log lines a writer had to drop. */
+function droppedLinesNote(count: number, clock: () => number): string {
+  return `{"time":"${new Date(clock()).toISOString()}","level":"warn","event":"log_lines_dropped","count":${count}}\n`;
 }

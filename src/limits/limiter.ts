@@ -277,10 +277,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   return {
     take(caller, limits) {
+      assertLimits(limits);
       const { perMinute, perDay } = limits;
-      if (!Number.isSafeInteger(perMinute) || perMinute < 1 || !Number.isSafeInteger(perDay) || perDay < 1) {
-        throw new RangeError(`limits must be positive integers, got ${perMinute}/min ${perDay}/day`);
-      }
       const now = clock();
       sweep(keys, now);
       sweep(addresses, now);
@@ -352,6 +350,16 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
     },
   };
+}
+
+/**
+ * Throws a RangeError unless both limits are positive safe integers: a programmer error, thrown
+ * where the limiter is called (every engine's limiter checks alike, before any work or message).
+ */
+export function assertLimits({ perMinute, perDay }: Limits): void {
+  if (!Number.isSafeInteger(perMinute) || perMinute < 1 || !Number.isSafeInteger(perDay) || perDay < 1) {
+    throw new RangeError(`limits must be positive integers, got ${perMinute}/min ${perDay}/day`);
+  }
 }
 
 function newPool(capacity: number): Pool {

@@ -11,7 +11,7 @@
  * changes nothing. Rows idle for a day (both buckets full again) are purged in chunks.
  */
 import type { Clock } from '../../clock.ts';
-import { decide, type Decision } from '../../limits/limiter.ts';
+import { assertLimits, decide, type Decision } from '../../limits/limiter.ts';
 import type { Limits } from '../../limits/plans.ts';
 import { createGroupCommit } from '../group-commit.ts';
 import { guard } from './database.ts';
@@ -76,9 +76,7 @@ export function createPostgresLimiter({ sql, clock, banThreshold, banSeconds, ma
 
   return {
     take(caller, { perMinute, perDay }) {
-      if (!Number.isSafeInteger(perMinute) || perMinute < 1 || !Number.isSafeInteger(perDay) || perDay < 1) {
-        throw new RangeError(`limits must be positive integers, got ${perMinute}/min ${perDay}/day`);
-      }
+      assertLimits({ perMinute, perDay });
       return batches.submit({ caller, perMinute, perDay });
     },
 
