@@ -6,6 +6,7 @@
  */
 import type { ConnectionGate, ConnectionRefusal } from '../http/server.ts';
 import type { WorkerMessage } from './protocol.ts';
+import { createReplies } from './replies.ts';
 
 export interface RemoteGate extends ConnectionGate {
   admit(address: string): Promise<ConnectionRefusal | null>;
@@ -15,23 +16,14 @@ export interface RemoteGate extends ConnectionGate {
 
 /** A gate that asks the primary through `post`; its answers come back through `answered`. */
 export function createRemoteGate(post: (message: WorkerMessage) => void): RemoteGate {
-  const waiting = new Map<number, (refusal: ConnectionRefusal | null) => void>();
-  let nextId = 0;
+  const replies = createReplies<ConnectionRefusal | null>();
   return {
     admit(address) {
-      const id = nextId++;
-      return new Promise((resolve) => {
-        waiting.set(id, resolve);
-        post({ type: 'admit', id, address });
-      });
+      return replies.ask((id) => post({ type: 'admit', id, address }));
     },
     release(address) {
       post({ type: 'release', address });
     },
-    answered(id, refusal) {
-      const resolve = waiting.get(id);
-      waiting.delete(id);
-      resolve?.(refusal);
-    },
+    answered: replies.answer,
   };
 }
