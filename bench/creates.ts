@@ -41,7 +41,7 @@ async function serve(groupCommit: boolean, databasePath: string): Promise<void> 
   const { openDatabase } = await import('../src/storage/sqlite/database.ts');
   const { createLogger } = await import('../src/http/access-log.ts');
   const { createPetsStore } = await import('../src/storage/sqlite/pets-store.ts');
-  const { createService } = await import('../src/service.ts');
+  const { createService } = await import('../src/service/service.ts');
   const { systemClock } = await import('../src/clock.ts');
   const db = openDatabase(databasePath);
   const real = createPetsStore(db);

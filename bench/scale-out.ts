@@ -27,7 +27,7 @@ import { parseArgs } from 'node:util';
 import { createLimiter } from '../src/limits/limiter.ts';
 import { connectPostgres, migratePostgres } from '../src/storage/postgres/database.ts';
 import { createPostgresKeysStore } from '../src/storage/postgres/keys-store.ts';
-import { createPostgresLimiter } from '../src/storage/postgres/limiter.ts';
+import { createPostgresLimiter } from '../src/storage/postgres/limiter-store.ts';
 import { startPostgres } from '../test/support/postgres.ts';
 import { BENCH_KEY_LIMITS, seedDatabase } from './seed.ts';
 import { buildWorkloads, type Workload, type WorkloadName } from './workloads.ts';

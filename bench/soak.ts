@@ -29,7 +29,7 @@ import { runInNewContext } from 'node:vm';
 import type { AddressInfo } from 'node:net';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
 import { createLogger } from '../src/http/access-log.ts';
-import { createService } from '../src/service.ts';
+import { createService } from '../src/service/service.ts';
 import { systemClock } from '../src/clock.ts';
 import { LIMITER_FLUSH_INTERVAL_MS } from '../src/storage/sqlite/limiter-store.ts';
 import type { LoadReport, LoadSettings } from './soak-load.ts';

@@ -12,11 +12,11 @@ import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger } from './http/access-log.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
 import { LIMITER_FLUSH_INTERVAL_MS } from './storage/sqlite/limiter-store.ts';
-import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pet-creations.ts';
-import { createService, type BaseService } from './service.ts';
-import { errorName } from './http/error-mapper.ts';
+import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pets/creations.ts';
+import { createService, type BaseService } from './service/service.ts';
+import { errorName } from './pipeline/errors.ts';
 import { createHttpServer } from './http/server.ts';
-import { DatabaseUnavailableError } from './storage/unavailable.ts';
+import { DatabaseUnavailableError } from './storage/errors.ts';
 
 /** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -88,7 +88,7 @@ async function open(): Promise<{ service: BaseService; saveLimiterState(): void;
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules (below) they cost a SQLite start about 13 ms of CPU (issue #12).
   const [{ DriverMissingError }, { connectPostgres, migratePostgres }, { createPostgresService }] = await Promise.all([
-    import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./postgres-service.ts'),
+    import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./service/postgres-service.ts'),
   ]);
   let sql;
   try {

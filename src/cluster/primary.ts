@@ -23,7 +23,7 @@ import type { Config } from '../config.ts';
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
 import { createLogger, fdWriter, type Logger } from '../http/access-log.ts';
-import { errorName } from '../http/error-mapper.ts';
+import { errorName } from '../pipeline/errors.ts';
 import { createConnectionGate, createHttpServer, SERVER_LIMITS } from '../http/server.ts';
 import { createLimiter } from '../limits/limiter.ts';
 import type { DatabaseSync } from 'node:sqlite';
@@ -32,7 +32,7 @@ import { createKeysStore } from '../storage/sqlite/keys-store.ts';
 import { createPetsStore } from '../storage/sqlite/pets-store.ts';
 import { createLimiterPersistence, createLimiterStore, LIMITER_FLUSH_INTERVAL_MS } from '../storage/sqlite/limiter-store.ts';
 import { ensureDevelopmentKey } from '../storage/keys.ts';
-import { createPetCreations, IDEMPOTENCY_PURGE_INTERVAL_MS } from '../api/pet-creations.ts';
+import { createPetCreations, IDEMPOTENCY_PURGE_INTERVAL_MS } from '../api/pets/creations.ts';
 import { createLimiterHost } from './limiter-host.ts';
 import { createWorkerPool, listenFailure, type WorkerCounts } from './worker-pool.ts';
 

@@ -7,10 +7,10 @@
  * leave as one message, the way the PostgreSQL limiter batches `take_tokens` (group commit):
  * while two batches are out, new takes gather into the next one.
  */
-import type { RateLimiter } from '../app.ts';
+import type { RateLimiter } from '../pipeline/pipeline.ts';
 import { assertLimits, type Decision } from '../limits/limiter.ts';
 import type { Limits } from '../limits/plans.ts';
-import { createGroupCommit } from '../storage/group-commit.ts';
+import { createGroupCommit } from '../lib/group-commit.ts';
 import type { WorkerMessage } from './protocol.ts';
 import { createReplies } from './replies.ts';
 

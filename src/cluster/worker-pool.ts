@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config.ts';
-import { errorName } from '../http/error-mapper.ts';
+import { errorName } from '../pipeline/errors.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
 import type { PrimaryMessage, WorkerMessage } from './protocol.ts';
 

@@ -13,7 +13,7 @@ import type { Config } from '../config.ts';
 import { systemClock } from '../clock.ts';
 import { createLogger, fdWriter } from '../http/access-log.ts';
 import { closeDatabase, openDatabase } from '../storage/sqlite/database.ts';
-import { createWorkerService } from '../service.ts';
+import { createWorkerService } from '../service/service.ts';
 import { createRemoteLimiter } from './remote-limiter.ts';
 import { createRemoteGate } from './remote-gate.ts';
 import { SHUTDOWN_GRACE_MS, type PrimaryMessage, type WorkerMessage, type WorkerStart } from './protocol.ts';

@@ -8,8 +8,8 @@
  * built when the metrics are scraped, never per request, and every label is bounded (the route
  * is the router's template or `other`, the method one of a fixed list or `other`).
  */
-import type { PipelineObserver } from '../app.ts';
-import type { CreationsObserver } from '../api/pet-creations.ts';
+import type { PipelineObserver } from '../pipeline/pipeline.ts';
+import type { CreationsObserver } from '../api/pets/creations.ts';
 
 /** The Content-Type of the text exposition format, version 0.0.4. */
 export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';

@@ -10,7 +10,7 @@ import { PLANS } from '../limits/plans.ts';
 import type { RandomBytes } from '../keys/api-keys.ts';
 import { generateApiKey, hashApiKey } from '../keys/api-keys.ts';
 
-import type { MaybePromise } from './maybe-promise.ts';
+import type { MaybePromise } from '../lib/maybe-promise.ts';
 
 /** An API key as the service knows it: never the key itself, nor its hash. */
 export interface ApiKeyRecord {

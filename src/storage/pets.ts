@@ -4,7 +4,7 @@
  * only when they get a promise, so the synchronous engine pays nothing for the other.
  */
 import type { PetStatus } from '../api/schemas.ts';
-import type { MaybePromise } from './maybe-promise.ts';
+import type { MaybePromise } from '../lib/maybe-promise.ts';
 
 export interface NewPet {
   name: string;

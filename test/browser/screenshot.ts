@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createLogger } from '../../src/http/access-log.ts';
-import { createService } from '../../src/service.ts';
+import { createService } from '../../src/service/service.ts';
 import { systemClock } from '../../src/clock.ts';
 import { chromiumMissing, launchChromium } from '../support/chromium.ts';
 

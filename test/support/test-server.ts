@@ -8,11 +8,11 @@ import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createLogger } from '../../src/http/access-log.ts';
-import { createService, type BaseService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service.ts';
-import { createPostgresService, type PostgresService } from '../../src/postgres-service.ts';
+import { createService, type BaseService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service/service.ts';
+import { createPostgresService, type PostgresService } from '../../src/service/postgres-service.ts';
 import type { Logger } from '../../src/http/access-log.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
-import type { AppDeps } from '../../src/app.ts';
+import type { AppDeps } from '../../src/pipeline/pipeline.ts';
 import { conformanceChecker } from './openapi-conformance.ts';
 import type { ServerOptions } from '../../src/http/server.ts';
 

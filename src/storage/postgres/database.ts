@@ -2,7 +2,7 @@
  * Connecting to PostgreSQL, bringing its schema up to date, and turning the driver's failures
  * into the service's: a database that cannot be reached is `DatabaseUnavailableError` (503).
  */
-import { DatabaseUnavailableError } from '../unavailable.ts';
+import { DatabaseUnavailableError } from '../errors.ts';
 import { loadDriver, type PostgresSql } from './driver.ts';
 import { MIGRATIONS } from './migrations.ts';
 

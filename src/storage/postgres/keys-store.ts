@@ -6,7 +6,7 @@
  * on every instance. The lookups of one event-loop turn go as one statement (`key_hash = ANY`).
  */
 import { wellFormedKeyHash } from '../../keys/api-keys.ts';
-import { createGroupCommit } from '../group-commit.ts';
+import { createGroupCommit } from '../../lib/group-commit.ts';
 import {
   assertGraceSeconds, planRotation, prepareKey, toRecord,
   type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStore, type KeysStoreOptions, type NewKey,

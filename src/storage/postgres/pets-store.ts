@@ -11,7 +11,7 @@
  */
 import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
 import type { ChangeOutcome, CreationResult, IdempotencyRecord, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsStore } from '../pets.ts';
-import { createGroupCommit } from '../group-commit.ts';
+import { createGroupCommit } from '../../lib/group-commit.ts';
 import { toPet } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';

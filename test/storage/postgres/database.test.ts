@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { classifyError, connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
 import { MIGRATIONS } from '../../../src/storage/postgres/migrations.ts';
 import { createPostgresPetsStore } from '../../../src/storage/postgres/pets-store.ts';
-import { DatabaseUnavailableError } from '../../../src/storage/unavailable.ts';
+import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
 describeWithPostgres('PostgreSQL schema migrations', (cluster) => {

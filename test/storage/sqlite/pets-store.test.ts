@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { migrate, MIGRATIONS, openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { createPetsStore, JOURNAL_LENGTH } from '../../../src/storage/sqlite/pets-store.ts';
 import { isConflict, type IdempotencyWrite, type Pet, type PetChange, type PetPatch } from '../../../src/storage/pets.ts';
-import { petETag } from '../../../src/api/pet-json.ts';
+import { petETag } from '../../../src/api/pets/json.ts';
 
 function store() {
   const db = openDatabase(':memory:');

@@ -1,0 +1,30 @@
+/**
+ * Changing and deleting pets. Like creations, the changes validated during one event-loop turn
+ * are written in one transaction (one fsync) by group commit, and each is answered once that
+ * transaction is durable; if it fails, every change in it gets the error and none is stored.
+ * Inside the transaction each change is still its own statement, version check included, so a
+ * batch holding two changes that expect the same version applies exactly one of them.
+ */
+import { createGroupCommit } from '../../lib/group-commit.ts';
+import type { ChangeOutcome, PetChange, PetsStore } from '../../storage/pets.ts';
+
+export interface PetChangesOptions {
+  pets: Pick<PetsStore, 'changeMany'>;
+  /** On by default; off commits each change alone. */
+  groupCommit?: boolean;
+  /** See GroupCommitOptions.schedule. */
+  schedule?: (flush: () => void) => void;
+}
+
+/** Applies one change durably; resolves with its outcome once its batch is committed. */
+export type ChangePet = (change: PetChange) => Promise<ChangeOutcome>;
+
+/** Builds the change path over a pets store. */
+export function createPetChanges({ pets, groupCommit = true, schedule }: PetChangesOptions): ChangePet {
+  const writer = createGroupCommit<PetChange, ChangeOutcome>({
+    commit: (changes) => pets.changeMany(changes),
+    enabled: groupCommit,
+    ...(schedule ? { schedule } : {}),
+  });
+  return (change) => writer.submit(change);
+}

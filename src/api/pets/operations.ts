@@ -1,0 +1,190 @@
+/**
+ * The operations of the API. Each receives the request context after identification, limiting,
+ * authentication and routing, validates its own input with the schemas, and returns a Reply.
+ */
+import type { IncomingMessage } from 'node:http';
+import { ApiError } from '../../http/api-error.ts';
+import type { Clock } from '../../clock.ts';
+import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
+import { ifMatchHolds, parseIfMatch } from '../../http/if-match.ts';
+import type { ChangeOutcome, NewPet, Pet, PetPatch, PetsStore } from '../../storage/pets.ts';
+import type { ChangePet } from './changes.ts';
+import type { Reply } from '../../http/reply.ts';
+import { petETag, petReply, petsJson } from './json.ts';
+import type { Params } from '../../http/router.ts';
+import { getPetParameters, listPetsParameters, newPetSchema, petPatchSchema, type PetStatus } from '../schemas.ts';
+import { MERGE_PATCH_BODY, readJsonBody } from '../../http/request-body.ts';
+import { createReplyCache } from './reply-cache.ts';
+import { validateBody, validatePath, validateQuery } from '../validator.ts';
+import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
+
+export interface OperationContext {
+  req: IncomingMessage;
+  params: Params;
+  /** The query string without `?`. */
+  search: string;
+  /** The authenticated API key's id. */
+  keyId: string;
+}
+
+export type Operation = (context: OperationContext) => Reply | Promise<Reply>;
+
+/** `GET /v1/pets/{petId}` is deprecated (RFC 9745) and sunsets (RFC 8594) on this instant. */
+export const SUNSET_MS = Date.UTC(2030, 11, 5);
+/** When the deprecation was announced: the users' text of version 1.0.0. */
+export const DEPRECATED_MS = Date.UTC(2025, 11, 5);
+
+/** Headers on every response of the deprecated operation, errors included. */
+export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
+  Deprecation: `@${DEPRECATED_MS / 1000}`,
+  Sunset: new Date(SUNSET_MS).toUTCString(),
+  Link: '</v1/pets>; rel="successor-version"',
+};
+
+export interface PetsOperationsDeps {
+  pets: PetsStore;
+  clock: Clock;
+  /**
+   * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer:
+   * the service's create path (pet-creations.ts).
+   */
+  createPet: (pet: NewPet, context: OperationContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
+  /** Applies a change or deletion durably: the service's change path (pet-changes.ts). */
+  changePet: ChangePet;
+}
+
+/**
+ * Bounds on the answer caches (a list page is at most ~11 KiB, one pet well under 1 KiB): small,
+ * so that they are full within a minute of steady traffic and memory stays flat after that.
+ */
+const LIST_CACHE_ENTRIES = 256;
+const PET_CACHE_ENTRIES = 1_024;
+
+const petNotFound = (petId: bigint | number) => new ApiError('pet_not_found', `No pet has id ${petId}.`);
+const preconditionFailed = () =>
+  new ApiError('precondition_failed', 'If-Match does not match the pet\'s current ETag: it was changed since. Nothing was changed.');
+
+/**
+ * Evaluates If-Match against the pet as it is now (RFC 9110, section 13.1.1). Returns the version
+ * that the change must still find when it is applied, or null for an unconditional change (no
+ * header, or `*`: the pet exists, which the change checks again anyway).
+ */
+function precondition(header: string | undefined, pet: Pet): number | null {
+  const condition = parseIfMatch(header);
+  if (condition === null || condition.any) return null;
+  if (!ifMatchHolds(condition, petETag(pet))) throw preconditionFailed();
+  return pet.version;
+}
+
+/** The answer to a change once it was applied, or the error saying why it was not. */
+function changed(outcome: ChangeOutcome, petId: bigint): Reply {
+  switch (outcome.kind) {
+    case 'updated':
+      return petReply(outcome.pet);
+    case 'deleted':
+      return { status: 204, body: '' };
+    case 'not_found':
+      throw petNotFound(petId);
+    case 'version_mismatch':
+      throw preconditionFailed();
+  }
+}
+
+/** Builds the operations over a pets store, a clock, and the create and change paths. */
+export function createPetsOperations({ pets, clock, createPet: store, changePet }: PetsOperationsDeps) {
+  // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
+  // since only valid requests ever produce an entry.
+  const listCache = createReplyCache(LIST_CACHE_ENTRIES, pets);
+  const petCache = createReplyCache(PET_CACHE_ENTRIES, pets);
+
+  /**
+   * The checks of a change before its body, in the contract's order: the path (400), the pet's
+   * existence (404), then If-Match (400 if malformed, 412 if it does not match).
+   */
+  function changeTarget(context: OperationContext): MaybePromise<{ petId: bigint; expectedVersion: number | null }> {
+    const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
+    return andThen(pets.get(petId), (pet) => {
+      if (!pet) throw petNotFound(petId);
+      return { petId, expectedVersion: precondition(context.req.headers['if-match'], pet) };
+    });
+  }
+
+  return {
+    listPets(context: OperationContext): Reply | Promise<Reply> {
+      // null on PostgreSQL, where other instances write too: nothing is cached there.
+      const revision = pets.revision();
+      if (revision !== null) {
+        const cached = listCache.get(context.search, revision);
+        if (cached) return cached;
+      }
+      const query = validateQuery(new URLSearchParams(context.search), listPetsParameters);
+      const limit = query.limit as number;
+      const status = query.status as PetStatus | undefined;
+      const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
+      // One row more than asked tells whether a next page exists without a COUNT.
+      return andThen(pets.list({ afterId, status, limit: limit + 1 }), (page) => {
+        const headers: Record<string, string> = {};
+        // The answer depends on the pets up to that extra row, or on every later one without it.
+        const through = page.length > limit ? page[limit]!.id : Infinity;
+        if (page.length > limit) {
+          page.length = limit;
+          const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
+          headers.Link = `<${next}>; rel="next"`;
+        }
+        const reply: Reply = { status: 200, body: petsJson(page), headers };
+        if (revision !== null) listCache.set(context.search, reply, { after: afterId, through }, revision);
+        return reply;
+      });
+    },
+
+    async createPet(context: OperationContext): Promise<Reply> {
+      // The Idempotency-Key header is the first check of step 5, before the body is looked at.
+      const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
+      const body = await readJsonBody(context.req);
+      const pet = validateBody(body, newPetSchema) as unknown as NewPet;
+      // Fingerprinted as sent, before defaults: an omitted status differs from "available".
+      return store(pet, context, key === null ? null : { key, fingerprint: fingerprintBody(body) });
+    },
+
+    getPet(context: OperationContext): Reply | Promise<Reply> {
+      if (clock() >= SUNSET_MS) {
+        throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
+      }
+      const revision = pets.revision();
+      const raw = context.params.petId!;
+      if (revision !== null) {
+        const cached = petCache.get(raw, revision);
+        if (cached) return cached;
+      }
+      const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
+      return andThen(pets.get(petId), (pet) => {
+        if (!pet) throw petNotFound(petId);
+        const reply = petReply(pet);
+        if (revision !== null) petCache.set(raw, reply, { after: pet.id - 1, through: pet.id }, revision);
+        return reply;
+      });
+    },
+
+    async updatePet(context: OperationContext): Promise<Reply> {
+      const { petId, expectedVersion } = await changeTarget(context);
+      const body = await readJsonBody(context.req, MERGE_PATCH_BODY);
+      const patch = validateBody(body, petPatchSchema) as PetPatch;
+      if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion }), petId);
+      // `{}` changes nothing: the pet as it is now, held to the same conditions as a change.
+      const pet = await pets.get(petId);
+      if (!pet) throw petNotFound(petId);
+      if (expectedVersion !== null && pet.version !== expectedVersion) throw preconditionFailed();
+      return petReply(pet);
+    },
+
+    async deletePet(context: OperationContext): Promise<Reply> {
+      const { petId, expectedVersion } = await changeTarget(context);
+      return changed(await changePet({ kind: 'delete', id: petId, expectedVersion }), petId);
+    },
+
+    listOrders(): Reply {
+      throw new ApiError('not_implemented', 'Store orders are not available in this version.');
+    },
+  };
+}

@@ -1,0 +1,504 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
+import type { AppEnv } from '../../src/config.ts';
+import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, parseIsoTime, runKeysCli, runKeysCommand } from '../../src/cli/keys.ts';
+import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
+
+const T0 = Date.UTC(2030, 0, 1);
+const SECOND = 1000;
+const KEY_LINE = /^pk_test_[A-Za-z0-9_-]{49}\n$/;
+
+/** An in-memory database, a movable clock and captured output around `runKeysCommand`. */
+function harness(appEnv: AppEnv = 'development') {
+  const db = openDatabase(':memory:');
+  const store = createKeysStore(db, { appEnv });
+  const clock = { now: T0 };
+  async function run(...argv: string[]) {
+    let stdout = '';
+    let stderr = '';
+    const code = await runKeysCommand(argv, {
+      keys: store,
+      clock: () => clock.now,
+      stdout: { write: (text: string) => (stdout += text) },
+      stderr: { write: (text: string) => (stderr += text) },
+    });
+    return { code, stdout, stderr };
+  }
+  /** Runs a command that must succeed and returns its stdout. */
+  async function ok(...argv: string[]): Promise<string> {
+    const result = await run(...argv);
+    assert.equal(result.code, EXIT_OK, result.stderr);
+    return result.stdout;
+  }
+  return { db, store, clock, run, ok };
+}
+
+/** One line on stderr, prefixed with the command's name. */
+function assertOneLineError(stderr: string): void {
+  assert.match(stderr, /^keys: [^\n]+\n$/);
+}
+
+// create
+
+test('create prints the key alone on stdout and a note with the id on stderr', async () => {
+  const { run, store } = harness();
+  const { code, stdout, stderr } = await run('create', '--plan', 'free');
+  assert.equal(code, EXIT_OK);
+  assert.match(stdout, KEY_LINE);
+  const record = store.findByKey(stdout.trim(), T0);
+  assert.equal(record?.plan, 'free');
+  assert.equal(record?.label, '');
+  assert.equal(record?.expiresAt, null);
+  assert.ok(stderr.includes(record.id));
+  assert.ok(!stderr.includes(stdout.trim()), 'the key is printed once');
+});
+
+test('create uses the live prefix in production', async () => {
+  const { ok } = harness('production');
+  assert.match(await ok('create', '--plan', 'pro'), /^pk_live_[A-Za-z0-9_-]{49}\n$/);
+});
+
+test('create stores the label and the expiry', async () => {
+  const { ok, store } = harness();
+  const key = (await ok('create', '--plan', 'business', '--label', 'partner portal', '--expires', '2030-06-01T12:00:00+02:00')).trim();
+  const record = store.findByKey(key, T0);
+  assert.equal(record?.label, 'partner portal');
+  assert.equal(record?.plan, 'business');
+  assert.equal(record?.perMinute, 1000);
+  assert.equal(record?.expiresAt, Date.UTC(2030, 5, 1, 10));
+});
+
+test('create accepts --option=value and a date-only expiry (midnight UTC)', async () => {
+  const { ok, store } = harness();
+  const key = (await ok('create', '--plan=pro', '--label=', '--expires=2031-01-01')).trim();
+  assert.equal(store.findByKey(key, T0)?.expiresAt, Date.UTC(2031, 0, 1));
+});
+
+test('create of an enterprise key takes its numbers', async () => {
+  const { ok, store } = harness();
+  const key = (await ok('create', '--plan', 'enterprise', '--per-minute', '5000', '--per-day=2000000')).trim();
+  const record = store.findByKey(key, T0);
+  assert.equal(record?.perMinute, 5000);
+  assert.equal(record?.perDay, 2_000_000);
+});
+
+test('create --json prints one JSON object and nothing on stderr', async () => {
+  const { run, store } = harness();
+  const { code, stdout, stderr } = await run('create', '--plan', 'enterprise', '--per-minute', '7', '--per-day', '70', '--label', 'x', '--json');
+  assert.equal(code, EXIT_OK);
+  assert.equal(stderr, '');
+  assert.equal(stdout.split('\n').length, 2, 'one line');
+  const body = JSON.parse(stdout);
+  assert.ok(isWellFormedApiKey(body.key, 'development'));
+  assert.deepEqual(body, {
+    id: store.findByKey(body.key, T0)?.id,
+    key: body.key,
+    label: 'x',
+    plan: 'enterprise',
+    perMinute: 7,
+    perDay: 70,
+    createdAt: '2030-01-01T00:00:00.000Z',
+    expiresAt: null,
+  });
+});
+
+// list
+
+test('list says so when there are no keys', async () => {
+  const { ok } = harness();
+  assert.equal(await ok('list'), 'No API keys.\n');
+  assert.equal(await ok('list', '--json'), '[]\n');
+});
+
+test('list prints a table with the status of each key and never a key or hash', async () => {
+  const { ok, clock, store } = harness();
+  const active = (await ok('create', '--plan', 'free', '--label', 'active one')).trim();
+  const revoked = (await ok('create', '--plan', 'pro')).trim();
+  const expiring = (await ok('create', '--plan', 'business', '--expires', '2030-01-01T00:00:10Z')).trim();
+  await ok('revoke', store.findByKey(revoked, T0)!.id);
+  clock.now = T0 + 10 * SECOND;
+  const table = await ok('list');
+  const lines = table.trimEnd().split('\n');
+  assert.equal(lines.length, 4);
+  assert.match(lines[0]!, /^ID\s+PLAN\s+PER MIN\s+PER DAY\s+STATUS\s+CREATED\s+EXPIRES\s+REVOKED\s+LABEL$/);
+  assert.match(lines[1]!, /^key_[0-9a-f]{16}\s+free\s+60\s+1000\s+active\s+2030-01-01T00:00:00Z\s+-\s+-\s+active one$/);
+  assert.match(lines[2]!, /^key_[0-9a-f]{16}\s+pro\s+300\s+10000\s+revoked\s+2030-01-01T00:00:00Z\s+-\s+2030-01-01T00:00:00Z$/);
+  assert.match(lines[3]!, /^key_[0-9a-f]{16}\s+business\s+1000\s+100000\s+expired\s+2030-01-01T00:00:00Z\s+2030-01-01T00:00:10Z\s+-$/);
+  for (const key of [active, revoked, expiring]) {
+    assert.ok(!table.includes(key));
+    assert.ok(!table.includes(hashApiKey(key)));
+  }
+});
+
+test('list --json gives every field with ISO 8601 UTC times or null, and never a key or hash', async () => {
+  const { ok, clock, store } = harness();
+  const key = (await ok('create', '--plan', 'enterprise', '--per-minute', '9', '--per-day', '99', '--label', 'e', '--expires', '2030-02-01T00:00:00Z')).trim();
+  const id = store.findByKey(key, T0)!.id;
+  clock.now = T0 + 1500;
+  await ok('revoke', id);
+  const output = await ok('list', '--json');
+  assert.deepEqual(JSON.parse(output), [
+    {
+      id,
+      label: 'e',
+      plan: 'enterprise',
+      perMinute: 9,
+      perDay: 99,
+      createdAt: '2030-01-01T00:00:00.000Z',
+      expiresAt: '2030-02-01T00:00:00.000Z',
+      revokedAt: '2030-01-01T00:00:01.500Z',
+    },
+  ]);
+  assert.ok(!output.includes(key));
+  assert.ok(!output.includes(hashApiKey(key)));
+  assert.ok(!/"(key|hash|keyHash|key_hash)"/.test(output));
+});
+
+// revoke
+
+test('revoke stops the key at once', async () => {
+  const { ok, store } = harness();
+  const key = (await ok('create', '--plan', 'free')).trim();
+  const id = store.findByKey(key, T0)!.id;
+  assert.equal(await ok('revoke', id), `Revoked ${id}\n`);
+  assert.equal(store.findByKey(key, T0), null);
+});
+
+test('revoking a revoked key succeeds and keeps the first revocation time', async () => {
+  const { ok, clock, store } = harness();
+  const key = (await ok('create', '--plan', 'free')).trim();
+  const id = store.findByKey(key, T0)!.id;
+  await ok('revoke', id);
+  clock.now = T0 + 60 * SECOND;
+  assert.equal(await ok('revoke', id), `${id} was already revoked at 2030-01-01T00:00:00.000Z\n`);
+  assert.equal(store.get(id)?.revokedAt, T0);
+});
+
+test('revoke of an unknown id fails with exit code 1', async () => {
+  const { run } = harness();
+  const { code, stdout, stderr } = await run('revoke', 'key_0123456789abcdef');
+  assert.equal(code, EXIT_FAILURE);
+  assert.equal(stdout, '');
+  assertOneLineError(stderr);
+  assert.ok(stderr.includes('key_0123456789abcdef'));
+});
+
+// rotate
+
+test('rotate prints a new key with the same plan, numbers and label; the old one lasts 86400 s by default', async () => {
+  const { run, ok, store, clock } = harness();
+  const oldKey = (await ok('create', '--plan', 'enterprise', '--per-minute', '50', '--per-day', '500', '--label', 'svc')).trim();
+  const old = store.findByKey(oldKey, T0)!;
+  clock.now = T0 + SECOND;
+  const { code, stdout, stderr } = await run('rotate', old.id);
+  assert.equal(code, EXIT_OK);
+  assert.match(stdout, KEY_LINE);
+  const fresh = store.findByKey(stdout.trim(), clock.now)!;
+  assert.notEqual(fresh.id, old.id);
+  assert.deepEqual(
+    { plan: fresh.plan, perMinute: fresh.perMinute, perDay: fresh.perDay, label: fresh.label },
+    { plan: 'enterprise', perMinute: 50, perDay: 500, label: 'svc' },
+  );
+  assert.ok(stderr.includes(fresh.id) && stderr.includes(old.id));
+  assert.ok(store.findByKey(oldKey, T0 + SECOND + 86_400 * SECOND - 1));
+  assert.equal(store.findByKey(oldKey, T0 + SECOND + 86_400 * SECOND), null);
+});
+
+test('rotate --grace --json prints the new key as create does, with the replaced key', async () => {
+  const { run, ok, store } = harness();
+  const oldKey = (await ok('create', '--plan', 'pro')).trim();
+  const oldId = store.findByKey(oldKey, T0)!.id;
+  const { code, stdout, stderr } = await run('rotate', oldId, '--grace', '60', '--json');
+  assert.equal(code, EXIT_OK);
+  assert.equal(stderr, '');
+  const body = JSON.parse(stdout);
+  assert.deepEqual(body, {
+    id: store.findByKey(body.key, T0)?.id,
+    key: body.key,
+    label: '',
+    plan: 'pro',
+    perMinute: 300,
+    perDay: 10_000,
+    createdAt: '2030-01-01T00:00:00.000Z',
+    expiresAt: null,
+    replacedId: oldId,
+    replacedExpiresAt: '2030-01-01T00:01:00.000Z',
+  });
+  assert.ok(store.findByKey(oldKey, T0 + 60 * SECOND - 1));
+  assert.equal(store.findByKey(oldKey, T0 + 60 * SECOND), null);
+});
+
+test('rotate of an unknown, revoked or expired key fails with exit code 1 and creates nothing', async () => {
+  const { run, ok, store, clock } = harness();
+  const revokedId = store.findByKey((await ok('create', '--plan', 'free')).trim(), T0)!.id;
+  await ok('revoke', revokedId);
+  const expiredId = store.findByKey((await ok('create', '--plan', 'free', '--expires', '2030-01-01T00:00:01Z')).trim(), T0)!.id;
+  clock.now = T0 + SECOND;
+  for (const id of ['key_0123456789abcdef', revokedId, expiredId]) {
+    const { code, stdout, stderr } = await run('rotate', id);
+    assert.equal(code, EXIT_FAILURE, id);
+    assert.equal(stdout, '');
+    assertOneLineError(stderr);
+    assert.ok(stderr.includes(id));
+  }
+  assert.equal(store.count(), 2);
+});
+
+// help
+
+test('help prints the usage on stdout', async () => {
+  const { run } = harness();
+  for (const argv of [['help'], ['--help'], ['-h'], ['create', '--help']]) {
+    const { code, stdout, stderr } = await run(...argv);
+    assert.equal(code, EXIT_OK);
+    assert.match(stdout, /^Usage: npm run --silent keys -- <command>/);
+    assert.equal(stderr, '');
+  }
+});
+
+// bad arguments
+
+const LONG_LABEL = 'x'.repeat(101);
+const BAD_ARGUMENTS: readonly (readonly string[])[] = [
+  [],
+  ['frob'],
+  ['CREATE', '--plan', 'free'],
+  ['help', 'create'],
+  // create: plan
+  ['create'],
+  ['create', '--plan'],
+  ['create', '--plan', 'gold'],
+  ['create', '--plan', 'Free'],
+  ['create', '--plan='],
+  // create: enterprise numbers
+  ['create', '--plan', 'enterprise'],
+  ['create', '--plan', 'enterprise', '--per-minute', '5'],
+  ['create', '--plan', 'enterprise', '--per-day', '5'],
+  ['create', '--plan', 'free', '--per-minute', '5', '--per-day', '6'],
+  ['create', '--plan', 'pro', '--per-day', '6'],
+  // create: numbers that are not positive integers
+  ['create', '--plan', 'enterprise', '--per-minute', '0', '--per-day', '6'],
+  ['create', '--plan', 'enterprise', '--per-minute', '-5', '--per-day', '6'],
+  ['create', '--plan', 'enterprise', '--per-minute', '1.5', '--per-day', '6'],
+  ['create', '--plan', 'enterprise', '--per-minute', 'abc', '--per-day', '6'],
+  ['create', '--plan', 'enterprise', '--per-minute', '1e3', '--per-day', '6'],
+  ['create', '--plan', 'enterprise', '--per-minute', '5', '--per-day', '99999999999999999'],
+  // create: expiry
+  ['create', '--plan', 'free', '--expires', '2020-01-01T00:00:00Z'],
+  ['create', '--plan', 'free', '--expires', '2030-01-01T00:00:00Z'],
+  ['create', '--plan', 'free', '--expires', 'tomorrow'],
+  ['create', '--plan', 'free', '--expires', '2030-02-30'],
+  ['create', '--plan', 'free', '--expires', '2030-13-01'],
+  ['create', '--plan', 'free', '--expires', '2030-12-31T23:59:59'],
+  ['create', '--plan', 'free', '--expires', '2030-12-31T24:00:00Z'],
+  ['create', '--plan', 'free', '--expires', '1893456000000'],
+  // create: label
+  ['create', '--plan', 'free', '--label'],
+  ['create', '--plan', 'free', '--label', '--json'],
+  ['create', '--plan', 'free', '--label', 'two\nlines'],
+  ['create', '--plan', 'free', '--label', LONG_LABEL],
+  // options in general
+  ['create', '--plan', 'free', '--plan', 'pro'],
+  ['create', '--plan', 'free', '--json', '--json'],
+  ['create', '--plan', 'free', '--json=yes'],
+  ['create', '--plan', 'free', '--bogus'],
+  ['create', '--plan', 'free', '--bo\ngus'],
+  ['create', '--plan', 'free', '-x'],
+  ['create', '--plan', 'free', 'extra'],
+  // list
+  ['list', '--all'],
+  ['list', 'everything'],
+  // revoke
+  ['revoke'],
+  ['revoke', 'key_0123456789abcdef', 'key_fedcba9876543210'],
+  ['revoke', 'key_0123456789abcdef', '--json'],
+  // rotate
+  ['rotate'],
+  ['rotate', '--grace', '60'],
+  ['rotate', 'key_0123456789abcdef', '--grace'],
+  ['rotate', 'key_0123456789abcdef', '--grace', '0'],
+  ['rotate', 'key_0123456789abcdef', '--grace', '-1'],
+  ['rotate', 'key_0123456789abcdef', '--grace', '1.5'],
+  ['rotate', 'key_0123456789abcdef', '--grace', '99999999999'],
+  ['rotate', 'key_0123456789abcdef', '--grace', '5', '--grace', '6'],
+];
+
+for (const argv of BAD_ARGUMENTS) {
+  test(`bad arguments exit 2 with one line on stderr: keys ${JSON.stringify(argv)}`, async () => {
+    const { run, store } = harness();
+    const { code, stdout, stderr } = await run(...argv);
+    assert.equal(code, EXIT_USAGE);
+    assert.equal(stdout, '');
+    assertOneLineError(stderr);
+    assert.equal(store.count(), 0, 'nothing was created');
+  });
+}
+
+test('a bad argument is reported before the id is looked up', async () => {
+  const { ok, run, store } = harness();
+  const id = store.findByKey((await ok('create', '--plan', 'free')).trim(), T0)!.id;
+  assert.equal((await run('rotate', id, '--grace', '0')).code, EXIT_USAGE);
+  assert.equal(store.count(), 1);
+});
+
+test('an argument after -- is a positional, even if it looks like an option', async () => {
+  const { run } = harness();
+  const { code, stderr } = await run('revoke', '--', '--json');
+  assert.equal(code, EXIT_FAILURE, 'no key with id "--json"');
+  assert.ok(stderr.includes('"--json"'));
+});
+
+// ISO times
+
+test('parseIsoTime reads dates, UTC times and offsets, and refuses the rest', async () => {
+  assert.equal(parseIsoTime('2030-12-31'), Date.UTC(2030, 11, 31));
+  assert.equal(parseIsoTime('2030-12-31T23:59Z'), Date.UTC(2030, 11, 31, 23, 59));
+  assert.equal(parseIsoTime('2030-12-31T23:59:59.5Z'), Date.UTC(2030, 11, 31, 23, 59, 59, 500));
+  assert.equal(parseIsoTime('2030-12-31T23:59:59.123456Z'), Date.UTC(2030, 11, 31, 23, 59, 59, 123));
+  assert.equal(parseIsoTime('2030-01-01T01:30:00+01:30'), Date.UTC(2030, 0, 1));
+  assert.equal(parseIsoTime('2029-12-31T19:00:00-05:00'), Date.UTC(2030, 0, 1));
+  assert.equal(parseIsoTime('2032-02-29'), Date.UTC(2032, 1, 29));
+  for (const text of ['2031-02-29', '2100-02-29', '2030-04-31', '2030-00-10', '2030-1-1', '2030-01-01T00:00:00', '2030-01-01 00:00:00Z', '2030-01-01T00:60:00Z', '2030-01-01T00:00:00+24:00', 'now', '']) {
+    assert.ok(Number.isNaN(parseIsoTime(text)), text);
+  }
+});
+
+// the whole command line: environment and database file
+
+function cliIo(now = Date.now()) {
+  const output = { stdout: '', stderr: '' };
+  return {
+    output,
+    io: {
+      clock: () => now,
+      stdout: { write: (text: string) => (output.stdout += text) },
+      stderr: { write: (text: string) => (output.stderr += text) },
+    },
+  };
+}
+
+async function withTempDir(body: (dir: string) => Promise<void> | void): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'keys-cli-'));
+  try {
+    await body(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('runKeysCli creates the database directory and works on the file', async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'data', 'staging.db');
+    const { output, io } = cliIo();
+    assert.equal(await runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, io), EXIT_OK);
+    assert.ok(existsSync(path));
+    const db = openDatabase(path);
+    assert.ok(createKeysStore(db, { appEnv: 'staging' }).findByKey(output.stdout.trim(), Date.now()));
+    db.close();
+  });
+});
+
+test('runKeysCli creates the database folder 0700 and the file 0600, as the server does (issue #15)', async () => {
+  const previous = process.umask(0o022);
+  try {
+    await withTempDir(async (dir) => {
+      const path = join(dir, 'data', 'staging.db');
+      assert.equal(await runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, cliIo().io), EXIT_OK);
+      assert.equal((statSync(join(dir, 'data')).mode & 0o777).toString(8), '700');
+      assert.equal((statSync(path).mode & 0o777).toString(8), '600');
+    });
+  } finally {
+    process.umask(previous);
+  }
+});
+
+test('runKeysCli refuses a bad environment variable with one line naming it, exit 1', async () => {
+  await withTempDir(async (dir) => {
+    for (const [name, value] of [['APP_ENV', 'qa'], ['PORT', 'abc'], ['LOG_LEVEL', 'loud']] as const) {
+      const { output, io } = cliIo();
+      const path = join(dir, 'data', 'x.db');
+      assert.equal(await runKeysCli(['list'], { DATABASE_PATH: path, [name]: value }, io), EXIT_FAILURE);
+      assertOneLineError(output.stderr);
+      assert.ok(output.stderr.startsWith(`keys: ${name} `), output.stderr);
+      assert.ok(!existsSync(join(dir, 'data')), 'no database was created');
+    }
+  });
+});
+
+test('runKeysCli refuses an in-memory database, where keys would vanish', async () => {
+  const { output, io } = cliIo();
+  assert.equal(await runKeysCli(['create', '--plan', 'free'], { DATABASE_PATH: ':memory:' }, io), EXIT_FAILURE);
+  assert.equal(output.stdout, '');
+  assert.match(output.stderr, /^keys: DATABASE_PATH [^\n]+\n$/);
+});
+
+test('runKeysCli checks the arguments before touching the environment or the file system', async () => {
+  await withTempDir(async (dir) => {
+    const { output, io } = cliIo();
+    const path = join(dir, 'data', 'x.db');
+    assert.equal(await runKeysCli(['create', '--plan', 'gold'], { APP_ENV: 'qa', DATABASE_PATH: path }, io), EXIT_USAGE);
+    assertOneLineError(output.stderr);
+    assert.ok(!existsSync(join(dir, 'data')));
+  });
+});
+
+test('runKeysCli reports a database it cannot open in one line, exit 1', async () => {
+  await withTempDir(async (dir) => {
+    mkdirSync(join(dir, 'taken.db'));
+    const { output, io } = cliIo();
+    assert.equal(await runKeysCli(['list'], { DATABASE_PATH: join(dir, 'taken.db') }, io), EXIT_FAILURE);
+    assertOneLineError(output.stderr);
+  });
+});
+
+// the real process
+
+test('the real CLI creates, lists and revokes keys in a database file, with the contract exit codes', async () => {
+  await withTempDir(async (dir) => {
+    const env = { PATH: process.env.PATH, APP_ENV: 'staging', DATABASE_PATH: join(dir, 'keys.db') };
+    const keys = (...args: string[]) =>
+      spawnSync(process.execPath, ['src/cli/keys.ts', ...args], { cwd: join(import.meta.dirname, '..', '..'), env, encoding: 'utf8' });
+
+    const created = keys('create', '--plan', 'pro', '--label', 'e2e');
+    assert.equal(created.status, 0, created.stderr);
+    assert.match(created.stdout, KEY_LINE);
+    const key = created.stdout.trim();
+
+    const listed = keys('list', '--json');
+    assert.equal(listed.status, 0, listed.stderr);
+    const [record, ...others] = JSON.parse(listed.stdout);
+    assert.equal(others.length, 0);
+    assert.equal(record.label, 'e2e');
+    assert.equal(record.plan, 'pro');
+    assert.equal(record.revokedAt, null);
+
+    const revoked = keys('revoke', record.id);
+    assert.equal(revoked.status, 0, revoked.stderr);
+    assert.equal(revoked.stdout, `Revoked ${record.id}\n`);
+    const db = openDatabase(env.DATABASE_PATH);
+    assert.equal(createKeysStore(db, { appEnv: 'staging' }).findByKey(key, Date.now()), null, 'the server sees the revocation');
+    db.close();
+
+    const unknown = keys('revoke', 'key_0123456789abcdef');
+    assert.equal(unknown.status, 1);
+    assertOneLineError(unknown.stderr);
+
+    const bad = keys('create', '--plan', 'gold');
+    assert.equal(bad.status, 2);
+    assertOneLineError(bad.stderr);
+
+    const badEnv = spawnSync(process.execPath, ['src/cli/keys.ts', 'list'], {
+      cwd: join(import.meta.dirname, '..', '..'),
+      env: { ...env, APP_ENV: 'prod' },
+      encoding: 'utf8',
+    });
+    assert.equal(badEnv.status, 1);
+    assert.match(badEnv.stderr, /^keys: APP_ENV [^\n]+\n$/);
+  });
+});

@@ -1,0 +1,266 @@
+/**
+ * Contract 1.1, "Scale-out": three real server processes on one PostgreSQL database share limits,
+ * idempotency, revocation and pets; killing one loses no acknowledged pet; PostgreSQL stopped and
+ * started again is 503 meanwhile and recovered from without restarting anything.
+ *
+ * One cluster and one set of instances for the file (starting them is the slow part); each test
+ * uses its own keys, so their buckets do not meet.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { createPostgresKeysStore } from '../../src/storage/postgres/keys-store.ts';
+import type { KeysStore, NewKey } from '../../src/storage/keys.ts';
+import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
+import { killAll, startInstance, type Instance } from '../support/instances.ts';
+import { openTestDatabase, postgresSkip, startPostgres, type PostgresCluster } from '../support/postgres.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+describe('three instances on one PostgreSQL database', { skip: postgresSkip }, () => {
+  let cluster: PostgresCluster;
+  let sql: PostgresSql;
+  let url: string;
+  let keys: KeysStore;
+  const instances: Instance[] = [];
+  let env: Record<string, string>;
+
+  before(async () => {
+    cluster = await startPostgres();
+    const opened = await openTestDatabase({ after: () => {} }, cluster, { poolSize: 2 });
+    ({ sql, url } = opened);
+    keys = createPostgresKeysStore(sql, { appEnv: 'staging' });
+    env = { DATABASE_URL: url, APP_ENV: 'staging', DATABASE_POOL_SIZE: '4' };
+    instances.push(...(await Promise.all([0, 1, 2].map(() => startInstance(env)))));
+  });
+  after(async () => {
+    killAll(instances);
+    await sql.end({ timeout: 1 });
+    cluster.remove();
+  });
+
+  const newKey = async (input: Omit<NewKey, 'now'>) => (await keys.create({ ...input, now: Date.now() })).key;
+  const call = (i: number, path: string, key: string | null, init: RequestInit = {}) => {
+    const headers = new Headers(init.headers);
+    if (key !== null) headers.set('authorization', `Bearer ${key}`);
+    return fetch(instances[i % instances.length]!.url + path, { ...init, headers });
+  };
+  const create = (i: number, key: string, body: unknown, idempotencyKey?: string) =>
+    call(i, '/v1/pets', key, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}) },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+  const countPets = async (name: string) => Number((await sql<{ n: string }[]>`SELECT count(*)::text AS n FROM pets WHERE name = ${name}`)[0]!.n);
+
+  test('limits are global: requests round-robin over the instances get one quota, counted down once', async () => {
+    // A day bucket of 50 refills one token per 29 minutes: the count is exact whatever the timing.
+    const key = await newKey({ plan: 'enterprise', perMinute: 10_000, perDay: 50 });
+    const statuses: number[] = [];
+    const remaining: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const response = await call(i, '/v1/pets', key);
+      statuses.push(response.status);
+      remaining.push(response.headers.get('x-ratelimit-remaining')!);
+      await response.arrayBuffer();
+    }
+    assert.deepEqual(statuses, [...Array(50).fill(200), ...Array(10).fill(429)]);
+    assert.deepEqual(remaining.slice(0, 50), Array.from({ length: 50 }, (_, i) => String(49 - i)), 'the shared bucket, on every instance');
+  });
+
+  test('limits are global under concurrency too, and a free key gets 60 a minute in total, not 180', async () => {
+    const key = await newKey({ plan: 'enterprise', perMinute: 10_000, perDay: 50 });
+    const answers = await Promise.all(Array.from({ length: 150 }, (_, i) => call(i, '/v1/store/orders', key).then((r) => r.status)));
+    assert.equal(answers.filter((status) => status === 501).length, 50);
+    assert.equal(answers.filter((status) => status === 429).length, 100);
+
+    const free = await newKey({ plan: 'free' });
+    const started = Date.now();
+    const freeAnswers = await Promise.all(Array.from({ length: 180 }, (_, i) => call(i, '/v1/pets?limit=1', free).then((r) => r.status)));
+    const seconds = Math.ceil((Date.now() - started) / 1000);
+    const ok = freeAnswers.filter((status) => status === 200).length;
+    // The minute bucket refills one token a second while the burst runs.
+    assert.ok(ok >= 60 && ok <= 60 + seconds, `${ok} accepted in ${seconds} s`);
+  });
+
+  test('idempotency is global: one key sent to three instances at once creates one pet, and retries replay', async () => {
+    const key = await newKey({ plan: 'pro' });
+    for (let round = 0; round < 5; round++) {
+      const body = { name: `idem ${round}`, categoryId: 9_007_199_254_740_993n.toString() };
+      const text = `{"name":"idem ${round}","categoryId":9007199254740993}`;
+      const answers = await Promise.all([0, 1, 2].map(async (i) => {
+        const response = await create(i, key, text, `round-${round}`);
+        return { status: response.status, replayed: response.headers.get('idempotent-replayed'), body: await response.text() };
+      }));
+      const created = answers.filter((answer) => answer.status === 201 && answer.replayed === null);
+      assert.equal(created.length, 1, JSON.stringify(answers));
+      for (const answer of answers) assert.ok(answer.status === 201 || answer.status === 409, JSON.stringify(answer));
+      assert.equal(await countPets(body.name), 1);
+      for (let i = 0; i < 3; i++) {
+        const retry = await create(i, key, text, `round-${round}`);
+        assert.equal(retry.status, 201);
+        assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+        assert.equal(await retry.text(), created[0]!.body, 'the first response, exactly');
+      }
+      const reused = await create(round, key, { name: 'other', categoryId: 1 }, `round-${round}`);
+      assert.equal(reused.status, 422);
+    }
+  });
+
+  test('a revocation by the keys command takes effect on the next request on every instance', async () => {
+    const { key, record } = await keys.create({ plan: 'pro', now: Date.now() });
+    for (let i = 0; i < 3; i++) assert.equal((await call(i, '/v1/pets?limit=1', key)).status, 200);
+    const revoked = spawnSync(process.execPath, ['src/cli/keys.ts', 'revoke', record.id], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+    assert.equal(revoked.status, 0, revoked.stderr);
+    for (let i = 0; i < 3; i++) {
+      const response = await call(i, '/v1/pets?limit=1', key);
+      assert.equal(response.status, 401);
+      assert.equal(((await response.json()) as { code: string }).code, 'invalid_api_key');
+    }
+  });
+
+  test('a pet created on one instance is read on the others at once, and pagination spans instances', async () => {
+    const key = await newKey({ plan: 'business' });
+    const made: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const response = await create(i, key, { name: `page ${i}`, categoryId: 1, status: 'pending' });
+      assert.equal(response.status, 201);
+      const { id } = (await response.json()) as { id: number };
+      made.push(id);
+      // The very next request, on another instance, sees it.
+      const read = await call(i + 1, `/v1/pets/${id}`, key);
+      assert.equal(read.status, 200);
+    }
+    const seen: number[] = [];
+    let path: string | undefined = '/v1/pets?limit=5&status=pending';
+    for (let page = 0; path !== undefined; page++) {
+      const response = await call(page, path, key);
+      assert.equal(response.status, 200);
+      seen.push(...((await response.json()) as { id: number }[]).map((pet) => pet.id));
+      path = response.headers.get('link')?.match(/^<([^>]+)>; rel="next"$/)?.[1];
+    }
+    assert.deepEqual(seen, made, 'every pending pet once, in id order, pages read on different instances');
+  });
+
+  test('changes and deletions are seen by the next request on every instance; of two conditional changes on two instances one applies', async () => {
+    const key = await newKey({ plan: 'business' });
+    const made = await create(0, key, { name: 'Lifecycle', categoryId: 1 });
+    const { id } = (await made.json()) as { id: number };
+    let etag = made.headers.get('etag')!;
+    for (let i = 0; i < 6; i++) {
+      const patched = await call(i, `/v1/pets/${id}`, key, {
+        method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json', 'if-match': etag }, body: JSON.stringify({ name: `name ${i}` }),
+      });
+      assert.equal(patched.status, 200);
+      etag = patched.headers.get('etag')!;
+      await patched.arrayBuffer();
+      // The next request, on the next instance, sees the change, in the list too.
+      const read = await call(i + 1, `/v1/pets/${id}`, key);
+      assert.equal(((await read.json()) as { name: string }).name, `name ${i}`);
+      assert.equal(read.headers.get('etag'), etag);
+      const page = await call(i + 2, `/v1/pets?limit=100&status=available`, key);
+      assert.ok(((await page.json()) as { id: number; name: string }[]).some((pet) => pet.id === id && pet.name === `name ${i}`));
+    }
+    const racing = await Promise.all([0, 1, 2].map((i) => call(i, `/v1/pets/${id}`, key, {
+      method: 'PATCH', headers: { 'content-type': 'application/json', 'if-match': etag }, body: JSON.stringify({ status: 'sold' }),
+    })));
+    assert.deepEqual(racing.map((response) => response.status).sort(), [200, 412, 412]);
+    const deleted = await call(1, `/v1/pets/${id}`, key, { method: 'DELETE' });
+    assert.equal(deleted.status, 204);
+    for (let i = 0; i < 3; i++) assert.equal((await call(i, `/v1/pets/${id}`, key)).status, 404);
+    assert.equal((await call(2, `/v1/pets/${id}`, key, { method: 'DELETE' })).status, 404);
+  });
+
+  test('SIGKILL of one instance during concurrent creates loses no acknowledged pet', async () => {
+    const key = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
+    const victim = instances[0]!;
+    let victimAcknowledged = 0;
+    const outcomes = new Array<PromiseSettledResult<{ status: number; body: string }>>(240);
+    let next = 0;
+    // 30 clients, each sending its next create when the previous one is answered, so creates are
+    // running on every instance when the victim dies after acknowledging 10 of its 80.
+    await Promise.all(Array.from({ length: 30 }, async () => {
+      for (let i = next++; i < 240; i = next++) {
+        try {
+          const response = await create(i, key, { name: `kill ${i}`, categoryId: 1 }, `kill-${i}`);
+          const body = await response.text();
+          if (response.status === 201 && i % 3 === 0 && ++victimAcknowledged === 10) victim.child.kill('SIGKILL');
+          outcomes[i] = { status: 'fulfilled', value: { status: response.status, body } };
+        } catch (error) {
+          outcomes[i] = { status: 'rejected', reason: error };
+        }
+      }
+    }));
+    instances[0] = await startInstance(env);
+    if (victim.child.exitCode === null && victim.child.signalCode === null) await once(victim.child, 'exit');
+    const acknowledged = new Map<number, string>();
+    outcomes.forEach((outcome, i) => {
+      if (outcome.status === 'fulfilled' && outcome.value.status === 201) acknowledged.set(i, outcome.value.body);
+    });
+    assert.ok(outcomes.some((outcome) => outcome.status === 'rejected'), 'some requests died with the instance');
+    for (const [i, body] of acknowledged) {
+      const { id } = JSON.parse(body) as { id: number };
+      const rows = await sql<{ name: string }[]>`SELECT name FROM pets WHERE id = ${id}`;
+      assert.equal(rows[0]?.name, `kill ${i}`, `acknowledged create ${i} is stored`);
+    }
+    // Every request retried: acknowledged ones replay, none is doubled.
+    for (let i = 0; i < 240; i++) {
+      const retry = await create(1 + (i % 2), key, { name: `kill ${i}`, categoryId: 1 }, `kill-${i}`);
+      assert.equal(retry.status, 201, `retry ${i}`);
+      if (acknowledged.has(i)) assert.equal(await retry.text(), acknowledged.get(i));
+      else await retry.arrayBuffer();
+    }
+    const rows = await sql<{ n: string }[]>`SELECT count(*)::text AS n FROM pets WHERE name LIKE 'kill %'`;
+    assert.equal(rows[0]!.n, '240', 'each request created exactly one pet');
+  });
+
+  test('PostgreSQL stopped: 503 with Retry-After and /healthz 503, nothing half-written; restarted: served again without a restart', async () => {
+    const key = await newKey({ plan: 'pro' });
+    assert.equal((await call(0, '/healthz', null)).status, 200);
+    cluster.stop();
+    try {
+      for (let i = 0; i < 3; i++) {
+        const response = await create(i, key, { name: 'during outage', categoryId: 1 });
+        assert.equal(response.status, 503);
+        assert.ok(Number(response.headers.get('retry-after')) >= 1);
+        assert.equal(((await response.json()) as { code: string }).code, 'unavailable');
+      }
+      // /healthz asks the database at most once a second.
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      for (let i = 0; i < 3; i++) {
+        const health = await call(i, '/healthz', null);
+        assert.equal(health.status, 503);
+        assert.deepEqual(await health.json(), { status: 'unavailable' });
+      }
+    } finally {
+      cluster.start();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await call(i, '/healthz', null)).status, 200);
+      const response = await create(i, key, { name: 'after outage', categoryId: 1 });
+      assert.equal(response.status, 201, await response.text());
+    }
+    assert.equal(await countPets('during outage'), 0);
+    assert.equal(await countPets('after outage'), 3);
+    for (const instance of instances) assert.equal(instance.child.exitCode, null, 'no instance stopped');
+  });
+
+  // Last but one: it leaves 127.0.0.1 without tokens, which would turn later 401s into 429s.
+  test('callers without a valid key share one per-address bucket across instances', async () => {
+    const started = Date.now();
+    const answers: number[] = [];
+    for (let i = 0; i < 75; i++) answers.push((await call(i, '/v1/pets', null)).status);
+    const seconds = Math.ceil((Date.now() - started) / 1000);
+    const counted = answers.filter((status) => status === 401).length;
+    // The free plan's 60 a minute for 127.0.0.1, plus what refilled while the loop ran.
+    assert.ok(counted >= 60 && counted <= 60 + seconds, `${counted} answered 401 in ${seconds} s`);
+    assert.equal(answers.at(-1), 429);
+  });
+
+  test('SIGTERM stops each instance cleanly, exit 0', async () => {
+    for (const instance of instances) assert.equal(await instance.stop(), 0);
+  });
+});

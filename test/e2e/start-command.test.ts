@@ -1,0 +1,60 @@
+/**
+ * `npm start`'s entry (src/start.js), run for real on a copy of the checkout: the compile cache
+ * is private, and a checkout where it cannot be made still starts (issue #12).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import { startMain, tempDir } from '../support/main-process.ts';
+
+const ROOT = new URL('../..', import.meta.url).pathname;
+
+/** A copy of what a start needs (src/ and package.json) in a fresh folder, without node_modules. */
+function checkout(t: { after(fn: () => void): void }): string {
+  const dir = tempDir(t, 'pets-start-');
+  cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
+  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
+  return dir;
+}
+
+/** Starts the checkout's src/start.js, checks one answer, stops it; returns its listening line and stderr. */
+async function startAndStop(dir: string, env: Record<string, string> = {}): Promise<{ compileCache: string | null; stderr: string }> {
+  const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: ':memory:', ...env }, join(dir, 'src', 'start.js'));
+  assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
+  server.child.kill('SIGTERM');
+  assert.deepEqual(await once(server.child, 'exit'), [0, null]);
+  const { stdout, stderr } = server.output();
+  const line = stdout.split('\n').find((text) => text.includes('"event":"listening"'))!;
+  return { compileCache: (JSON.parse(line) as { compileCache: string | null }).compileCache, stderr };
+}
+
+test('a start creates its compile cache in node_modules/.cache, private (0700), and fills it', async (t) => {
+  const dir = checkout(t);
+  const folder = join(dir, 'node_modules', '.cache', 'animal-adoption-store');
+  const { compileCache } = await startAndStop(dir);
+  assert.ok(compileCache?.startsWith(folder + '/'), String(compileCache));
+  assert.equal(statSync(folder).mode & 0o777, 0o700);
+  assert.ok(readdirSync(compileCache!).length > 10, 'one entry per module at least');
+  // The next start uses the same folder.
+  assert.equal((await startAndStop(dir)).compileCache, compileCache);
+});
+
+test('a checkout where the cache folder cannot be made still starts, without the cache', async (t) => {
+  const dir = checkout(t);
+  mkdirSync(join(dir, 'node_modules'));
+  // A file where the folder should be: mkdir fails even for root, as on a read-only checkout.
+  writeFileSync(join(dir, 'node_modules', '.cache'), '');
+  assert.equal((await startAndStop(dir)).compileCache, null);
+});
+
+test('worker threads (WORKERS=2) read their modules from the same cache', async (t) => {
+  const dir = checkout(t);
+  const env = { WORKERS: '2', DATABASE_PATH: join(dir, 'pets.db') };
+  const first = await startAndStop(dir, env);
+  assert.ok(first.compileCache?.startsWith(join(dir, 'node_modules', '.cache', 'animal-adoption-store') + '/'), String(first.compileCache));
+  // Node's own debug log of the cache (pinned Node 24): only a worker thread loads worker.ts.
+  const second = await startAndStop(dir, { ...env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' });
+  assert.match(second.stderr, /retrieving transpile cache for StrippedTypeScript \S*\/src\/cluster\/worker\.ts\.\.\.success/);
+});
