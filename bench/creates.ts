@@ -42,6 +42,7 @@ async function serve(groupCommit: boolean, databasePath: string): Promise<void> 
   const { createLogger } = await import('../src/http/access-log.ts');
   const { createPetsStore } = await import('../src/storage/sqlite/pets-store.ts');
   const { createService } = await import('../src/service/service.ts');
+  const { openStores } = await import('../src/storage/sqlite/stores.ts');
   const { systemClock } = await import('../src/clock.ts');
   const db = openDatabase(databasePath);
   const real = createPetsStore(db);
@@ -59,9 +60,9 @@ async function serve(groupCommit: boolean, databasePath: string): Promise<void> 
   const logger = createLogger({ level: 'silent', clock: systemClock, write: () => {} });
   const service = createService({
     config: { appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null },
-    db, clock: systemClock, logger, groupCommit, overrides: { pets },
+    stores: openStores(db, { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 }), clock: systemClock, logger, groupCommit, overrides: { pets },
   });
-  const { key } = service.keys.create({ plan: 'enterprise', perMinute: 1_000_000_000, perDay: 1_000_000_000, label: 'bench', now: Date.now() });
+  const { key } = service.stores.keys.create({ plan: 'enterprise', perMinute: 1_000_000_000, perDay: 1_000_000_000, label: 'bench', now: Date.now() });
   await new Promise<void>((resolve) => service.server.listen(0, '127.0.0.1', resolve));
   const { port } = service.server.address() as AddressInfo;
   process.on('message', (message: { type: string }) => {

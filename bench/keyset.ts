@@ -9,7 +9,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import { DatabaseSync } from 'node:sqlite';
 import { encodeCursor } from '../src/api/cursor.ts';
 import { createPetsStore } from '../src/storage/sqlite/pets-store.ts';
-import type { PetStatus } from '../src/api/schemas.ts';
+import type { PetStatus } from '../src/storage/pets.ts';
 import { idBeforeLast } from './seed.ts';
 import { median } from './report.ts';
 

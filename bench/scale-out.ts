@@ -26,8 +26,8 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { createLimiter } from '../src/limits/limiter.ts';
 import { connectPostgres, migratePostgres } from '../src/storage/postgres/database.ts';
-import { createPostgresKeysStore } from '../src/storage/postgres/keys-store.ts';
-import { createPostgresLimiter } from '../src/storage/postgres/limiter-store.ts';
+import { createKeysStore } from '../src/storage/postgres/keys-store.ts';
+import { createLimiterStore } from '../src/storage/postgres/limiter-store.ts';
 import { startPostgres } from '../test/support/postgres.ts';
 import { BENCH_KEY_LIMITS, seedDatabase } from './seed.ts';
 import { buildWorkloads, type Workload, type WorkloadName } from './workloads.ts';
@@ -128,7 +128,7 @@ await migratePostgres(sql);
 await sql`INSERT INTO pets (name, category_id, status)
           SELECT 'Pet ' || n, 1 + (n * 7) % 40, CASE n % 3 WHEN 0 THEN 'sold' WHEN 1 THEN 'available' ELSE 'pending' END
             FROM generate_series(1, ${pets}) AS n`;
-const pgKey = (await createPostgresKeysStore(sql, { appEnv: 'production' }).create({ plan: 'enterprise', label: 'bench', ...BENCH_KEY_LIMITS, now: Date.now() })).key;
+const pgKey = (await createKeysStore(sql, { appEnv: 'production' }).create({ plan: 'enterprise', label: 'bench', ...BENCH_KEY_LIMITS, now: Date.now() })).key;
 
 // 2. The configurations.
 const configurations: { name: string; instances: number; env: Record<string, string>; key: string }[] = [
@@ -156,7 +156,7 @@ const limits = { perMinute: 10_000_000, perDay: 100_000_000 };
 let started = performance.now();
 for (let i = 0; i < 200_000; i++) memory.take('key:bench', limits);
 const memoryUs = ((performance.now() - started) * 1000) / 200_000;
-const shared = createPostgresLimiter({ sql, clock, banThreshold: 30, banSeconds: 900 });
+const shared = createLimiterStore({ sql, clock, banThreshold: 30, banSeconds: 900 });
 started = performance.now();
 for (let i = 0; i < 2_000; i++) await shared.take('key:bench', limits);
 const sequentialUs = ((performance.now() - started) * 1000) / 2_000;

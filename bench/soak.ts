@@ -30,8 +30,9 @@ import type { AddressInfo } from 'node:net';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
 import { createLogger } from '../src/http/access-log.ts';
 import { createService } from '../src/service/service.ts';
+import { openStores } from '../src/storage/sqlite/stores.ts';
 import { systemClock } from '../src/clock.ts';
-import { LIMITER_FLUSH_INTERVAL_MS } from '../src/storage/sqlite/limiter-store.ts';
+import { LIMITER_SAVE_INTERVAL_MS } from '../src/service/chores.ts';
 import type { LoadReport, LoadSettings } from './soak-load.ts';
 
 const { values } = parseArgs({
@@ -64,11 +65,11 @@ const logger = createLogger({ level: 'info', clock: systemClock, write: (text) =
 const service = createService({
   // TRUST_PROXY lets the load speak for 512 client addresses from one loopback socket.
   config: { appEnv: 'development', trustProxy: true, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null },
-  db, clock: systemClock, logger,
+  stores: openStores(db, { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 }), clock: systemClock, logger,
 });
-const roomy = service.keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() });
-const free = service.keys.create({ plan: 'free', label: 'soak-free', now: systemClock() });
-const flushTimer = setInterval(() => service.limiterPersistence.flush(), LIMITER_FLUSH_INTERVAL_MS);
+const roomy = service.stores.keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() });
+const free = service.stores.keys.create({ plan: 'free', label: 'soak-free', now: systemClock() });
+const flushTimer = setInterval(() => service.stores.upkeep.saveLimiterState!(), LIMITER_SAVE_INTERVAL_MS);
 
 const { server } = service;
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -145,7 +146,7 @@ wholeRun.disable();
 perSecond.disable();
 server.closeAllConnections();
 await new Promise((resolve) => server.close(resolve));
-service.limiterPersistence.flush();
+service.stores.upkeep.saveLimiterState!();
 logger.flush();
 const databaseBytes = statSync(databasePath).size + (statSync(`${databasePath}-wal`, { throwIfNoEntry: false })?.size ?? 0);
 db.close();

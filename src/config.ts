@@ -5,7 +5,15 @@
  */
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
-import { MAX_ORIGIN_LENGTH, type AllowedOrigins } from './http/cors.ts';
+
+/** Origins whose pages may read our answers: any (`*`), or exactly these serialised origins. */
+export type AllowedOrigins = '*' | readonly string[];
+
+/**
+ * The longest origin accepted: `https://`, a DNS name (at most 253 characters) and `:65535`. The
+ * OpenAPI document bounds `Access-Control-Allow-Origin` by it.
+ */
+export const MAX_ORIGIN_LENGTH = 8 + 253 + 6;
 
 export const APP_ENVS = ['production', 'staging', 'development'] as const;
 export type AppEnv = (typeof APP_ENVS)[number];

@@ -1,70 +1,38 @@
 /**
  * The only impure edge: reads the environment, opens the database (a SQLite file, or PostgreSQL
- * when DATABASE_URL is set), listens, handles signals. Everything it wires together takes its
- * dependencies as arguments.
+ * when DATABASE_URL is set), listens, runs the timers, handles signals and crashes. Everything
+ * it wires together takes its dependencies as arguments.
+ *
+ * One boot path, three roles:
+ * - the single process (WORKERS unset or 1): it serves the API itself;
+ * - the primary thread of WORKERS above 1: it holds the limiter and the connection counts and
+ *   starts the workers (src/cluster/primary.ts);
+ * - a worker thread of that primary: this same file is its entry (src/cluster/worker.ts).
+ * The first two share everything else: the engine, the development key, the chores, the
+ * metrics listener, the `listening` line and the shutdown.
  */
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
 import { getCompileCacheDir } from 'node:module';
+import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { closeDatabase, openServerDatabase } from './storage/sqlite/database.ts';
 import { systemClock } from './clock.ts';
-import { boundedWriter, createLogger } from './http/access-log.ts';
-import { ensureDevelopmentKey } from './storage/keys.ts';
-import { LIMITER_FLUSH_INTERVAL_MS } from './storage/sqlite/limiter-store.ts';
-import { IDEMPOTENCY_PURGE_INTERVAL_MS } from './api/pets/creations.ts';
-import { createService, type BaseService } from './service/service.ts';
-import { errorName } from './pipeline/errors.ts';
+import { boundedWriter, createLogger, errorName, fdWriter, type Logger } from './http/access-log.ts';
 import { createHttpServer } from './http/server.ts';
+import type { App } from './http/server.ts';
+import { ensureDevelopmentKey } from './storage/keys.ts';
 import { DatabaseUnavailableError } from './storage/errors.ts';
+import type { Stores } from './storage/stores.ts';
+import { closeDatabase, openDatabase, openServerDatabase } from './storage/sqlite/database.ts';
+import { openStores as openSqliteStores } from './storage/sqlite/stores.ts';
+import type { Limiter } from './limits/limiter.ts';
+import { createService } from './service/service.ts';
+import { startChores } from './service/chores.ts';
+import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
+import type { WorkerCounts } from './cluster/worker-pool.ts';
+import type { WorkerStart } from './cluster/protocol.ts';
 
-/** How long in-flight requests may take to finish after SIGTERM/SIGINT. */
-const SHUTDOWN_GRACE_MS = 10_000;
-
-function readConfig(): Config {
-  try {
-    return loadConfig(process.env);
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(1);
-    }
-    throw error;
-  }
-}
-
-const config = readConfig();
-// WORKERS above 1: this thread becomes the primary of that many HTTP worker threads
-// (src/cluster/primary.ts), and the single-process code below never runs.
-if (config.workers > 1) {
-  const { runPrimary } = await import('./cluster/primary.ts');
-  process.exit(await runPrimary(config));
-}
-// At most 1 MiB of log text waits for a slow reader; beyond that lines are dropped and counted.
-const logger = createLogger({ level: config.logLevel, clock: systemClock, write: boundedWriter(process.stdout, 1024 * 1024, systemClock) });
-
-// A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
-process.on('uncaughtException', (error) => {
-  logger.event({ level: 'error', event: 'crash', error: errorName(error) });
-  logger.flush();
-  process.exit(1);
-});
-
-/** The process probe, the metrics and the app of their listener. */
-async function startMetrics() {
-  const [{ startProcessProbe }, { createMetrics }, { createMetricsApp }] = await Promise.all([
-    import('./ops/process-probe.ts'), import('./ops/metrics.ts'), import('./ops/metrics-app.ts'),
-  ]);
-  const processProbe = startProcessProbe();
-  const metrics = createMetrics(processProbe);
-  return { processProbe, metrics, app: createMetricsApp({ metrics, log: (fields) => logger.event(fields) }) };
-}
-
-// Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed,
-// and their modules are not even loaded (with the PostgreSQL ones, loaded by every start, they
-// cost about 13 ms of CPU; issue #12).
-const observed = config.metricsPort === null ? null : await startMetrics();
-const metrics = observed?.metrics ?? null;
+/** At most 1 MiB of log text waits for a slow reader; beyond that lines are dropped and counted. */
+const LOG_BUFFER_BYTES = 1024 * 1024;
 
 /** A failure to start: one line on stderr, exit 1. */
 function fail(message: string): never {
@@ -72,127 +40,179 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-/** The service over the configured engine, and what stopping it must do. */
-async function open(): Promise<{ service: BaseService; saveLimiterState(): void; close(): Promise<void> }> {
+function readConfig(): Config {
+  try {
+    return loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) fail(error.message);
+    throw error;
+  }
+}
+
+/** The opened engine: its stores and how to close it. */
+interface Engine {
+  name: 'sqlite' | 'postgres';
+  stores: Stores;
+  /** The in-memory limiter (SQLite), which the primary of WORKERS shares with its workers. */
+  memoryLimiter: Limiter | null;
+  close(): Promise<void>;
+}
+
+async function openEngine(config: Config, logger: Logger): Promise<Engine> {
+  const options = { appEnv: config.appEnv, clock: systemClock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds };
   if (config.databaseUrl === null) {
     const db = openServerDatabase(config.databasePath, (fields) => logger.event(fields));
-    const service = createService({ config, db, clock: systemClock, logger, observer: metrics ?? undefined });
-    return {
-      service,
-      // Limiter state lives in memory and is saved every second (the contract allows 5 s of lag),
-      // so no request waits on a database write; a restart resumes from the last save.
-      saveLimiterState: () => service.limiterPersistence.flush(),
-      close: async () => closeDatabase(db),
-    };
+    const stores = openSqliteStores(db, options);
+    return { name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, close: async () => closeDatabase(db) };
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
-  // with the metrics modules (below) they cost a SQLite start about 13 ms of CPU (issue #12).
-  const [{ DriverMissingError }, { connectPostgres, migratePostgres }, { createPostgresService }] = await Promise.all([
-    import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./service/postgres-service.ts'),
+  // with the metrics modules they cost a SQLite start about 13 ms of CPU.
+  const [{ DriverMissingError }, { connectPostgres, migratePostgres }, { openStores }] = await Promise.all([
+    import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
   ]);
-  let sql;
   try {
-    sql = await connectPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
+    const sql = await connectPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
     await migratePostgres(sql);
+    return { name: 'postgres', stores: openStores(sql, options), memoryLimiter: null, close: () => sql.end({ timeout: 5 }) };
   } catch (error) {
     if (error instanceof DriverMissingError) fail(error.message);
     if (error instanceof DatabaseUnavailableError) fail(`cannot reach the PostgreSQL database of DATABASE_URL (${error.reason})`);
     throw error;
   }
-  // On PostgreSQL every token is taken in the database: there is no limiter state to save.
-  const service = createPostgresService({ config, sql, clock: systemClock, logger, observer: metrics ?? undefined });
-  return { service, saveLimiterState: () => {}, close: () => sql.end({ timeout: 5 }) };
 }
 
-const engine = await open();
-const { app, server, keys, petCreations } = engine.service;
-const developmentKey = await ensureDevelopmentKey(keys, config.appEnv, systemClock());
-if (developmentKey) {
-  process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
+/**
+ * Metrics are counted only when someone can read them: without METRICS_PORT nothing is observed,
+ * and their modules are not even loaded. `gather` sums the worker threads' counts (WORKERS).
+ */
+async function startMetrics(logger: Logger, gather: (() => Promise<WorkerCounts[]>) | null) {
+  const [{ startProcessProbe }, metricsModule, { createMetricsApp }] = await Promise.all([
+    import('./ops/process-probe.ts'), import('./ops/metrics.ts'), import('./ops/metrics-app.ts'),
+  ]);
+  const { createMetrics, mergeCounts, renderCounts, requestCount, worstDelay } = metricsModule;
+  const probe = startProcessProbe();
+  const metrics = createMetrics(probe);
+  const render = gather === null ? () => metrics.render() : async () => {
+    const answers = await gather();
+    // Resident memory and CPU time are the whole process's; the event-loop delay is the workers'.
+    const process = { ...probe, eventLoopDelay: () => worstDelay(answers.map((answer) => answer.eventLoopDelay)) };
+    const total = mergeCounts([metrics.counts(), ...answers.map((answer) => answer.counts)]);
+    return renderCounts(total, process, answers.map((answer) => requestCount(answer.counts)));
+  };
+  return { probe, metrics, app: createMetricsApp({ metrics: { render }, log: (fields) => logger.event(fields) }) };
 }
 
-// Limiter state lives in memory and is saved every second (the contract allows 5 s of lag), so
-// no request waits on a database write; a restart resumes from the last save.
-const saveLimiterState = () => {
-  try {
-    engine.saveLimiterState();
-  } catch (error) {
-    metrics?.databaseError();
-    logger.event({ level: 'error', event: 'limiter_save_failed', error: errorName(error) });
+/** What serves the API: this thread's own server, or the primary's worker threads. */
+interface Serving {
+  start(): Promise<AddressInfo>;
+  drain(): Promise<void>;
+  /** Resolves with one line once the serving fails for good (a worker thread died). */
+  failed: Promise<string>;
+  gatherCounts: (() => Promise<WorkerCounts[]>) | null;
+  /** Fields of the `listening` line beyond the common ones. */
+  fields: Record<string, unknown>;
+}
+
+async function createServing(config: Config, engine: Engine, logger: Logger, observer: () => Parameters<typeof createService>[0]['observer']): Promise<Serving> {
+  if (config.workers > 1) {
+    const { createPrimary } = await import('./cluster/primary.ts');
+    const primary = createPrimary({ config, limiter: engine.memoryLimiter!, entry: new URL(import.meta.url) });
+    return { ...primary, gatherCounts: primary.gatherCounts, fields: { workers: config.workers } };
   }
-};
-const limiterTimer = setInterval(saveLimiterState, LIMITER_FLUSH_INTERVAL_MS);
-limiterTimer.unref();
+  let service: ReturnType<typeof createService> | null = null;
+  return {
+    async start() {
+      service = createService({ stores: engine.stores, config, clock: systemClock, logger, observer: observer() });
+      return listen(service.server, { port: config.port, host: config.host }).catch((error: Error & { code?: string }) => {
+        throw new Error(listenFailure(config.host, config.port, error.code ?? error.name));
+      });
+    },
+    drain: () => (service === null ? Promise.resolve() : drainServer(service.app, service.server)),
+    failed: new Promise(() => {}),
+    gatherCounts: null,
+    fields: {},
+  };
+}
 
-// Expired idempotency records are already ignored by lookups; the purge only frees the space,
-// a small chunk per transaction so that requests run in between. Once at start, then on a timer.
-// On PostgreSQL the same timer purges limiter rows idle for a day.
-const purge = () => {
-  petCreations.purgeExpired().catch((error: unknown) => {
-    metrics?.databaseError();
-    logger.event({ level: 'error', event: 'idempotency_purge_failed', error: errorName(error) });
-  });
-  engine.service.purgeIdle().catch((error: unknown) => {
-    metrics?.databaseError();
-    logger.event({ level: 'error', event: 'limiter_purge_failed', error: errorName(error) });
-  });
-};
-const purgeTimer = setInterval(purge, IDEMPOTENCY_PURGE_INTERVAL_MS);
-purgeTimer.unref();
-setImmediate(purge);
-
-/** Listens on HOST:port, logs `event` with the URL, then calls `then`; exits 1 if it cannot. */
-function listen(listener: Server, port: number, event: string, then: () => void = () => {}): void {
-  listener.on('error', (error: Error & { code?: string }) => {
-    process.stderr.write(`cannot listen on ${config.host}:${port}: ${error.code ?? error.name}\n`);
+/** The single process, or the primary of WORKERS above 1. */
+async function runProcess(config: Config): Promise<void> {
+  // Worker threads write their own lines straight to fd 1, so the primary does too (whole lines).
+  const write = config.workers > 1 ? fdWriter(1, LOG_BUFFER_BYTES, systemClock) : boundedWriter(process.stdout, LOG_BUFFER_BYTES, systemClock);
+  const logger = createLogger({ level: config.logLevel, clock: systemClock, write });
+  // A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
+  process.on('uncaughtException', (error) => {
+    logger.event({ level: 'error', event: 'crash', error: errorName(error) });
+    logger.flush();
     process.exit(1);
   });
-  listener.listen(port, config.host, () => {
-    const { address, port: bound } = listener.address() as AddressInfo;
-    const host = address.includes(':') ? `[${address}]` : address;
-    // The compile cache's folder, or null when it is off (src/start.js): a start without it is slower.
-    logger.event({
-      level: 'info', event, url: `http://${host}:${bound}`, appEnv: config.appEnv,
-      database: config.databaseUrl === null ? 'sqlite' : 'postgres', compileCache: getCompileCacheDir() ?? null,
-    });
-    logger.flush();
-    then();
+
+  const engine = await openEngine(config, logger);
+  const developmentKey = await ensureDevelopmentKey(engine.stores.keys, config.appEnv, systemClock());
+  if (developmentKey) process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
+
+  let observed: Awaited<ReturnType<typeof startMetrics>> | null = null;
+  const serving = await createServing(config, engine, logger, () => observed?.metrics);
+  if (config.metricsPort !== null) observed = await startMetrics(logger, serving.gatherCounts);
+  const chores = startChores({
+    upkeep: engine.stores.upkeep,
+    clock: systemClock,
+    failed: (event, error) => {
+      observed?.metrics.databaseError();
+      logger.event({ level: 'error', event, error: errorName(error) });
+    },
   });
-}
+  serving.failed.then((line) => {
+    process.stderr.write(`${line}\n`);
+    chores.stop();
+    logger.flush();
+    process.exit(1);
+  });
 
-// The metrics listener (if any) is up before the API's: once "listening" is logged, both are.
-const metricsApp = observed?.app ?? null;
-const metricsServer = metricsApp === null ? null : createHttpServer(metricsApp, logger);
-const listenApi = () => listen(server, config.port, 'listening');
-if (metricsServer !== null && config.metricsPort !== null) listen(metricsServer, config.metricsPort, 'metrics_listening', listenApi);
-else listenApi();
-
-let stopping = false;
-function shutdown(signal: string): void {
-  if (stopping) return;
-  stopping = true;
-  logger.event({ level: 'info', event: 'shutting_down', signal });
-  app.drain();
-  server.close(() => void finish());
-  server.closeIdleConnections();
-  // A scrape is answered synchronously, so only idle connections can be open: close them all.
-  metricsApp?.drain();
-  metricsServer?.close();
-  metricsServer?.closeAllConnections();
-  observed?.processProbe.stop();
-  // Requests still running after the grace period are cut so that the process can exit.
-  setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
-}
-
-async function finish(): Promise<void> {
-  clearInterval(limiterTimer);
-  clearInterval(purgeTimer);
-  saveLimiterState();
-  logger.event({ level: 'info', event: 'stopped' });
+  // The metrics listener (if any) is up before the API's: once "listening" is logged, both are.
+  const metricsServer = observed === null ? null : createHttpServer(observed.app, logger);
+  if (metricsServer !== null) {
+    const bound = await listen(metricsServer, { port: config.metricsPort!, host: config.host }).catch((error: Error & { code?: string }) =>
+      fail(listenFailure(config.host, config.metricsPort!, error.code ?? error.name)));
+    logger.event({ level: 'info', event: 'metrics_listening', url: urlOf(bound) });
+  }
+  const bound = await serving.start().catch((error: Error) => {
+    chores.stop();
+    return fail(error.message);
+  });
+  logger.event({
+    level: 'info', event: 'listening', url: urlOf(bound), appEnv: config.appEnv, database: engine.name, ...serving.fields,
+    // The compile cache's folder, or null when it is off (src/start.js): a start without it is slower.
+    compileCache: getCompileCacheDir() ?? null,
+  });
   logger.flush();
-  await engine.close();
-  process.exit(0);
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.event({ level: 'info', event: 'shutting_down', signal });
+    // A scrape is answered at once (or waits on workers that are stopping): close its listener now.
+    if (metricsServer !== null) void drainServer(observed!.app as App, metricsServer, 0);
+    observed?.probe.stop();
+    await serving.drain();
+    chores.stop();
+    logger.event({ level: 'info', event: 'stopped' });
+    logger.flush();
+    await engine.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
 }
 
-process.on('SIGTERM', () => shutdown('SIGTERM'));
-process.on('SIGINT', () => shutdown('SIGINT'));
+/** A worker thread of the primary: its own connection to the file, served until told to drain. */
+async function runWorkerThread({ config, start }: { config: Config; start: WorkerStart }, channel: MessagePort): Promise<void> {
+  const { runWorker } = await import('./cluster/worker.ts');
+  const logger = createLogger({ level: config.logLevel, clock: systemClock, write: fdWriter(1, LOG_BUFFER_BYTES, systemClock) });
+  // The primary opened (and migrated) the file, and warned about its modes, before any worker.
+  const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
+  await runWorker({ config, start, channel, db, clock: systemClock, logger, close: () => closeDatabase(db) });
+}
+
+if (isMainThread) await runProcess(readConfig());
+else await runWorkerThread(workerData as { config: Config; start: WorkerStart }, parentPort!);

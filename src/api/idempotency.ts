@@ -7,9 +7,6 @@ import { createHash } from 'node:crypto';
 import { ApiError } from '../http/api-error.ts';
 import { createPetParameters } from './schemas.ts';
 
-/** A key is remembered for 24 h after the response it produced was stored. */
-export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
-
 /**
  * The header's syntax comes from the schema that the OpenAPI document publishes, so the two
  * cannot drift: 1 to 255 visible ASCII characters (`!` to `~`), bare or in double quotes.

@@ -6,8 +6,7 @@
  * `integer` with `format: int64` values arrive as `bigint` (see request-body.ts), because a
  * JSON number above 2^53 must keep its exact digits.
  */
-
-export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
+import { PET_STATUSES } from '../storage/pets.ts';
 
 /** The int64 range, exact: bounds beyond 2^53 are bigints (the document writes their digits). */
 export const INT64_MIN = -(2n ** 63n);
@@ -15,7 +14,6 @@ export const INT64_MAX = 2n ** 63n - 1n;
 
 /** The most pets one page of `GET /v1/pets` holds (the `limit` parameter's maximum). */
 export const MAX_PAGE_SIZE = 100;
-export type PetStatus = (typeof PET_STATUSES)[number];
 
 export interface StringSchema {
   type: 'string';

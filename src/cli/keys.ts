@@ -17,7 +17,7 @@ import { closeDatabase, openDatabase } from '../storage/sqlite/database.ts';
 import type { ApiKeyRecord, IssuedKey, KeysStore } from '../storage/keys.ts';
 import { createKeysStore } from '../storage/sqlite/keys-store.ts';
 import { connectPostgres, migratePostgres } from '../storage/postgres/database.ts';
-import { createPostgresKeysStore } from '../storage/postgres/keys-store.ts';
+import { createKeysStore as createPostgresKeysStore } from '../storage/postgres/keys-store.ts';
 import type { Plan } from '../limits/plans.ts';
 import { isPlan, PLAN_NAMES, PLANS } from '../limits/plans.ts';
 

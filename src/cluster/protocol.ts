@@ -10,9 +10,6 @@ import type { Decision } from '../limits/limiter.ts';
 import type { ConnectionRefusal } from '../http/server.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
 
-/** How long requests in flight may take to finish after SIGTERM/SIGINT, as in main.ts. */
-export const SHUTDOWN_GRACE_MS = 10_000;
-
 /** What a worker is started with (`workerData`). */
 export interface WorkerStart {
   /** The worker's number, from 1; the metrics label its requests with it. */

@@ -5,12 +5,11 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { AddressInfo } from 'node:net';
+import { errorName } from '../http/access-log.ts';
+import { listenFailure } from '../service/serving.ts';
 import type { Config } from '../config.ts';
-import { errorName } from '../pipeline/errors.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
 import type { PrimaryMessage, WorkerMessage } from './protocol.ts';
-
-const WORKER_ENTRY = new URL('./worker.ts', import.meta.url);
 
 /** What one worker counted, for a scrape of /metrics. */
 export interface WorkerCounts {
@@ -20,6 +19,8 @@ export interface WorkerCounts {
 
 export interface WorkerPoolDeps {
   config: Config;
+  /** The module every worker thread runs (src/main.ts, which is also the process's entry). */
+  entry: URL;
   /** Answers the limiter and connection messages (limiter-host.ts); false for the others. */
   host(message: WorkerMessage, reply: (answer: PrimaryMessage) => void): boolean;
   /** A worker could not listen, crashed or exited unasked: `line` says which and why. */
@@ -45,7 +46,7 @@ interface RunningWorker {
 }
 
 /** An empty pool; `start` adds the workers. */
-export function createWorkerPool({ config, host, failed, stopped }: WorkerPoolDeps): WorkerPool {
+export function createWorkerPool({ config, entry, host, failed, stopped }: WorkerPoolDeps): WorkerPool {
   const workers: RunningWorker[] = [];
   const scrapes = new Map<number, { left: number; answers: WorkerCounts[]; done(answers: WorkerCounts[]): void }>();
   let nextScrape = 0;
@@ -63,7 +64,7 @@ export function createWorkerPool({ config, host, failed, stopped }: WorkerPoolDe
 
   return {
     start(index, port) {
-      const thread = new Worker(WORKER_ENTRY, { workerData: { config, start: { index, port } } });
+      const thread = new Worker(entry, { workerData: { config, start: { index, port } } });
       const worker: RunningWorker = { thread, stopped: false, post: (message) => thread.postMessage(message) };
       workers.push(worker);
       const listening = Promise.withResolvers<AddressInfo>();
@@ -105,12 +106,4 @@ export function createWorkerPool({ config, host, failed, stopped }: WorkerPoolDe
       for (const worker of workers) worker.post({ type: 'drain' });
     },
   };
-}
-
-/** The one line of a failed listen; names SO_REUSEPORT where the platform lacks it. */
-export function listenFailure(host: string, port: number, code: string): string {
-  if (code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'ERR_INVALID_ARG_VALUE') {
-    return `cannot listen on ${host}:${port}: WORKERS above 1 needs SO_REUSEPORT (reusePort), which this platform does not offer (${code}); set WORKERS=1`;
-  }
-  return `cannot listen on ${host}:${port}: ${code}`;
 }

@@ -1,81 +1,81 @@
 /**
- * One HTTP worker thread (WORKERS above 1), started by primary.ts: the whole service on its own
- * connection to the SQLite file, listening on the shared port with SO_REUSEPORT (the kernel
- * spreads new connections over the workers), with the rate limiter and the connection counts
- * of the primary thread. Its access log goes straight to file descriptor 1 (see fdWriter).
- *
- * Like main.ts, an impure edge: it opens the file and listens. It never handles signals: the
- * primary tells it to drain.
+ * One HTTP worker thread of WORKERS above 1 (main.ts is its entry and opens its connection): the
+ * whole service on its own connection to the SQLite file, listening on the shared port with
+ * SO_REUSEPORT (the kernel spreads new connections over the workers), with the rate limiter and
+ * the connection counts of the primary thread. It never handles signals: the primary tells it
+ * to drain.
  */
-import { parentPort, workerData } from 'node:worker_threads';
-import type { AddressInfo } from 'node:net';
+import type { MessagePort } from 'node:worker_threads';
+import type { DatabaseSync } from 'node:sqlite';
 import type { Config } from '../config.ts';
-import { systemClock } from '../clock.ts';
-import { createLogger, fdWriter } from '../http/access-log.ts';
-import { closeDatabase, openDatabase } from '../storage/sqlite/database.ts';
-import { createWorkerService } from '../service/service.ts';
+import type { Clock } from '../clock.ts';
+import type { Logger } from '../http/access-log.ts';
+import { createService } from '../service/service.ts';
+import { drainServer, listen } from '../service/serving.ts';
+import { openStores } from '../storage/sqlite/stores.ts';
 import { createRemoteLimiter } from './remote-limiter.ts';
 import { createRemoteGate } from './remote-gate.ts';
-import { SHUTDOWN_GRACE_MS, type PrimaryMessage, type WorkerMessage, type WorkerStart } from './protocol.ts';
+import type { PrimaryMessage, WorkerMessage, WorkerStart } from './protocol.ts';
 
-const port = parentPort!;
-const { config, start } = workerData as { config: Config; start: WorkerStart };
-const post = (message: WorkerMessage) => port.postMessage(message);
+export interface WorkerDeps {
+  config: Config;
+  start: WorkerStart;
+  /** The channel to the primary (`parentPort`). */
+  channel: MessagePort;
+  /** This worker's own connection to the file (opened and migrated by main.ts). */
+  db: DatabaseSync;
+  clock: Clock;
+  logger: Logger;
+  /** Closes what main.ts opened for this worker, once it has drained. */
+  close(): void;
+}
 
-const logger = createLogger({ level: config.logLevel, clock: systemClock, write: fdWriter(1, 1024 * 1024, systemClock) });
+/** Serves until the primary says drain; resolves once drained, closed and reported `stopped`. */
+export async function runWorker({ config, start, channel, db, clock, logger, close }: WorkerDeps): Promise<void> {
+  const post = (message: WorkerMessage) => channel.postMessage(message);
+  const observed = config.metricsPort === null ? null : await startMetrics();
+  const limiter = createRemoteLimiter(post);
+  const gate = createRemoteGate(post);
+  const stores = openStores(db, { appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds, limiter });
+  const { app, server } = createService({ stores, config, clock, logger, server: { connectionGate: gate }, observer: observed?.metrics });
+  const stopped = Promise.withResolvers<void>();
 
+  let draining = false;
+  channel.on('message', (message: PrimaryMessage) => {
+    switch (message.type) {
+      case 'decisions':
+        return limiter.answered(message.batch, message.decisions);
+      case 'admitted':
+        return gate.answered(message.id, message.refusal);
+      case 'counts':
+        return post({ type: 'counts', id: message.id, counts: observed!.metrics.counts(), eventLoopDelay: observed!.probe.eventLoopDelay() });
+      case 'drain':
+        if (draining) return;
+        draining = true;
+        return void drainServer(app, server).then(stopped.resolve);
+    }
+  });
+
+  try {
+    // Every worker sets SO_REUSEPORT, so all of them can bind the port; the kernel hashes each
+    // new connection (its addresses and ports) to one of them.
+    const { address, port } = await listen(server, { port: start.port, host: config.host, reusePort: true });
+    post({ type: 'listening', address, port });
+  } catch (error) {
+    post({ type: 'listen_failed', code: (error as { code?: string }).code ?? (error as Error).name });
+    return;
+  }
+  await stopped.promise;
+  observed?.probe.stop();
+  logger.flush();
+  close();
+  post({ type: 'stopped' });
+  channel.close();
+}
+
+/** The worker's counts; the primary serves them, summed over every worker. */
 async function startMetrics() {
   const [{ startProcessProbe }, { createMetrics }] = await Promise.all([import('../ops/process-probe.ts'), import('../ops/metrics.ts')]);
   const probe = startProcessProbe();
   return { probe, metrics: createMetrics(probe) };
-}
-const observed = config.metricsPort === null ? null : await startMetrics();
-
-// The primary opened (and migrated) the file, and warned about its modes, before any worker.
-const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
-const limiter = createRemoteLimiter(post);
-const gate = createRemoteGate(post);
-const service = createWorkerService({
-  config, db, clock: systemClock, logger, limiter,
-  server: { connectionGate: gate },
-  observer: observed?.metrics,
-});
-const { app, server } = service;
-
-port.on('message', (message: PrimaryMessage) => {
-  switch (message.type) {
-    case 'decisions':
-      return limiter.answered(message.batch, message.decisions);
-    case 'admitted':
-      return gate.answered(message.id, message.refusal);
-    case 'counts':
-      return post({ type: 'counts', id: message.id, counts: observed!.metrics.counts(), eventLoopDelay: observed!.probe.eventLoopDelay() });
-    case 'drain':
-      return drain();
-  }
-});
-
-server.on('error', (error: Error & { code?: string }) => post({ type: 'listen_failed', code: error.code ?? error.name }));
-// Every worker sets SO_REUSEPORT, so all of them can bind the port; the kernel hashes each new
-// connection (its addresses and ports) to one of them.
-server.listen({ port: start.port, host: config.host, reusePort: true }, () => {
-  const { address, port: bound } = server.address() as AddressInfo;
-  post({ type: 'listening', address, port: bound });
-});
-
-let draining = false;
-/** The single process's shutdown: stop accepting, let requests in flight finish, then report. */
-function drain(): void {
-  if (draining) return;
-  draining = true;
-  app.drain();
-  server.close(() => {
-    observed?.probe.stop();
-    logger.flush();
-    closeDatabase(db);
-    post({ type: 'stopped' });
-    port.close();
-  });
-  server.closeIdleConnections();
-  setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
 }

@@ -14,6 +14,11 @@ import { LOG_LEVELS, type LogLevel } from '../config.ts';
  */
 export const MAX_LOGGED_PATH = 256;
 
+/** What may be logged of an unexpected error: its name, never its message or stack. */
+export function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
+}
+
 /** `path` as logged: whole when short, else its start and a marker saying it was cut, 256 characters in all. */
 export function loggedPath(path: string): string {
   if (path.length <= MAX_LOGGED_PATH) return path;

@@ -10,9 +10,7 @@
  * All header objects are built once here; a request only picks one.
  */
 import type { IncomingMessage } from 'node:http';
-
-/** Origins whose pages may read our answers: any (`*`), or exactly these serialised origins. */
-export type AllowedOrigins = '*' | readonly string[];
+import type { AllowedOrigins } from '../config.ts';
 
 /** Every response header a client of the API needs to read (CONTRACT.md lists them). */
 export const EXPOSED_HEADERS = [
@@ -22,12 +20,6 @@ export const EXPOSED_HEADERS = [
 
 /** The request headers a page may send (the contract's list); `Content-Type` covers JSON bodies. */
 export const ALLOWED_REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id'] as const;
-
-/**
- * The longest origin accepted: `https://`, a DNS name (at most 253 characters) and `:65535`. The
- * OpenAPI document bounds `Access-Control-Allow-Origin` by it.
- */
-export const MAX_ORIGIN_LENGTH = 8 + 253 + 6;
 
 /** Seconds a browser may reuse a preflight's answer for the same origin, URL and request. */
 export const PREFLIGHT_MAX_AGE_SECONDS = 600;

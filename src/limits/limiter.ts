@@ -66,6 +66,14 @@ export interface Decision {
   headers: Record<string, string>;
 }
 
+/**
+ * Takes a token for a caller, as the request pipeline needs it: the in-memory limiter answers at
+ * once; the PostgreSQL limiter and a worker thread's (which asks the primary) answer later.
+ */
+export interface RateLimiter {
+  take(caller: string, limits: Limits): Decision | Promise<Decision>;
+}
+
 /** One caller's state as persisted: plain values, times in ms since the epoch. */
 export interface SavedCaller {
   caller: string;

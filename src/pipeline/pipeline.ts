@@ -7,10 +7,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { ApiError, methodNotAllowed } from '../http/api-error.ts';
 import type { Clock } from '../clock.ts';
-import { isDatabaseError, toErrorReply } from './errors.ts';
+import { toErrorReply } from './errors.ts';
+import { databaseUnavailableOf, type DatabaseErrorOf } from '../storage/errors.ts';
 import { clientAddress, INVALID_TOKEN_CHALLENGE, readCredentials, requestId, UNAUTHENTICATED_CHALLENGE } from '../http/identify.ts';
 import type { Logger } from '../http/access-log.ts';
 import { ANONYMOUS_LIMITS, type Limits } from '../limits/plans.ts';
+import type { Decision, RateLimiter } from '../limits/limiter.ts';
 import { addressCaller, keyCaller } from '../limits/callers.ts';
 import { createPetsOperations, DEPRECATION_HEADERS, type Operation, type PetsOperationsDeps } from '../api/pets/operations.ts';
 import { COMMON_HEADERS, type Reply } from '../http/reply.ts';
@@ -21,19 +23,6 @@ import { isPreflight, type Cors } from '../http/cors.ts';
 /** An authenticated API key, as the pipeline needs it. */
 export interface ApiKeyIdentity extends Limits {
   id: string;
-}
-
-export interface RateDecision {
-  allowed: boolean;
-  code?: 'rate_limited' | 'temporarily_banned';
-  retryAfter?: number;
-  /** X-RateLimit-*, RateLimit, RateLimit-Policy (and Retry-After when refused). */
-  headers: Record<string, string>;
-}
-
-/** Takes a token for a caller: at once (in memory) or after a round trip (PostgreSQL). */
-export interface RateLimiter {
-  take(caller: string, limits: Limits): RateDecision | Promise<RateDecision>;
 }
 
 /**
@@ -59,6 +48,8 @@ export interface AppDeps {
    * the request's socket, for work that can be done once per connection (hashing the token).
    */
   authenticate: (token: string, connection: object) => ApiKeyIdentity | null | Promise<ApiKeyIdentity | null>;
+  /** Recognises the storage engine's failures (503 or 500, counted as database errors); default: DatabaseUnavailableError. */
+  databaseErrorOf?: DatabaseErrorOf;
   /** Whether the database can be reached, for /healthz; absent means always (SQLite). */
   health?: () => boolean | Promise<boolean>;
   limiter: RateLimiter;
@@ -134,6 +125,7 @@ export function createApp(deps: AppDeps): App {
   const generateRequestId = deps.generateRequestId ?? randomUUID;
   const trustProxy = deps.trustProxy ?? false;
   const observer = deps.observer ?? NO_OBSERVER;
+  const databaseErrorOf = deps.databaseErrorOf ?? databaseUnavailableOf;
   let draining = false;
 
   /** Per-request state that `send` needs whatever happened before it. */
@@ -233,7 +225,7 @@ export function createApp(deps: AppDeps): App {
     return undefined;
   }
 
-  function apply(decision: RateDecision, exchange: Exchange): void {
+  function apply(decision: Decision, exchange: Exchange): void {
     exchange.rateHeaders = decision.headers;
     if (!decision.allowed) {
       observer.rateLimitRejected(decision.code ?? 'rate_limited');
@@ -302,8 +294,8 @@ export function createApp(deps: AppDeps): App {
       respond(req, exchange, search).then(
         (reply) => send(req, res, exchange, reply),
         (error: unknown) => {
-          if (isDatabaseError(error)) observer.databaseError();
-          send(req, res, exchange, toErrorReply(error, (fields) => logError({ ...fields, requestId: exchange.requestId })));
+          if (databaseErrorOf(error) !== null) observer.databaseError();
+          send(req, res, exchange, toErrorReply(error, (fields) => logError({ ...fields, requestId: exchange.requestId }), databaseErrorOf));
         },
       );
     },

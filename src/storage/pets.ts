@@ -3,8 +3,12 @@
  * store's interface. Methods may answer at once (SQLite) or later (PostgreSQL): callers await
  * only when they get a promise, so the synchronous engine pays nothing for the other.
  */
-import type { PetStatus } from '../api/schemas.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
+import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
+
+/** Where a pet stands in the store. */
+export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
+export type PetStatus = (typeof PET_STATUSES)[number];
 
 export interface NewPet {
   name: string;
@@ -41,34 +45,9 @@ export type ChangeOutcome =
   /** The pet exists with another version than the one expected; nothing was changed. */
   | { kind: 'version_mismatch' };
 
-/** A response as it is remembered under an Idempotency-Key and replayed. */
-export interface StoredResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** What a creation remembers under its Idempotency-Key, written in the pet's transaction. */
-export interface IdempotencyWrite {
-  apiKeyId: string;
-  key: string;
-  fingerprint: string;
-  /** The record expires IDEMPOTENCY_TTL_MS after this instant (ms). */
-  createdAt: number;
-  /** The response to remember, built once the pet has its id. */
-  respond(pet: Pet): StoredResponse;
-}
-
 /** A pet to insert, with the idempotency record to write alongside it when it has one. */
 export interface PetCreation extends NewPet {
-  idempotency?: IdempotencyWrite;
-}
-
-/** A remembered response and the fingerprint of the request body that produced it. */
-export interface IdempotencyRecord {
-  fingerprint: string;
-  createdAt: number;
-  response: StoredResponse;
+  idempotency?: IdempotencyWrite<Pet>;
 }
 
 export interface ListOptions {
@@ -77,16 +56,6 @@ export interface ListOptions {
   status: PetStatus | undefined;
   limit: number;
 }
-
-/**
- * A creation that the store did not make because its Idempotency-Key was taken meanwhile: by a
- * request still being processed (on another instance), or by one that has finished (`record`).
- * Only a database written by several processes or threads meets these (PostgreSQL instances,
- * SQLite with WORKERS); SQLite reports only `recorded`, since its writers take turns.
- */
-export type IdempotencyConflict =
-  | { conflict: 'in_flight' }
-  | { conflict: 'recorded'; record: IdempotencyRecord };
 
 /** What `insertMany` did with one creation. */
 export type CreationResult = Pet | IdempotencyConflict;

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createLogger } from '../../src/http/access-log.ts';
 import { createService } from '../../src/service/service.ts';
+import { openStores } from '../../src/storage/sqlite/stores.ts';
 import { systemClock } from '../../src/clock.ts';
 import { chromiumMissing, launchChromium } from '../support/chromium.ts';
 
@@ -22,11 +23,11 @@ if (missing !== false) {
 const db = openDatabase(':memory:');
 const service = createService({
   config: { appEnv: 'development', trustProxy: false, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null },
-  db,
+  stores: openStores(db, { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 }),
   clock: systemClock,
   logger: createLogger({ level: 'silent', clock: systemClock, write: () => {} }),
 });
-const { key } = service.keys.create({ plan: 'free', label: 'screenshot', now: systemClock() });
+const { key } = service.stores.keys.create({ plan: 'free', label: 'screenshot', now: systemClock() });
 await new Promise<void>((resolve) => service.server.listen(0, '127.0.0.1', resolve));
 const url = `http://127.0.0.1:${(service.server.address() as AddressInfo).port}`;
 const browser = await launchChromium();

@@ -7,9 +7,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { KeysStore, NewKey } from '../../src/storage/keys.ts';
-import type { IdempotencyWrite, NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
+import type { NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
+import type { IdempotencyWrite } from '../../src/storage/idempotency.ts';
 import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
-import { IDEMPOTENCY_TTL_MS } from '../../src/api/idempotency.ts';
+import { IDEMPOTENCY_TTL_MS } from '../../src/storage/idempotency.ts';
 
 export interface OpenedStores {
   keys: KeysStore;
@@ -26,7 +27,7 @@ const INT64_MAX = 9_223_372_036_854_775_807n;
 
 const pet = (name: string, categoryId = 1n, status: NewPet['status'] = 'available'): NewPet => ({ name, categoryId, status });
 
-function remembering(apiKeyId: string, key: string, createdAt = T0): IdempotencyWrite {
+function remembering(apiKeyId: string, key: string, createdAt = T0): IdempotencyWrite<Pet> {
   return {
     apiKeyId, key, fingerprint: `fp-${key}`, createdAt,
     respond: (stored: Pet) => ({ status: 201, headers: { Location: `/v1/pets/${stored.id}` }, body: `{"id":${stored.id}}` }),

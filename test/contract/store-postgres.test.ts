@@ -1,7 +1,7 @@
 /** The storage contract (test/contract/store-contract.ts) on a real PostgreSQL, one database per test. */
 import {  } from 'node:test';
-import { createPostgresKeysStore } from '../../src/storage/postgres/keys-store.ts';
-import { createPostgresPetsStore } from '../../src/storage/postgres/pets-store.ts';
+import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
+import { createPetsStore } from '../../src/storage/postgres/pets-store.ts';
 import { describeWithPostgres, openTestDatabase } from '../support/postgres.ts';
 import { runStoreContract } from './store-contract.ts';
 
@@ -10,7 +10,7 @@ describeWithPostgres('the storage contract on PostgreSQL', (cluster) => {
   runStoreContract({
     async open(t) {
       const { sql } = await openTestDatabase(t, cluster());
-      return { keys: createPostgresKeysStore(sql, { appEnv: 'development' }), pets: createPostgresPetsStore(sql) };
+      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql) };
     },
   });
 });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { connectPostgres } from '../../src/storage/postgres/database.ts';
-import { createPostgresKeysStore } from '../../src/storage/postgres/keys-store.ts';
+import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import { describeWithPostgres } from '../support/postgres.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -83,7 +83,7 @@ describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
 
     const sql = await connectPostgres(url, { poolSize: 1 });
     t.after(() => sql.end());
-    const store = createPostgresKeysStore(sql, { appEnv: 'staging' });
+    const store = createKeysStore(sql, { appEnv: 'staging' });
     assert.equal(await store.findByKey(issued.key, Date.now()), null, 'the server sees the revocation');
     assert.ok(await store.findByKey(replacement, Date.now()));
 

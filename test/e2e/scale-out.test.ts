@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { createPostgresKeysStore } from '../../src/storage/postgres/keys-store.ts';
+import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import type { KeysStore, NewKey } from '../../src/storage/keys.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
@@ -31,7 +31,7 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     cluster = await startPostgres();
     const opened = await openTestDatabase({ after: () => {} }, cluster, { poolSize: 2 });
     ({ sql, url } = opened);
-    keys = createPostgresKeysStore(sql, { appEnv: 'staging' });
+    keys = createKeysStore(sql, { appEnv: 'staging' });
     env = { DATABASE_URL: url, APP_ENV: 'staging', DATABASE_POOL_SIZE: '4' };
     instances.push(...(await Promise.all([0, 1, 2].map(() => startInstance(env)))));
   });

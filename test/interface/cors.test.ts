@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { errorBody, startTestServer, type TestServer } from '../support/test-server.ts';
-import type { AllowedOrigins } from '../../src/http/cors.ts';
+import type { AllowedOrigins } from '../../src/config.ts';
 import { rawRequest } from '../support/raw-http.ts';
 
 const SHOP = 'https://shop.example';

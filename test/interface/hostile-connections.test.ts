@@ -149,7 +149,7 @@ test('a slow body is cut with 408 at requestTimeout while other clients are serv
   await slow.closed;
   const { answered } = await meanwhile;
   assert.ok(answered >= 3, `only ${answered} normal requests were answered meanwhile`);
-  assert.equal(server.service.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 0, 'nothing stored');
+  assert.equal(server.service.stores.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 0, 'nothing stored');
 });
 
 test('a client that keeps its side open after the 408 is still disconnected after the linger time', async (t) => {
@@ -278,7 +278,7 @@ for (const framing of ['declared', 'chunked'] as const) {
     await greedy.closed;
     assert.ok(sent < total, 'the server closed the connection before the client could send it all');
     assert.ok(serverSocket!.bytesRead < 512 * 1024, `the server read ${serverSocket!.bytesRead} bytes`);
-    assert.equal(server.service.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 0);
+    assert.equal(server.service.stores.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 0);
   });
 }
 
@@ -296,7 +296,7 @@ test('bytes after a request with Connection: close are ignored and that request 
   assert.equal(response.status, 201);
   await connection.closed;
   assert.equal(connection.received().match(/HTTP\/1\.1/g)?.length, 1, 'one answer only');
-  assert.equal(server.service.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 1);
+  assert.equal(server.service.stores.pets.list({ afterId: 0n, status: undefined, limit: 10 }).length, 1);
 });
 
 test('a malformed request pipelined after valid ones is answered 400 only after their answers, in order', async (t) => {

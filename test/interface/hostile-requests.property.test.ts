@@ -12,7 +12,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import type { RateLimiter } from '../../src/pipeline/pipeline.ts';
+import type { RateLimiter } from '../../src/limits/limiter.ts';
 import { createLimiter } from '../../src/limits/limiter.ts';
 import { startTestServer, storedPet, type TestServer } from '../support/test-server.ts';
 import { openRaw, rawRequest, type RawResponse } from '../support/raw-http.ts';
@@ -339,7 +339,7 @@ test('any DELETE of a pet, existing or not, with any If-Match: 204 removes it, a
   const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
   await fc.assert(
     fc.asyncProperty(fc.boolean(), ifMatchTemplate, async (exists, template) => {
-      const [pet] = server.service.pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available' }]);
+      const [pet] = server.service.stores.pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available' }]);
       const id = exists ? pet!.id : pet!.id + 1_000_000;
       const ifMatch = template?.replaceAll('CURRENT', petETag(pet!)) ?? null;
       const before = petsState(server);

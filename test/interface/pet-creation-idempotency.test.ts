@@ -6,6 +6,7 @@ import { fingerprintBody } from '../../src/api/idempotency.ts';
 import { createPetCreations } from '../../src/api/pets/creations.ts';
 import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
 import type { NewPet, PetsStore } from '../../src/storage/pets.ts';
+import { purgeInChunks } from '../../src/service/chores.ts';
 import { errorBody, fakeClock, startTestServer, type TestServer } from '../support/test-server.ts';
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -60,27 +61,6 @@ test('a failed batch answers each of its requests with the error and remembers n
   const retry = created.create(rex, caller, { key: 'a', fingerprint: 'f' });
   flush();
   assert.equal((await retry).status, 201, 'the key is free again: no 409, no replay of the failure');
-});
-
-test('purgeExpired deletes expired records a chunk per transaction and lets other work run between chunks', async () => {
-  const { db, store, clock, created } = creations();
-  const now = clock();
-  store.insertMany(Array.from({ length: 7 }, (_, i) => ({
-    ...rex,
-    idempotency: { apiKeyId: 'key_a', key: `old${i}`, fingerprint: 'f', createdAt: now - DAY, respond: () => ({ status: 201, headers: {}, body: '{}' }) },
-  })));
-  store.insertMany([{ ...rex, idempotency: { apiKeyId: 'key_a', key: 'young', fingerprint: 'f', createdAt: now, respond: () => ({ status: 201, headers: {}, body: '{}' }) } }]);
-  let otherWorkRan = false;
-  setImmediate(() => {
-    otherWorkRan = true;
-  });
-  const purge = created.purgeExpired(3);
-  assert.equal(created.purgeExpired(3), purge, 'a purge already running is joined, not started twice');
-  assert.equal(otherWorkRan, false);
-  assert.equal(await purge, 7);
-  assert.equal(otherWorkRan, true);
-  assert.deepEqual(db.prepare('SELECT idempotency_key FROM idempotency_keys').all().map((row) => row.idempotency_key), ['young']);
-  assert.equal(await created.purgeExpired(3), 0, 'a finished purge can run again');
 });
 
 // --- over HTTP --------------------------------------------------------------------------------
@@ -140,7 +120,7 @@ test('a key is remembered for 24 h: a replay just before, a new create from then
   assert.equal(await (await server.post('/v1/pets', { name: 'Tom', categoryId: 2 }, idempotent('k'))).text(), second, 'and is remembered afresh');
   assert.equal(count(server), 2);
   server.clock.advance(DAY);
-  assert.equal(await server.service.petCreations.purgeExpired(), 1);
+  assert.equal(await purgeInChunks((limit) => server.service.stores.upkeep.purgeExpiredRecords(server.clock(), limit)), 1);
   assert.equal(count(server, 'idempotency_keys'), 0);
 });
 

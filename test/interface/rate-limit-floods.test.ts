@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { fakeClock, startPostgresTestServer, startTestServer, type FakeClock } from '../support/test-server.ts';
 import { describeWithPostgres, openTestDatabase } from '../support/postgres.ts';
+import type { Limiter } from '../../src/limits/limiter.ts';
 import { floodContract, type FloodOptions, type FloodServer } from '../contract/flood-contract.ts';
 import { inParallel, loopbackAddress, needsLoopbackRange, requestFrom } from '../support/loopback.ts';
 
@@ -20,11 +21,11 @@ async function startOnSqlite(t: TestContext, options: FloodOptions): Promise<Flo
     const server = await startTestServer(t, { db, clock, maxAnonymousCallers: options.maxAnonymousCallers, config: { trustProxy: options.trustProxy } });
     return {
       url: server.url,
-      createKey: (perMinute, perDay) => server.service.keys.create({ plan: 'enterprise', perMinute, perDay, now: clock() }).key,
+      createKey: (perMinute, perDay) => server.service.stores.keys.create({ plan: 'enterprise', perMinute, perDay, now: clock() }).key,
       async restart() {
         // What SIGTERM does (main.ts): stop serving, save the limiter's state.
         await server.close();
-        server.service.limiterPersistence.flush();
+        server.service.stores.upkeep.saveLimiterState!();
         return start();
       },
     };
@@ -43,7 +44,7 @@ describeWithPostgres('limits that hold under floods, on PostgreSQL', (cluster) =
       const server = await startPostgresTestServer(t, sql, { clock, config: { trustProxy: options.trustProxy } });
       return {
         url: server.url,
-        createKey: async (perMinute, perDay) => (await server.service.keys.create({ plan: 'enterprise', perMinute, perDay, now: clock() })).key,
+        createKey: async (perMinute, perDay) => (await server.service.stores.keys.create({ plan: 'enterprise', perMinute, perDay, now: clock() })).key,
         async restart() {
           await server.close();
           return start();
@@ -81,7 +82,7 @@ test('SQLite: when every address the limiter may hold is being limited, a new ad
     }
   });
   assert.deepEqual(answers, new Array<number>(100).fill(429), 'no untracked address is let through');
-  assert.equal(server.service.limiter.size(), 4, 'memory stays at the cap');
+  assert.equal((server.service.stores.limiter as Limiter).size(), 4, 'memory stays at the cap');
   // Keys are held apart and never refused for want of room.
   assert.equal((await server.request('/v1/pets')).status, 200);
   assert.equal((await requestFrom(server.url, loopbackAddress(0))).status, 429, 'the limited addresses are still limited');

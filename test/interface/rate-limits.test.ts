@@ -199,7 +199,7 @@ test('a restarted server on the same file still limits an exhausted key', async 
   const db = openDatabase(join(dir, 'limits.db'));
   const first = await startTestServer(t, { db, clock });
   await exhaust(first, first.freeKey, 60);
-  first.service.limiterPersistence.flush();
+  first.service.stores.upkeep.saveLimiterState!();
   await first.close();
   db.close();
 
@@ -214,7 +214,7 @@ test('a restarted server on the same file still limits an exhausted key', async 
 test('a revoked key is refused on the very next request', async (t) => {
   const server = await startTestServer(t);
   assert.equal((await server.request('/v1/pets', { key: server.freeKey })).status, 200);
-  assert.ok(server.service.keys.revoke(server.freeKeyId, server.clock()));
+  assert.ok(server.service.stores.keys.revoke(server.freeKeyId, server.clock()));
   const response = await server.request('/v1/pets', { key: server.freeKey });
   assert.equal(response.status, 401);
   assert.equal((await errorBody(response)).code, 'invalid_api_key');
@@ -222,7 +222,7 @@ test('a revoked key is refused on the very next request', async (t) => {
 
 test('an expired key is refused from its expiry on', async (t) => {
   const server = await startTestServer(t);
-  const { key } = server.service.keys.create({ plan: 'pro', now: server.clock(), expiresAt: server.clock() + 60_000 });
+  const { key } = server.service.stores.keys.create({ plan: 'pro', now: server.clock(), expiresAt: server.clock() + 60_000 });
   const first = await server.request('/v1/pets', { key });
   assert.equal(first.status, 200);
   assert.equal(first.headers.get('x-ratelimit-limit'), '300');
@@ -232,7 +232,7 @@ test('an expired key is refused from its expiry on', async (t) => {
 
 test('an enterprise key is limited by its own numbers', async (t) => {
   const server = await startTestServer(t);
-  const { key } = server.service.keys.create({ plan: 'enterprise', perMinute: 5, perDay: 7, now: server.clock() });
+  const { key } = server.service.stores.keys.create({ plan: 'enterprise', perMinute: 5, perDay: 7, now: server.clock() });
   await exhaust(server, key, 5);
   const refused = await server.request('/v1/pets', { key });
   assert.equal(refused.status, 429);

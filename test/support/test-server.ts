@@ -8,8 +8,10 @@ import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createLogger } from '../../src/http/access-log.ts';
-import { createService, type BaseService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service/service.ts';
-import { createPostgresService, type PostgresService } from '../../src/service/postgres-service.ts';
+import { createService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service/service.ts';
+import { openStores as openSqliteStores, type SqliteStores } from '../../src/storage/sqlite/stores.ts';
+import { openStores as openPostgresStores, type PostgresStores } from '../../src/storage/postgres/stores.ts';
+import type { Stores } from '../../src/storage/stores.ts';
 import type { Logger } from '../../src/http/access-log.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import type { AppDeps } from '../../src/pipeline/pipeline.ts';
@@ -36,7 +38,7 @@ export interface TestServer {
   url: string;
   db: DatabaseSync;
   clock: FakeClock;
-  service: Service;
+  service: Service<SqliteStores>;
   /** A key with limits too high to interfere (the default for `request`), and its id. */
   key: string;
   keyId: string;
@@ -71,10 +73,14 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const db = options.db ?? openDatabase(':memory:');
   const clock = options.clock ?? fakeClock();
   const { logger, logs } = captureLogs(clock);
-  const service = createService({
-    config: testConfig(options), db, clock, logger,
-    ...(options.overrides ? { overrides: options.overrides } : {}),
+  const config = testConfig(options);
+  const stores = openSqliteStores(db, {
+    appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds,
     ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
+  });
+  const service = createService({
+    stores, config, clock, logger,
+    ...(options.overrides ? { overrides: options.overrides } : {}),
     ...(options.server ? { server: options.server } : {}),
     observer: options.observer,
   });
@@ -87,13 +93,15 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
 }
 
 /** A test server on PostgreSQL: the same service, over a pool on a migrated database. */
-export type PostgresTestServer = Omit<TestServer, 'db' | 'service'> & { service: PostgresService };
+export type PostgresTestServer = Omit<TestServer, 'db' | 'service'> & { service: Service<PostgresStores> };
 
 /** Starts the PostgreSQL service over `sql` (migrated; left open) on port 0. */
 export async function startPostgresTestServer(t: TestContext, sql: PostgresSql, options: Pick<TestServerOptions, 'clock' | 'config'> = {}): Promise<PostgresTestServer> {
   const clock = options.clock ?? fakeClock();
   const { logger, logs } = captureLogs(clock);
-  const service = createPostgresService({ config: testConfig(options), sql, clock, logger });
+  const config = testConfig(options);
+  const stores = openPostgresStores(sql, { appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds });
+  const service = createService({ stores, config, clock, logger });
   return { ...(await serve(t, service, clock, logger, logs)), service };
 }
 
@@ -111,9 +119,9 @@ function testConfig(options: Pick<TestServerOptions, 'config'>): ServiceConfig {
 }
 
 /** Creates the two test keys, listens, and builds the request helpers (either engine). */
-async function serve(t: TestContext, service: BaseService, clock: FakeClock, logger: Logger, logs: string[]) {
-  const roomy = await service.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
-  const free = await service.keys.create({ plan: 'free', label: 'free', now: clock() });
+async function serve(t: TestContext, service: Service<Stores>, clock: FakeClock, logger: Logger, logs: string[]) {
+  const roomy = await service.stores.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
+  const free = await service.stores.keys.create({ plan: 'free', label: 'free', now: clock() });
   const { server } = service;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   let closed = false;

@@ -7,11 +7,11 @@
  * The schemas of schemas.ts are already JSON Schema 2020-12, which OpenAPI 3.1 uses as is; the
  * one convention of ours (int64 values arrive as bigints) is invisible on the wire.
  */
-import type { AppEnv } from '../../config.ts';
+import { MAX_ORIGIN_LENGTH, type AppEnv } from '../../config.ts';
 import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
 import { COMMON_HEADERS } from '../../http/reply.ts';
 import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../../http/identify.ts';
-import { EXPOSED_HEADERS, MAX_ORIGIN_LENGTH } from '../../http/cors.ts';
+import { EXPOSED_HEADERS } from '../../http/cors.ts';
 import { CLIENT_REQUEST_ID } from '../../http/identify.ts';
 import { DEPRECATION_HEADERS, SUNSET_MS } from '../pets/operations.ts';
 import {

@@ -12,15 +12,11 @@ import { ApiError } from '../../http/api-error.ts';
 import type { Clock } from '../../clock.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
-import type { CreationResult, IdempotencyRecord, NewPet, Pet, PetCreation, PetsStore, StoredResponse } from '../../storage/pets.ts';
+import type { CreationResult, NewPet, Pet, PetCreation, PetsStore } from '../../storage/pets.ts';
+import type { IdempotencyRecord, StoredResponse } from '../../storage/idempotency.ts';
 import { isConflict } from '../../storage/pets.ts';
 import type { Reply } from '../../http/reply.ts';
 import { created } from './json.ts';
-
-/** How often main.ts purges expired idempotency records (lookups ignore them before that). */
-export const IDEMPOTENCY_PURGE_INTERVAL_MS = 10 * 60 * 1000;
-/** Records deleted per purge transaction; requests run between two chunks. */
-export const IDEMPOTENCY_PURGE_CHUNK = 500;
 
 /** What the create path reports, for the metrics (src/ops/metrics.ts). */
 export interface CreationsObserver {
@@ -46,8 +42,6 @@ export interface PetCreationsOptions {
 export interface PetCreations {
   /** Stores a validated pet durably (or replays its first creation) and returns the answer. */
   create(pet: NewPet, caller: { keyId: string }, idempotency: IdempotentRequest | null): Promise<Reply>;
-  /** Deletes every expired idempotency record, a chunk per transaction; resolves with the count. */
-  purgeExpired(chunk?: number): Promise<number>;
 }
 
 /** Builds the create path over a pets store. */
@@ -64,7 +58,6 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
   // instances, SQLite WORKERS) the store also checks the key in the batch's transaction and
   // reports a conflict, answered below as a replay, a 422 or a 409.
   const inFlight = new Set<string>();
-  let purging: Promise<number> | null = null;
 
   async function createIdempotent(pet: NewPet, apiKeyId: string, { key, fingerprint }: IdempotentRequest): Promise<Reply> {
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
@@ -91,17 +84,6 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     }
   }
 
-  async function purgeAll(chunk: number): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const deleted = await pets.purgeIdempotencyRecords(clock(), chunk);
-      total += deleted;
-      if (deleted < chunk) return total;
-      // Let the requests that arrived meanwhile run before the next chunk.
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-  }
-
   return {
     async create(pet, caller, idempotency) {
       if (idempotency === null) {
@@ -110,14 +92,6 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
         return created(stored);
       }
       return createIdempotent(pet, caller.keyId, idempotency);
-    },
-
-    purgeExpired(chunk = IDEMPOTENCY_PURGE_CHUNK) {
-      // One purge at a time: a slow one is not joined by the next tick of the interval.
-      purging ??= purgeAll(chunk).finally(() => {
-        purging = null;
-      });
-      return purging;
     },
   };
 }

@@ -22,7 +22,7 @@ const FIRST_KEY_LOCK = '7370646576';
 type Sql = PostgresSql;
 
 /** The key store over a migrated PostgreSQL database. */
-export function createPostgresKeysStore(sql: PostgresSql, options: KeysStoreOptions): KeysStore {
+export function createKeysStore(sql: PostgresSql, options: KeysStoreOptions): KeysStore {
   const { appEnv } = options;
 
   async function insertKey(tx: Sql, input: NewKey): Promise<IssuedKey> {

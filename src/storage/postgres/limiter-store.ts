@@ -51,7 +51,7 @@ interface TakeRow {
 const DAY_MS = 86_400_000;
 
 /** The shared limiter over a migrated database. */
-export function createPostgresLimiter({ sql, clock, banThreshold, banSeconds, maxInFlight = 2 }: PostgresLimiterOptions): PostgresLimiter {
+export function createLimiterStore({ sql, clock, banThreshold, banSeconds, maxInFlight = 2 }: PostgresLimiterOptions): PostgresLimiter {
   const banMs = Math.round(banSeconds * 1000);
 
   async function commit(takes: readonly Take[]): Promise<Decision[]> {

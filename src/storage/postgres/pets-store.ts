@@ -9,22 +9,12 @@
  *
  * categoryId travels as text both ways (`::bigint` in, `::text` out): no JS number holds it.
  */
-import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
-import type { ChangeOutcome, CreationResult, IdempotencyRecord, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsStore } from '../pets.ts';
+import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
+import type { ChangeOutcome, CreationResult, ListOptions, Pet, PetChange, PetCreation, PetRow, PetsStore } from '../pets.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import { toPet } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
-
-interface IdempotencyRow {
-  api_key_id: string;
-  idempotency_key: string;
-  fingerprint: string;
-  response_status: number;
-  response_headers: string;
-  response_body: string;
-  created_at: number;
-}
 
 // id comes as text (the driver leaves int8 alone) and becomes a Number in toPet; casting to float8
 // in SQL measured several times slower per row.
@@ -33,7 +23,7 @@ const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version
 const READ_BATCHES_IN_FLIGHT = 3;
 
 /** The pets store over a migrated database. */
-export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
+export function createPetsStore(sql: PostgresSql): PetsStore {
   /** Inserts the pets in one statement; returns them in the order given. */
   async function insertPets(tx: PostgresSql, creations: readonly PetCreation[]): Promise<Pet[]> {
     if (creations.length === 0) return [];
@@ -68,14 +58,14 @@ export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
         { prepare: true },
       );
       const records = claimed.filter((record) => record !== undefined);
-      const existing = await tx.unsafe<IdempotencyRow[]>(
+      const existing = await tx.unsafe<(IdempotencyRow & { api_key_id: string; idempotency_key: string })[]>(
         `SELECT k.* FROM idempotency_keys k
            JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS t(api_key_id, idempotency_key, since)
              ON k.api_key_id = t.api_key_id AND k.idempotency_key = t.idempotency_key AND k.created_at > t.since`,
         [records.map((r) => r.apiKeyId), records.map((r) => r.key), records.map((r) => r.createdAt - IDEMPOTENCY_TTL_MS)],
         { prepare: true },
       );
-      const recorded = new Map(existing.map((row) => [`${row.api_key_id} ${row.idempotency_key}`, toRecord(row)]));
+      const recorded = new Map(existing.map((row) => [`${row.api_key_id} ${row.idempotency_key}`, toIdempotencyRecord(row)]));
 
       const results = new Array<CreationResult | undefined>(creations.length);
       const toInsert: PetCreation[] = [];
@@ -175,7 +165,7 @@ export function createPostgresPetsStore(sql: PostgresSql): PetsStore {
       const rows = await guardRead(() => sql<IdempotencyRow[]>`
         SELECT * FROM idempotency_keys
          WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
-      return rows.length === 0 ? null : toRecord(rows[0]!);
+      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
     },
 
     async purgeIdempotencyRecords(now, limit) {
@@ -243,12 +233,4 @@ async function applyChanges(tx: PostgresSql, changes: readonly PetChange[]): Pro
     outcomes[index] = exists.length === 1 ? { kind: 'version_mismatch' } : { kind: 'not_found' };
   }
   return outcomes;
-}
-
-function toRecord(row: IdempotencyRow): IdempotencyRecord {
-  return {
-    fingerprint: row.fingerprint,
-    createdAt: Number(row.created_at),
-    response: { status: row.response_status, headers: JSON.parse(row.response_headers) as Record<string, string>, body: row.response_body },
-  };
 }

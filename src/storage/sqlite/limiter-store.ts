@@ -10,9 +10,6 @@ import type { DatabaseSync } from 'node:sqlite';
 import type { Limiter, LimiterChanges, SavedCaller } from '../../limits/limiter.ts';
 import { transaction } from './database.ts';
 
-/** How often `main.ts` should call `flush`: well inside the contract's 5 s of allowed lag. */
-export const LIMITER_FLUSH_INTERVAL_MS = 1000;
-
 export interface LimiterStore {
   /** Every saved caller, least recently updated first (the order `Limiter.restore` expects). */
   load(): SavedCaller[];
@@ -106,14 +103,14 @@ export interface LimiterPersistence {
   /** Restores the saved state into the limiter; call once at start. Returns the callers read. */
   load(): number;
   /**
-   * Saves what changed since the previous flush; call every `LIMITER_FLUSH_INTERVAL_MS` and once
+   * Saves what changed since the previous flush; call every second (src/service/chores.ts) and once
    * at shutdown. Returns the rows written or deleted. On a database error the changes are kept
    * for the next flush and the error is thrown for the caller to log.
    */
   flush(): number;
 }
 
-/** Connects a limiter to its store: the only wiring `main.ts` needs. */
+/** Connects a limiter to its store (storage/sqlite/stores.ts wires them). */
 export function createLimiterPersistence(parts: { limiter: Limiter; store: LimiterStore }): LimiterPersistence {
   const { limiter, store } = parts;
   return {

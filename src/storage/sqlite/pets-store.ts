@@ -4,8 +4,8 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { dataVersion, transaction } from './database.ts';
-import { IDEMPOTENCY_TTL_MS } from '../../api/idempotency.ts';
-import type { ChangeOutcome, CreationResult, IdempotencyRecord, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
+import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
+import type { ChangeOutcome, CreationResult, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';
 
 /** The SQLite pets store answers synchronously. */
@@ -19,14 +19,6 @@ export interface SqlitePetsStore extends PetsStore {
   list(options: ListOptions): Pet[];
   changeMany(changes: readonly PetChange[]): ChangeOutcome[];
   revision(): PetsRevision;
-}
-
-interface IdempotencyRow {
-  fingerprint: string;
-  response_status: number;
-  response_headers: string;
-  response_body: string;
-  created_at: number;
 }
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
@@ -146,13 +138,9 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
 
   function recallRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null {
     const row = recall.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
-    if (!row) return null;
-    return {
-      fingerprint: row.fingerprint,
-      createdAt: row.created_at,
-      response: { status: row.response_status, headers: JSON.parse(row.response_headers) as Record<string, string>, body: row.response_body },
-    };
+    return row ? toIdempotencyRecord(row) : null;
   }
+
 
   function apply(change: PetChange): ChangeOutcome {
     const target = { id: change.id, expected: change.expectedVersion };

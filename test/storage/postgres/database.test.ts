@@ -3,7 +3,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { classifyError, connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
 import { MIGRATIONS } from '../../../src/storage/postgres/migrations.ts';
-import { createPostgresPetsStore } from '../../../src/storage/postgres/pets-store.ts';
+import { createPetsStore } from '../../../src/storage/postgres/pets-store.ts';
 import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
@@ -47,7 +47,7 @@ describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
 
   test('after PostgreSQL restarts, a read on a pooled connection is answered, not refused', async (t) => {
     const { sql } = await openTestDatabase(t, cluster(), { poolSize: 1 });
-    const pets = createPostgresPetsStore(sql);
+    const pets = createPetsStore(sql);
     assert.equal(await pets.get(1n), null);
     cluster().stop();
     try {

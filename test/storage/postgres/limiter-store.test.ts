@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLimiter } from '../../../src/limits/limiter.ts';
-import { createPostgresLimiter } from '../../../src/storage/postgres/limiter-store.ts';
+import { createLimiterStore } from '../../../src/storage/postgres/limiter-store.ts';
 import { PLANS } from '../../../src/limits/plans.ts';
 import { fakeClock } from '../../support/test-server.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
@@ -17,7 +17,7 @@ describeWithPostgres('the PostgreSQL limiter', (cluster) => {
     const clock = fakeClock();
     const options = { clock, banThreshold: 5, banSeconds: 30 };
     const memory = createLimiter(options);
-    const shared = createPostgresLimiter({ sql, ...options });
+    const shared = createLimiterStore({ sql, ...options });
     // A deterministic walk: bursts past the limits and pauses that refill. Each caller keeps its
     // limits (the in-memory sweep refills under a caller's previous limits, a timing artefact).
     let seed = 7;
@@ -41,7 +41,7 @@ describeWithPostgres('the PostgreSQL limiter', (cluster) => {
     const { sql } = await openTestDatabase(t, cluster());
     const clock = fakeClock();
     const memory = createLimiter({ clock, banThreshold: 30, banSeconds: 900 });
-    const shared = createPostgresLimiter({ sql, clock, banThreshold: 30, banSeconds: 900 });
+    const shared = createLimiterStore({ sql, clock, banThreshold: 30, banSeconds: 900 });
     const callers = Array.from({ length: 150 }, (_, i) => `ip:10.0.0.${i % 4}`);
     const expected = callers.map((caller) => memory.take(caller, { perMinute: 30, perDay: 1_000 }));
     const actual = await Promise.all(callers.map((caller) => shared.take(caller, { perMinute: 30, perDay: 1_000 })));
@@ -53,7 +53,7 @@ describeWithPostgres('the PostgreSQL limiter', (cluster) => {
     const clock = fakeClock();
     const instances = await Promise.all([0, 1, 2].map(async () => {
       const { sql } = await openTestDatabase(t, cluster(), { url, poolSize: 3 });
-      return createPostgresLimiter({ sql, clock, banThreshold: 1_000, banSeconds: 900 });
+      return createLimiterStore({ sql, clock, banThreshold: 1_000, banSeconds: 900 });
     }));
     const decisions = await Promise.all(
       Array.from({ length: 240 }, (_, i) => instances[i % 3]!.take('key:free', PLANS.free)),
@@ -71,7 +71,7 @@ describeWithPostgres('the PostgreSQL limiter', (cluster) => {
     const clock = fakeClock();
     const [first, second] = await Promise.all([0, 1].map(async () => {
       const { sql } = await openTestDatabase(t, cluster(), { url });
-      return createPostgresLimiter({ sql, clock, banThreshold: 3, banSeconds: 60 });
+      return createLimiterStore({ sql, clock, banThreshold: 3, banSeconds: 60 });
     }));
     const limits = { perMinute: 1, perDay: 100 };
     assert.equal((await first!.take('ip:192.0.2.1', limits)).allowed, true);
@@ -86,7 +86,7 @@ describeWithPostgres('the PostgreSQL limiter', (cluster) => {
   test('the idle purge deletes only callers untouched for a day', async (t) => {
     const { sql } = await openTestDatabase(t, cluster());
     const clock = fakeClock();
-    const limiter = createPostgresLimiter({ sql, clock, banThreshold: 30, banSeconds: 900 });
+    const limiter = createLimiterStore({ sql, clock, banThreshold: 30, banSeconds: 900 });
     await limiter.take('ip:old', PLANS.free);
     clock.advance(86_400_000);
     await limiter.take('ip:new', PLANS.free);

@@ -1,13 +1,14 @@
 /** What only a shared engine meets: another instance holding or having used an Idempotency-Key. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPostgresPetsStore } from '../../../src/storage/postgres/pets-store.ts';
-import { isConflict, type IdempotencyWrite, type Pet } from '../../../src/storage/pets.ts';
+import { createPetsStore } from '../../../src/storage/postgres/pets-store.ts';
+import { isConflict, type Pet } from '../../../src/storage/pets.ts';
+import type { IdempotencyWrite } from '../../../src/storage/idempotency.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 
-function remembering(key: string): IdempotencyWrite {
+function remembering(key: string): IdempotencyWrite<Pet> {
   return { apiKeyId: 'key_a', key, fingerprint: 'fp', createdAt: T0, respond: (pet: Pet) => ({ status: 201, headers: {}, body: String(pet.id) }) };
 }
 
@@ -16,7 +17,7 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances', (cluster) 
   test('a key claimed by another transaction is in flight; once committed it is recorded', async (t) => {
     const { sql, url } = await openTestDatabase(t, cluster());
     const { sql: other } = await openTestDatabase(t, cluster(), { url });
-    const pets = createPostgresPetsStore(sql);
+    const pets = createPetsStore(sql);
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     let claimed!: () => void;
@@ -41,7 +42,7 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances', (cluster) 
 
   test('the same key sent to three instances at once creates one pet', async (t) => {
     const { url, sql } = await openTestDatabase(t, cluster());
-    const stores = await Promise.all([0, 1, 2].map(async () => createPostgresPetsStore((await openTestDatabase(t, cluster(), { url })).sql)));
+    const stores = await Promise.all([0, 1, 2].map(async () => createPetsStore((await openTestDatabase(t, cluster(), { url })).sql)));
     for (let round = 0; round < 10; round++) {
       const results = (await Promise.all(stores.map((store) => store.insertMany([{ name: `r${round}`, categoryId: 1n, status: 'available', idempotency: remembering(`round-${round}`) }])))).flat();
       assert.equal(results.filter((result) => !isConflict(result)).length, 1, `round ${round}: ${JSON.stringify(results, (_, v) => (typeof v === 'bigint' ? String(v) : v))}`);
@@ -52,7 +53,7 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances', (cluster) 
 
   test('two instances changing one pet with the same expected version: exactly one change applies', async (t) => {
     const { url, sql } = await openTestDatabase(t, cluster());
-    const stores = await Promise.all([0, 1, 2].map(async () => createPostgresPetsStore((await openTestDatabase(t, cluster(), { url })).sql)));
+    const stores = await Promise.all([0, 1, 2].map(async () => createPetsStore((await openTestDatabase(t, cluster(), { url })).sql)));
     const [pet] = (await stores[0]!.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available' }])) as Pet[];
     for (let version = 1; version <= 10; version++) {
       const outcomes = (await Promise.all(stores.map((store, i) =>

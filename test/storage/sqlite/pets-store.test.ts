@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { migrate, MIGRATIONS, openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { createPetsStore, JOURNAL_LENGTH } from '../../../src/storage/sqlite/pets-store.ts';
-import { isConflict, type IdempotencyWrite, type Pet, type PetChange, type PetPatch } from '../../../src/storage/pets.ts';
+import { isConflict, type Pet, type PetChange, type PetPatch } from '../../../src/storage/pets.ts';
+import type { IdempotencyWrite } from '../../../src/storage/idempotency.ts';
 import { petETag } from '../../../src/api/pets/json.ts';
 
 function store() {
@@ -59,7 +60,7 @@ test('a status-filtered page is served by the (status, id) index, not a scan', (
 
 const DAY = 24 * 60 * 60 * 1000;
 
-function remembered(key: string, createdAt: number, fingerprint = 'fp', apiKeyId = 'key_a'): IdempotencyWrite {
+function remembered(key: string, createdAt: number, fingerprint = 'fp', apiKeyId = 'key_a'): IdempotencyWrite<Pet> {
   return {
     apiKeyId, key, fingerprint, createdAt,
     respond: (pet) => ({ status: 201, headers: { Location: `/v1/pets/${pet.id}` }, body: `{"id":${pet.id}}` }),

@@ -1,0 +1,83 @@
+/**
+ * The service's upkeep on timers, the same for one process and for the primary thread of
+ * WORKERS: the in-memory limiter saved every second (the contract allows 5 s of lag; a restart
+ * resumes from the last save) and once more when stopping, expired Idempotency-Key records purged
+ * (lookups already ignore them; this only frees the space), and on PostgreSQL the limiter rows
+ * idle for a day. A purge deletes a small chunk per transaction, so requests run in between.
+ */
+import type { Clock } from '../clock.ts';
+import type { MaybePromise } from '../lib/maybe-promise.ts';
+import type { Upkeep } from '../storage/stores.ts';
+
+/** How often the limiter is saved: well inside the contract's 5 s of allowed lag. */
+export const LIMITER_SAVE_INTERVAL_MS = 1000;
+/** How often expired records and idle callers are purged. */
+export const PURGE_INTERVAL_MS = 10 * 60 * 1000;
+/** Rows deleted per purge transaction; requests run between two chunks. */
+export const PURGE_CHUNK = 500;
+
+export interface ChoresDeps {
+  upkeep: Upkeep;
+  clock: Clock;
+  /** A chore failed (`limiter_save_failed`, `idempotency_purge_failed`, `limiter_purge_failed`). */
+  failed(event: string, error: unknown): void;
+}
+
+export interface Chores {
+  /** Stops the timers and saves the limiter a last time. */
+  stop(): void;
+}
+
+/** Starts the timers (unref'd: they never keep the process alive) and a first purge. */
+export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
+  const { saveLimiterState, purgeIdleCallers } = upkeep;
+  const save = () => {
+    try {
+      saveLimiterState?.();
+    } catch (error) {
+      failed('limiter_save_failed', error);
+    }
+  };
+  const purgeRecords = oneAtATime(() => purgeInChunks((limit) => upkeep.purgeExpiredRecords(clock(), limit)));
+  const purgeCallers = oneAtATime(() => (purgeIdleCallers ? purgeInChunks(purgeIdleCallers) : Promise.resolve(0)));
+  const purge = () => {
+    purgeRecords().catch((error: unknown) => failed('idempotency_purge_failed', error));
+    purgeCallers().catch((error: unknown) => failed('limiter_purge_failed', error));
+  };
+  const timers = [
+    ...(saveLimiterState ? [setInterval(save, LIMITER_SAVE_INTERVAL_MS)] : []),
+    setInterval(purge, PURGE_INTERVAL_MS),
+  ];
+  for (const timer of timers) timer.unref();
+  setImmediate(purge);
+  return {
+    stop() {
+      for (const timer of timers) clearInterval(timer);
+      save();
+    },
+  };
+}
+
+/**
+ * Runs `purge` (which deletes at most `limit` rows and says how many) until a chunk comes back
+ * short, letting the requests that arrived meanwhile run between two chunks. Resolves with the
+ * rows deleted in all.
+ */
+export async function purgeInChunks(purge: (limit: number) => MaybePromise<number>, chunk = PURGE_CHUNK): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await purge(chunk);
+    total += deleted;
+    if (deleted < chunk) return total;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** `run`, joined by calls made while it runs: a slow purge is not joined by the next tick. */
+export function oneAtATime<T>(run: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | null = null;
+  return () =>
+    (running ??= run().finally(() => {
+      running = null;
+    }));
+}

@@ -1,0 +1,36 @@
+/**
+ * What a storage engine opens for the service: its stores, its rate limiter, how to recognise
+ * its failures, and the upkeep it needs. Each engine folder exports one `openStores` over its own
+ * open connection (storage/sqlite/stores.ts, storage/postgres/stores.ts), and the service is
+ * built the same way over either (src/service/service.ts).
+ */
+import type { MaybePromise } from '../lib/maybe-promise.ts';
+import type { RateLimiter } from '../limits/limiter.ts';
+import type { DatabaseErrorOf } from './errors.ts';
+import type { KeysStore } from './keys.ts';
+import type { PetsStore } from './pets.ts';
+
+export interface Stores {
+  keys: KeysStore;
+  pets: PetsStore;
+  /** The rate limiter over this engine's state (every token counted once, for every instance). */
+  limiter: RateLimiter;
+  /** Recognises this engine's failures, for the one error mapping (503 or 500). */
+  databaseErrorOf: DatabaseErrorOf;
+  /** Whether the database can be reached (GET /healthz); absent: always (an embedded file). */
+  health?: () => boolean | Promise<boolean>;
+  /**
+   * Upkeep, run by the service's chores (src/service/chores.ts). Each purge deletes at most
+   * `limit` rows and resolves with how many, so that requests run between two chunks.
+   */
+  upkeep: Upkeep;
+}
+
+export interface Upkeep {
+  /** Saves limiter state kept in memory, every second and at exit; absent where there is none. */
+  saveLimiterState?: () => void;
+  /** Deletes Idempotency-Key records that have expired at `now`, oldest first. */
+  purgeExpiredRecords(now: number, limit: number): MaybePromise<number>;
+  /** Deletes limiter rows idle for a day (both buckets full again); absent where none are kept. */
+  purgeIdleCallers?: (limit: number) => MaybePromise<number>;
+}
