@@ -7,7 +7,7 @@
  *
  *   node_modules/.bin/node bench/connection-cap.ts
  */
-import { peerAddress } from '../src/http/identify.ts';
+import { peerAddress } from '../src/http/client-address.ts';
 
 const ITERATIONS = 2_000_000;
 const ROUNDS = 5;

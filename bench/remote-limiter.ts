@@ -9,7 +9,7 @@
  */
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
 import { createLimiter } from '../src/limits/limiter.ts';
-import { createConnectionGate } from '../src/http/server.ts';
+import { createConnectionGate } from '../src/http/connection-gate.ts';
 import { createLimiterHost } from '../src/cluster/limiter-host.ts';
 import { createRemoteLimiter } from '../src/cluster/remote-limiter.ts';
 import type { PrimaryMessage, WorkerMessage } from '../src/cluster/protocol.ts';

@@ -12,6 +12,7 @@
  * metrics listener, the `listening` line and the shutdown.
  */
 import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { getCompileCacheDir } from 'node:module';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { ConfigError, loadConfig, type Config } from './config.ts';
@@ -26,7 +27,7 @@ import { closeDatabase, openDatabase, openServerDatabase } from './storage/sqlit
 import { openStores as openSqliteStores } from './storage/sqlite/stores.ts';
 import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
-import { startChores } from './service/chores.ts';
+import { startChores, type Chores } from './service/chores.ts';
 import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
 import type { WorkerCounts } from './cluster/worker-pool.ts';
 import type { WorkerStart } from './cluster/protocol.ts';
@@ -146,6 +147,12 @@ async function runProcess(config: Config): Promise<void> {
     process.exit(1);
   });
 
+  // Handled from the start: before a handler is installed, a signal would kill the process at once.
+  const stop = Promise.withResolvers<string>();
+  process.on('SIGTERM', () => stop.resolve('SIGTERM'));
+  process.on('SIGINT', () => stop.resolve('SIGINT'));
+  const stopRequested = stop.promise;
+
   const engine = await openEngine(config, logger);
   const developmentKey = await ensureDevelopmentKey(engine.stores.keys, config.appEnv, systemClock());
   if (developmentKey) process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
@@ -186,23 +193,30 @@ async function runProcess(config: Config): Promise<void> {
   });
   logger.flush();
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.event({ level: 'info', event: 'shutting_down', signal });
-    // A scrape is answered at once (or waits on workers that are stopping): close its listener now.
-    if (metricsServer !== null) void drainServer(observed!.app as App, metricsServer, 0);
-    observed?.probe.stop();
-    await serving.drain();
-    chores.stop();
-    logger.event({ level: 'info', event: 'stopped' });
-    logger.flush();
-    await engine.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  // A signal during the start is acted on once the start is done.
+  await shutdown(await stopRequested, { logger, engine, serving, chores, metrics: observed && metricsServer && { ...observed, server: metricsServer } });
+  process.exit(0);
+}
+
+/**
+ * SIGTERM/SIGINT: stop accepting, finish the requests in flight (at most SHUTDOWN_GRACE_MS), save
+ * the limiter, close the database.
+ */
+async function shutdown(signal: string, { logger, engine, serving, chores, metrics }: {
+  logger: Logger; engine: Engine; serving: Serving; chores: Chores;
+  metrics: { app: App; server: Server; probe: { stop(): void } } | null;
+}): Promise<void> {
+  logger.event({ level: 'info', event: 'shutting_down', signal });
+  // A scrape is answered at once (or waits on workers that are stopping): close its listener now.
+  if (metrics !== null) {
+    void drainServer(metrics.app, metrics.server, 0);
+    metrics.probe.stop();
+  }
+  await serving.drain();
+  chores.stop();
+  logger.event({ level: 'info', event: 'stopped' });
+  logger.flush();
+  await engine.close();
 }
 
 /** A worker thread of the primary: its own connection to the file, served until told to drain. */

@@ -12,7 +12,7 @@ import { existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { ConfigError, loadConfig } from '../config.ts';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type Output } from './keys.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type Output } from './exit-codes.ts';
 import { BackupExistsError, backupDatabase } from '../ops/backup.ts';
 
 export const USAGE = `Usage: npm run --silent backup -- FILE

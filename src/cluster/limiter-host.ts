@@ -6,7 +6,7 @@
  * one owner of every bucket.
  */
 import type { Limiter } from '../limits/limiter.ts';
-import type { ConnectionGate } from '../http/server.ts';
+import type { ConnectionGate } from '../http/connection-gate.ts';
 import type { PrimaryMessage, WorkerMessage } from './protocol.ts';
 
 export interface LimiterHostDeps {

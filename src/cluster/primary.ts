@@ -15,7 +15,8 @@
  */
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { Config } from '../config.ts';
-import { createConnectionGate, SERVER_LIMITS } from '../http/server.ts';
+import { createConnectionGate } from '../http/connection-gate.ts';
+import { SERVER_LIMITS } from '../http/server.ts';
 import type { Limiter } from '../limits/limiter.ts';
 import { listen, listenFailure } from '../service/serving.ts';
 import { createLimiterHost } from './limiter-host.ts';

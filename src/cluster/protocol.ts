@@ -6,8 +6,8 @@
  * bucket and ban) and the open connections per address. Workers ask; the primary answers in
  * the order asked.
  */
-import type { Decision } from '../limits/limiter.ts';
-import type { ConnectionRefusal } from '../http/server.ts';
+import type { Decision } from '../limits/buckets.ts';
+import type { ConnectionRefusal } from '../http/connection-gate.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
 
 /** What a worker is started with (`workerData`). */

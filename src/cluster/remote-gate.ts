@@ -4,7 +4,7 @@
  * the port, not per worker. A new connection waits, unread, for one round trip to the primary;
  * the requests on an admitted connection pay nothing.
  */
-import type { ConnectionGate, ConnectionRefusal } from '../http/server.ts';
+import type { ConnectionGate, ConnectionRefusal } from '../http/connection-gate.ts';
 import type { WorkerMessage } from './protocol.ts';
 import { createReplies } from './replies.ts';
 

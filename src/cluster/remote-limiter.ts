@@ -7,7 +7,8 @@
  * leave as one message, the way the PostgreSQL limiter batches `take_tokens` (group commit):
  * while two batches are out, new takes gather into the next one.
  */
-import { assertLimits, type Decision, type RateLimiter } from '../limits/limiter.ts';
+import { assertLimits, type Decision } from '../limits/buckets.ts';
+import type { RateLimiter } from '../limits/limiter.ts';
 import type { Limits } from '../limits/plans.ts';
 import { createGroupCommit } from '../lib/group-commit.ts';
 import type { WorkerMessage } from './protocol.ts';

@@ -10,7 +10,7 @@ export function keyCaller(keyId: string): string {
   return `key:${keyId}`;
 }
 
-/** The caller id of an anonymous caller: a client address already normalised by `http/identify.ts`. */
+/** The caller id of an anonymous caller: a client address already normalised by `http/client-address.ts`. */
 export function addressCaller(address: string): string {
   return `ip:${address}`;
 }

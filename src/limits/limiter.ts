@@ -1,11 +1,6 @@
 /**
- * Per-caller rate limiting (contract, "Rate limits"): a minute and a day token bucket per caller,
+ * Per-caller rate limiting in memory: a minute and a day token bucket per caller (buckets.ts),
  * and escalating temporary bans for callers that keep hammering after a 429.
- *
- * Tokens are counted in integer "token-milliseconds": a bucket with a window of W ms holds
- * `tokens * W` units and gains `capacity` units per elapsed millisecond. Refill, take and clamp
- * then stay exact integer arithmetic (for per-day limits up to about 100 million), so a header
- * never shows 58 where 59 is due because of a float rounding.
  *
  * Everything is in memory and synchronous; `take` does no I/O. Persistence reads the changed
  * callers through `exportChanges` (see limiter-store.ts), so the database is written once a
@@ -18,11 +13,10 @@
  * when it cannot take one more, that address is refused, never let through unlimited.
  */
 import type { Clock } from '../clock.ts';
+import { assertLimits, DAY_MS, decide, MINUTE_MS, msUntilToken, refill, secondsUntil, type Decision } from './buckets.ts';
 import { isKeyCaller } from './callers.ts';
+import { append, newPool, touch, unlink, type Pool, type PoolEntry } from './caller-pool.ts';
 import type { Limits } from './plans.ts';
-
-const MINUTE_MS = 60_000;
-const DAY_MS = 86_400_000;
 /** Contract: `RATE_LIMIT_BAN_THRESHOLD` 429s "within 60 s" trigger a ban. */
 const REJECTION_WINDOW_MS = 60_000;
 /** Contract: bans double "at most 24 h". */
@@ -38,8 +32,6 @@ const EVICTION_PROBES = 32;
  */
 const SWEEP_STEPS = 2;
 
-export type LimitCode = 'rate_limited' | 'temporarily_banned';
-
 export interface LimiterOptions {
   clock: Clock;
   /** Rejections (429 `rate_limited`) within 60 s that ban a caller (`RATE_LIMIT_BAN_THRESHOLD`). */
@@ -51,19 +43,6 @@ export interface LimiterOptions {
    * there are only as many of them as an administrator created.
    */
   maxAnonymousCallers?: number;
-}
-
-export interface Decision {
-  allowed: boolean;
-  /** Set when !allowed. */
-  code?: LimitCode;
-  /** Whole seconds, >= 1, set when !allowed. */
-  retryAfter?: number;
-  /**
-   * Ready-to-send response headers: X-RateLimit-Limit, X-RateLimit-Remaining,
-   * X-RateLimit-Reset, RateLimit-Policy, RateLimit, plus Retry-After when !allowed.
-   */
-  headers: Record<string, string>;
 }
 
 /**
@@ -119,7 +98,7 @@ export interface Limiter {
   restore(saved: Iterable<SavedCaller>): void;
 }
 
-interface CallerState {
+interface CallerState extends PoolEntry<CallerState> {
   readonly caller: string;
   /** Limits of the last request: they decide when the caller is idle or being rejected. */
   perMinute: number;
@@ -147,22 +126,6 @@ interface CallerState {
   /** Neighbours in the recency list. */
   older: CallerState | null;
   newer: CallerState | null;
-}
-
-/**
- * The callers of one kind, with their recency order. Recency is an intrusive doubly linked list,
- * oldest first. Not the Map's insertion order (delete + set on touch): V8 leaves deleted slots in
- * place until a rehash, so reading the Map's first entry scans them all, and a flood of new
- * callers made eviction cost ~10 us.
- */
-interface Pool {
-  readonly callers: Map<string, CallerState>;
-  /** Most callers held at once; Infinity for keys, which are never evicted. */
-  readonly capacity: number;
-  oldest: CallerState | null;
-  newest: CallerState | null;
-  /** The next caller the idle sweep looks at, walking from oldest to newest. */
-  sweepAt: CallerState | null;
 }
 
 /**
@@ -200,9 +163,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
   // Whole milliseconds, so a ban end fits the store's INTEGER column.
   const banMs = Math.round(banSeconds * 1000);
 
-  const keys = newPool(Infinity);
-  const addresses = newPool(maxAnonymousCallers);
-  const poolOf = (caller: string): Pool => (isKeyCaller(caller) ? keys : addresses);
+  const keys = newPool<CallerState>(Infinity);
+  const addresses = newPool<CallerState>(maxAnonymousCallers);
+  const poolOf = (caller: string): Pool<CallerState> => (isKeyCaller(caller) ? keys : addresses);
   const dirty = new Set<CallerState>();
   const removed = new Set<string>();
 
@@ -213,7 +176,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
   }
 
-  function forget(pool: Pool, state: CallerState): void {
+  function forget(pool: Pool<CallerState>, state: CallerState): void {
     pool.callers.delete(state.caller);
     unlink(pool, state);
     if (state.dirty) {
@@ -223,7 +186,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (state.persisted) removed.add(state.caller);
   }
 
-  function sweep(pool: Pool, now: number): void {
+  function sweep(pool: Pool<CallerState>, now: number): void {
     for (let step = 0; step < SWEEP_STEPS; step++) {
       if (pool.sweepAt === null) pool.sweepAt = pool.oldest;
       const state = pool.sweepAt;
@@ -234,7 +197,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   }
 
   /** Whether `pool` can take one more caller, freeing a slot at its LRU end if needed. */
-  function hasRoom(pool: Pool, now: number): boolean {
+  function hasRoom(pool: Pool<CallerState>, now: number): boolean {
     for (let probe = 0; probe < EVICTION_PROBES && pool.callers.size >= pool.capacity; probe++) {
       const state = pool.oldest;
       if (state === null) break;
@@ -245,7 +208,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return pool.callers.size < pool.capacity;
   }
 
-  function admit(pool: Pool, state: CallerState): void {
+  function admit(pool: Pool<CallerState>, state: CallerState): void {
     // Its row is still in the store, waiting to be deleted: overwrite it instead.
     if (removed.delete(state.caller)) state.persisted = true;
     pool.callers.set(state.caller, state);
@@ -320,7 +283,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       const now = clock();
       const saved: SavedCaller[] = [];
       for (const state of dirty) {
-        saved.push(snapshot(state, now, banThreshold));
+        saved.push(snapshot(state, now));
         state.dirty = false;
         state.persisted = true;
       }
@@ -358,43 +321,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
     },
   };
-}
-
-/**
- * Throws a RangeError unless both limits are positive safe integers: a programmer error, thrown
- * where the limiter is called (every engine's limiter checks alike, before any work or message).
- */
-export function assertLimits({ perMinute, perDay }: Limits): void {
-  if (!Number.isSafeInteger(perMinute) || perMinute < 1 || !Number.isSafeInteger(perDay) || perDay < 1) {
-    throw new RangeError(`limits must be positive integers, got ${perMinute}/min ${perDay}/day`);
-  }
-}
-
-function newPool(capacity: number): Pool {
-  return { callers: new Map(), capacity, oldest: null, newest: null, sweepAt: null };
-}
-
-function unlink(pool: Pool, state: CallerState): void {
-  if (pool.sweepAt === state) pool.sweepAt = state.newer;
-  if (state.older === null) pool.oldest = state.newer;
-  else state.older.newer = state.newer;
-  if (state.newer === null) pool.newest = state.older;
-  else state.newer.older = state.older;
-  state.older = null;
-  state.newer = null;
-}
-
-function append(pool: Pool, state: CallerState): void {
-  state.older = pool.newest;
-  if (pool.newest === null) pool.oldest = state;
-  else pool.newest.newer = state;
-  pool.newest = state;
-}
-
-function touch(pool: Pool, state: CallerState): void {
-  if (state === pool.newest) return;
-  unlink(pool, state);
-  append(pool, state);
 }
 
 /** Full buckets and nothing else to remember: forgetting the caller changes no answer. */
@@ -446,80 +372,7 @@ function newState(caller: string, perMinute: number, perDay: number, now: number
   };
 }
 
-/** Brings both buckets to `now` under the given limits, clamping to a lowered capacity. */
-function refill(state: CallerState, now: number, perMinute: number, perDay: number): void {
-  const minuteCapacity = perMinute * MINUTE_MS;
-  const dayCapacity = perDay * DAY_MS;
-  const elapsed = now - state.updatedAt;
-  if (elapsed > 0) {
-    // Past a whole window the bucket is full whatever it held; this also keeps
-    // `elapsed * rate` from growing without bound after a long absence.
-    state.minute = elapsed >= MINUTE_MS ? minuteCapacity : Math.min(minuteCapacity, state.minute + elapsed * perMinute);
-    state.day = elapsed >= DAY_MS ? dayCapacity : Math.min(dayCapacity, state.day + elapsed * perDay);
-    state.updatedAt = now;
-  } else {
-    // Same instant, or the clock stepped back: no refill, so no token is handed out twice.
-    if (state.minute > minuteCapacity) state.minute = minuteCapacity;
-    if (state.day > dayCapacity) state.day = dayCapacity;
-  }
-}
-
-/** Milliseconds after the state's `updatedAt` until the bucket holds one whole token. */
-function msUntilToken(units: number, windowMs: number, rate: number): number {
-  return units >= windowMs ? 0 : (windowMs - units) / rate;
-}
-
-/** Whole seconds from `now` until `at`, rounded up, at least 1 (a Retry-After). */
-function secondsUntil(at: number, now: number): number {
-  return Math.max(1, Math.ceil((at - now) / 1000));
-}
-
-/** Buckets in token-milliseconds at `updatedAt`: all that the headers of a decision need. */
-export interface BucketUnits {
-  minute: number;
-  day: number;
-  updatedAt: number;
-}
-
-/**
- * The decision and its headers for a caller whose buckets hold `state` after the request.
- * Exported so that the PostgreSQL limiter, which counts in the same units, answers alike.
- */
-export function decide(
-  state: BucketUnits,
-  perMinute: number,
-  perDay: number,
-  code: LimitCode | undefined,
-  retryAfter: number,
-): Decision {
-  const minuteLeft = Math.floor(state.minute / MINUTE_MS);
-  const dayLeft = Math.floor(state.day / DAY_MS);
-  const minuteMsToFull = (perMinute * MINUTE_MS - state.minute) / perMinute;
-  const dayMsToFull = (perDay * DAY_MS - state.day) / perDay;
-  const minuteBinds = minuteLeft <= dayLeft;
-  const headers: Record<string, string> = {
-    'X-RateLimit-Limit': String(minuteBinds ? perMinute : perDay),
-    'X-RateLimit-Remaining': String(minuteBinds ? minuteLeft : dayLeft),
-    'X-RateLimit-Reset': String(Math.ceil((state.updatedAt + (minuteBinds ? minuteMsToFull : dayMsToFull)) / 1000)),
-    'RateLimit-Policy': policyHeader(perMinute, perDay),
-    RateLimit: `"minute";r=${minuteLeft};t=${Math.ceil(minuteMsToFull / 1000)}, "day";r=${dayLeft};t=${Math.ceil(dayMsToFull / 1000)}`,
-  };
-  if (code === undefined) return { allowed: true, headers };
-  headers['Retry-After'] = String(retryAfter);
-  return { allowed: false, code, retryAfter, headers };
-}
-
-let lastPolicy = { perMinute: 0, perDay: 0, header: '' };
-
-/** The RateLimit-Policy value; the last one is kept, since most requests come under the same plan. */
-function policyHeader(perMinute: number, perDay: number): string {
-  if (perMinute !== lastPolicy.perMinute || perDay !== lastPolicy.perDay) {
-    lastPolicy = { perMinute, perDay, header: `"minute";q=${perMinute};w=60, "day";q=${perDay};w=86400` };
-  }
-  return lastPolicy.header;
-}
-
-function snapshot(state: CallerState, now: number, banThreshold: number): SavedCaller {
+function snapshot(state: CallerState, now: number): SavedCaller {
   const recentRejections: number[] = [];
   const ring = state.rejections;
   if (ring !== null) {

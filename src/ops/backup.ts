@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, linkSync, openSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { backup, DatabaseSync } from 'node:sqlite';
-import { createPrivateFile, PRIVATE_FILE_MODE } from '../storage/sqlite/database.ts';
+import { createPrivateFile, PRIVATE_FILE_MODE } from '../storage/sqlite/private-files.ts';
 
 /** The copy is readable by its owner only, like the database (it holds the key hashes). */
 export const BACKUP_FILE_MODE = PRIVATE_FILE_MODE;

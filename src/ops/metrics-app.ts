@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { ApiError, methodNotAllowed } from '../http/api-error.ts';
 import { toErrorReply, type ErrorLog } from '../pipeline/errors.ts';
-import { requestId } from '../http/identify.ts';
+import { requestId } from '../http/request-id.ts';
 import { COMMON_HEADERS, type Reply } from '../http/reply.ts';
 import type { App } from '../http/server.ts';
 import { EXPOSITION_CONTENT_TYPE, type Metrics } from './metrics.ts';

@@ -7,7 +7,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
 import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from '../../src/cli/keys.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from '../../src/cli/exit-codes.ts';
 import { runBackupCli, USAGE } from '../../src/cli/backup.ts';
 import { tempDir as tempFolder } from '../support/main-process.ts';
 

@@ -7,7 +7,9 @@ import { join } from 'node:path';
 import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
 import type { AppEnv } from '../../src/config.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, parseIsoTime, runKeysCli, runKeysCommand } from '../../src/cli/keys.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from '../../src/cli/exit-codes.ts';
+import { parseIsoTime } from '../../src/cli/keys/arguments.ts';
+import { runKeysCli, runKeysCommand } from '../../src/cli/keys.ts';
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
 
 const T0 = Date.UTC(2030, 0, 1);

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLimiter } from '../../src/limits/limiter.ts';
-import { createConnectionGate } from '../../src/http/server.ts';
+import { createConnectionGate } from '../../src/http/connection-gate.ts';
 import { createRemoteLimiter } from '../../src/cluster/remote-limiter.ts';
 import { createRemoteGate } from '../../src/cluster/remote-gate.ts';
 import { createLimiterHost } from '../../src/cluster/limiter-host.ts';

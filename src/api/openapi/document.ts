@@ -10,9 +10,9 @@
 import { MAX_ORIGIN_LENGTH, type AppEnv } from '../../config.ts';
 import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
 import { COMMON_HEADERS } from '../../http/reply.ts';
-import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../../http/identify.ts';
+import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../../http/bearer.ts';
 import { EXPOSED_HEADERS } from '../../http/cors.ts';
-import { CLIENT_REQUEST_ID } from '../../http/identify.ts';
+import { CLIENT_REQUEST_ID } from '../../http/request-id.ts';
 import { DEPRECATION_HEADERS, SUNSET_MS } from '../pets/operations.ts';
 import {
   createPetParameters,

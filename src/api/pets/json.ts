@@ -14,7 +14,7 @@ export function petJson(pet: Pet): string {
  * The pet's ETag: a strong validator (RFC 9110, section 8.8.3), opaque to clients. It is made of
  * the id, which is never reused, and the version, which every change bumps, so two different
  * states of any pets never share a tag, even across a deletion and a new pet. Migration 4 in
- * src/storage/sqlite/database.ts writes this format into remembered responses: keep them in step.
+ * src/storage/sqlite/migrations.ts writes this format into remembered responses: keep them in step.
  */
 export function petETag(pet: Pick<Pet, 'id' | 'version'>): string {
   return `"${pet.id}.${pet.version}"`;

@@ -11,7 +11,7 @@
  * changes nothing. Rows idle for a day (both buckets full again) are purged in chunks.
  */
 import type { Clock } from '../../clock.ts';
-import { assertLimits, decide, type Decision } from '../../limits/limiter.ts';
+import { assertLimits, decide, type Decision } from '../../limits/buckets.ts';
 import type { Limits } from '../../limits/plans.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import { guard } from './database.ts';

@@ -6,7 +6,8 @@
  * (contract, API keys). The lookup is one indexed read (`key_hash` is UNIQUE).
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { dataVersion, transaction } from './database.ts';
+import { transaction } from './database.ts';
+import { dataVersion } from './data-version.ts';
 import { wellFormedKeyHash } from '../../keys/api-keys.ts';
 import {
   assertGraceSeconds, planRotation, prepareKey, toRecord,

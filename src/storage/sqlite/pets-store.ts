@@ -3,7 +3,8 @@
  * domain values, so another storage engine can stand behind the same functions.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { dataVersion, transaction } from './database.ts';
+import { transaction } from './database.ts';
+import { dataVersion } from './data-version.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
 import type { ChangeOutcome, CreationResult, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';

@@ -4,7 +4,10 @@ import { DatabaseSync } from 'node:sqlite';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { closeDatabase, createPrivateFile, dataVersion, migrate, MIGRATIONS, openDatabase, widerPermissions } from '../../../src/storage/sqlite/database.ts';
+import { closeDatabase, migrate, openDatabase } from '../../../src/storage/sqlite/database.ts';
+import { dataVersion } from '../../../src/storage/sqlite/data-version.ts';
+import { MIGRATIONS } from '../../../src/storage/sqlite/migrations.ts';
+import { createPrivateFile, widerPermissions } from '../../../src/storage/sqlite/private-files.ts';
 
 const modeOf = (path: string) => (statSync(path).mode & 0o777).toString(8);
 

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
-import { migrate, MIGRATIONS, openDatabase } from '../../../src/storage/sqlite/database.ts';
+import { migrate, openDatabase } from '../../../src/storage/sqlite/database.ts';
+import { MIGRATIONS } from '../../../src/storage/sqlite/migrations.ts';
 import { createPetsStore, JOURNAL_LENGTH } from '../../../src/storage/sqlite/pets-store.ts';
 import { isConflict, type Pet, type PetChange, type PetPatch } from '../../../src/storage/pets.ts';
 import type { IdempotencyWrite } from '../../../src/storage/idempotency.ts';

@@ -7,7 +7,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import fc from 'fast-check';
-import { clientAddress, normalizeAddress, peerAddress, readCredentials, requestId } from '../../src/http/identify.ts';
+import { readCredentials } from '../../src/http/bearer.ts';
+import { clientAddress, normalizeAddress, peerAddress } from '../../src/http/client-address.ts';
+import { requestId } from '../../src/http/request-id.ts';
 import { settings } from '../support/property.ts';
 
 /**

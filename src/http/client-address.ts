@@ -1,25 +1,10 @@
 /**
- * Who is calling (CONTRACT.md step 1): the bearer token if any, and the client address that
- * anonymous callers are limited by. Nothing here is built from the Host header.
+ * The client address that anonymous callers are limited by and connections are counted by,
+ * normalised so that no spelling of an address, and no junk, opens a fresh bucket. Nothing here
+ * is built from the Host header.
  */
 import type { IncomingMessage } from 'node:http';
 import { isIPv6 } from 'node:net';
-
-export type Credentials =
-  /** No Authorization header, another scheme, or an empty token: `401 missing_api_key`. */
-  | { kind: 'missing' }
-  | { kind: 'bearer'; token: string };
-
-const BEARER = /^bearer(?:[ \t]+(.*))?$/i;
-
-/** Reads `Authorization: Bearer <token>`; the scheme name is case-insensitive. */
-export function readCredentials(header: string | undefined): Credentials {
-  if (header === undefined) return { kind: 'missing' };
-  const match = BEARER.exec(header);
-  if (!match) return { kind: 'missing' };
-  const token = (match[1] ?? '').trim();
-  return token === '' ? { kind: 'missing' } : { kind: 'bearer', token };
-}
 
 /**
  * The client's address, normalised (see `normalizeAddress`): the socket's peer, or with
@@ -46,8 +31,11 @@ export function peerAddress(socket: { readonly remoteAddress?: string | undefine
 
 /** Longest text worth parsing: `[` + a full IPv6 address with an IPv4 tail + `%` + a zone + `]:65535`. */
 const MAX_ADDRESS_LENGTH = 100;
+
 const IPV4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
+
 const PORT = /^\d{1,5}$/;
+
 const MAPPED_PREFIX = /^::ffff:\d/i;
 
 /**
@@ -126,14 +114,3 @@ function ipv6Groups(address: string): number[] {
   const tail = toGroups(address.slice(gap + 2));
   return [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
 }
-
-export const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** The client's X-Request-Id when it is acceptable, else a fresh one. */
-export function requestId(header: string | string[] | undefined, generate: () => string): string {
-  return typeof header === 'string' && CLIENT_REQUEST_ID.test(header) ? header : generate();
-}
-
-/** `WWW-Authenticate` of a 401 without a usable key, and of one with an invalid key (RFC 6750). */
-export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
-export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';

@@ -1,0 +1,24 @@
+/**
+ * The bearer token of a request (RFC 6750): how it is read from `Authorization`, and the
+ * `WWW-Authenticate` challenges a 401 carries. Nothing here looks the key up.
+ */
+
+export type Credentials =
+  /** No Authorization header, another scheme, or an empty token: `401 missing_api_key`. */
+  | { kind: 'missing' }
+  | { kind: 'bearer'; token: string };
+
+const BEARER = /^bearer(?:[ \t]+(.*))?$/i;
+
+/** Reads `Authorization: Bearer <token>`; the scheme name is case-insensitive. */
+export function readCredentials(header: string | undefined): Credentials {
+  if (header === undefined) return { kind: 'missing' };
+  const match = BEARER.exec(header);
+  if (!match) return { kind: 'missing' };
+  const token = (match[1] ?? '').trim();
+  return token === '' ? { kind: 'missing' } : { kind: 'bearer', token };
+}
+
+/** `WWW-Authenticate` of a 401 without a usable key, and of one with an invalid key (RFC 6750). */
+export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
+export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
