@@ -1,0 +1,89 @@
+/**
+ * The documentation keeps in step with the code: each table that describes the code is checked
+ * against it, in the page that holds it, and no page points the reader somewhere they cannot go.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ERROR_STATUS } from '../../src/http/api-error.ts';
+import { createMetrics, renderCounts } from '../../src/ops/metrics.ts';
+import { markdownFiles, readRepoFile } from '../support/markdown.ts';
+
+const readme = readRepoFile('README.md');
+const api = readRepoFile('docs/api.md');
+const configuration = readRepoFile('docs/configuration.md');
+const keysAndLimits = readRepoFile('docs/keys-and-limits.md');
+const operations = readRepoFile('docs/operations.md');
+
+/** Rows `| 400 | `code` | ... |` of the error table in docs/api.md. */
+function documentedErrors(): Map<string, number> {
+  const documented = new Map<string, number>();
+  for (const match of api.matchAll(/^\| (\d{3}) \| `([a-z_]+)` \|/gm)) documented.set(match[2]!, Number(match[1]));
+  return documented;
+}
+
+/** The text of a page from `heading` up to the next heading of the same or a higher level. */
+function section(markdown: string, heading: string): string {
+  const start = markdown.indexOf(`\n${heading}\n`);
+  assert.notEqual(start, -1, `no heading ${heading}`);
+  const level = heading.indexOf(' ');
+  const rest = markdown.slice(start + heading.length + 2);
+  const next = rest.search(new RegExp(`^#{1,${level}} `, 'm'));
+  return next === -1 ? rest : rest.slice(0, next);
+}
+
+test('every error code in the code is in the error table of docs/api.md, with its status', () => {
+  const documented = documentedErrors();
+  for (const [code, status] of Object.entries(ERROR_STATUS)) {
+    assert.equal(documented.get(code), status, `docs/api.md error table: ${code}`);
+  }
+});
+
+test('the error table of docs/api.md lists no error code that the code does not have', () => {
+  for (const code of documentedErrors().keys()) assert.ok(Object.hasOwn(ERROR_STATUS, code), `unknown code in docs/api.md: ${code}`);
+});
+
+test('the README shows the two set-up commands', () => {
+  assert.match(readme, /npm install && npm start/);
+  assert.match(readme, /npm install && npm test/);
+});
+
+test('docs/keys-and-limits.md says the key checksum is for typos and secret scanners, and does not promise more', () => {
+  const paragraph = section(keysAndLimits, '### The checksum');
+  assert.match(paragraph, /typos/);
+  assert.match(paragraph, /secret\s+scanners/);
+  assert.match(paragraph, /made-up key with a valid checksum does\s+get a\s+database\s+lookup/);
+  for (const file of markdownFiles()) {
+    const text = readRepoFile(file);
+    assert.doesNotMatch(text, /made-up key is refused without/, file);
+    assert.doesNotMatch(text, /invented key be refused/, file);
+  }
+});
+
+test('docs/configuration.md has a table row for every environment variable that config.ts reads', () => {
+  const config = readRepoFile('src/config.ts');
+  const names = [...config.matchAll(/\(env, '([A-Z_]+)'/g)].map((match) => match[1]!);
+  assert.ok(names.includes('MAX_CONNECTIONS_PER_ADDRESS'));
+  assert.ok(names.includes('WORKERS'));
+  for (const name of names) assert.match(configuration, new RegExp(`^\\| \`${name}\` \\|`, 'm'), name);
+});
+
+test('the metrics table of docs/operations.md lists exactly the families the service exposes, with their types', () => {
+  const probe = { residentMemoryBytes: () => 0, cpuSeconds: () => 0, startTimeSeconds: () => 0, eventLoopDelay: () => ({ count: 0, sumSeconds: 0, maxSeconds: 0, quantiles: [] }) };
+  // With the family that only WORKERS above 1 adds (the per-worker request counts).
+  const exposed = [...renderCounts(createMetrics(probe).counts(), probe, [0, 0]).matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((match) => `${match[1]} ${match[2]}`);
+  const documented = [...operations.matchAll(/^\| `([a-z_]+)` \| (counter|gauge|histogram|summary) \|/gm)].map((match) => `${match[1]} ${match[2]}`);
+  assert.deepEqual(documented, exposed);
+});
+
+test('no Markdown file points outside the repository or to an issue tracker a reader cannot open', () => {
+  const files = markdownFiles();
+  assert.ok(files.length >= 10, `found only ${files.join(', ')}`);
+  for (const file of files) {
+    const text = readRepoFile(file);
+    assert.doesNotMatch(text, /CONTRACT\.md/, file);
+    assert.doesNotMatch(text, /\.\.\/shared/, file);
+    assert.doesNotMatch(text, /\bissues? #\d+/i, file);
+    // A bare "#12" or "(#12)" is an issue reference too; anchors are letters and hyphens.
+    assert.doesNotMatch(text, /(?:^|[\s(,;])#\d+\b/m, file);
+  }
+});
