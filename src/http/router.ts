@@ -19,6 +19,8 @@ export interface Router<H> {
   find(method: string, path: string): RouteMatch<H> | null;
   /** The methods of a path, as its `Allow` value (HEAD beside GET); `null` when no route has it. */
   allowed(path: string): string | null;
+  /** Every route added, as method and pattern, in the order added. */
+  routes(): { method: string; pattern: string }[];
 }
 
 interface PathEntry<H> {
@@ -113,6 +115,10 @@ export function createRouter<H>(): Router<H> {
 
     allowed(path) {
       return locate(path)?.entry.allow ?? null;
+    },
+
+    routes() {
+      return [...staticRoutes.values(), ...patternRoutes].flatMap((entry) => [...entry.handlers.keys()].map((method) => ({ method, pattern: entry.pattern })));
     },
   };
 }

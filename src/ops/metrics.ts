@@ -8,7 +8,7 @@
  * built when the metrics are scraped, never per request, and every label is bounded (the route
  * is the router's template or `other`, the method one of a fixed list or `other`).
  */
-import type { PipelineObserver } from '../pipeline/pipeline.ts';
+import type { PipelineObserver } from '../pipeline/observer.ts';
 import type { CreationsObserver } from '../api/pets/creations.ts';
 
 /** The Content-Type of the text exposition format, version 0.0.4. */

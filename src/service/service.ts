@@ -11,7 +11,9 @@ import type { Logger } from '../http/access-log.ts';
 import { createConnectionKeyHasher } from '../keys/api-keys.ts';
 import { createPetCreations, type CreationsObserver } from '../api/pets/creations.ts';
 import { createPetChanges } from '../api/pets/changes.ts';
-import { createApp, type AppDeps, type PipelineObserver } from '../pipeline/pipeline.ts';
+import { createPipeline } from '../pipeline/pipeline.ts';
+import type { PipelineObserver } from '../pipeline/observer.ts';
+import { createPetsHandlers } from '../api/pets/handlers.ts';
 import type { App } from '../http/server.ts';
 import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
@@ -28,14 +30,22 @@ export type ServiceConfig = Pick<
   // server's default.
   Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
 
+/** What a test may replace: a store that fails, a limiter that never refuses, another document. */
+export interface ServiceOverrides {
+  pets?: Stores['pets'];
+  limiter?: Stores['limiter'];
+  /** The serialised OpenAPI document to serve instead of the service's own. */
+  openapi?: string;
+}
+
 export interface ServiceDeps<S extends Stores = Stores> {
   /** The storage engine's stores (storage/sqlite/stores.ts or storage/postgres/stores.ts). */
   stores: S;
   config: ServiceConfig;
   clock: Clock;
   logger: Logger;
-  /** Replaces parts of the app's dependencies (tests inject failing stores this way). */
-  overrides?: Partial<AppDeps>;
+  /** Replaces parts of the service (tests inject failing stores this way). */
+  overrides?: ServiceOverrides;
   /** Smaller timeouts and caps for tests, or a connection gate held elsewhere (WORKERS). */
   server?: ServerOptions;
   /** Group commit of creates and changes; on unless turned off to measure the difference. */
@@ -61,29 +71,33 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   let docsPage: Promise<Reply> | undefined;
   const docs = () => (docsPage ??= import('../api/reference-page/reference-page.ts').then(({ referencePageReply }) =>
     referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' })));
-  // Over the overriding store when a test injects one, so its faults reach the write paths.
   const pets = overrides.pets ?? stores.pets;
+  const served = overrides.openapi ?? openapi;
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const keyHashOf = createConnectionKeyHasher(config.appEnv);
-  const app = createApp({
+  const app = createPipeline({
     clock,
     logger,
     authenticate: (token, connection) => {
       const keyHash = keyHashOf(token, connection);
       return keyHash === null ? null : stores.keys.findByHash(keyHash, clock());
     },
-    limiter: stores.limiter,
-    pets: stores.pets,
-    createPet: createPetCreations({ pets, clock, groupCommit, observer }).create,
-    changePet: createPetChanges({ pets, groupCommit }),
+    limiter: overrides.limiter ?? stores.limiter,
+    handlers: {
+      ...createPetsHandlers({
+        pets,
+        clock,
+        createPet: createPetCreations({ pets, clock, groupCommit, observer }).create,
+        changePet: createPetChanges({ pets, groupCommit }),
+      }),
+      getOpenApiDocument: () => ({ status: 200, body: served }),
+    },
     databaseErrorOf: stores.databaseErrorOf,
     ...(stores.health ? { health: stores.health } : {}),
     trustProxy: config.trustProxy,
-    openapi,
     observer,
     docs,
     cors,
-    ...overrides,
   });
   // With `*`, even the answers the HTTP server writes before the app runs are readable by a page.
   const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
@@ -91,6 +105,6 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
     app,
     server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }),
     stores,
-    openapi: overrides.openapi ?? openapi,
+    openapi: served,
   };
 }

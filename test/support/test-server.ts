@@ -14,7 +14,6 @@ import { openStores as openPostgresStores, type PostgresStores } from '../../src
 import type { Stores } from '../../src/storage/stores.ts';
 import type { Logger } from '../../src/http/access-log.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
-import type { AppDeps } from '../../src/pipeline/pipeline.ts';
 import { conformanceChecker } from './openapi-conformance.ts';
 import type { ServerOptions } from '../../src/http/server.ts';
 
@@ -60,7 +59,7 @@ export interface TestServerOptions {
   /** An open database to use (and leave open); default a fresh `:memory:` one. */
   db?: DatabaseSync;
   config?: Partial<ServiceConfig>;
-  overrides?: Partial<AppDeps>;
+  overrides?: ServiceDeps['overrides'];
   maxAnonymousCallers?: number;
   /** Smaller timeouts and caps for socket tests; default the contract's. */
   server?: ServerOptions;

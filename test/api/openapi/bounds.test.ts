@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MAX_ERROR_MESSAGE_LENGTH } from '../../../src/api/openapi/document.ts';
+import { MAX_ERROR_MESSAGE_LENGTH } from '../../../src/api/openapi/json-schema.ts';
 import { errorBody, startTestServer } from '../../support/test-server.ts';
 
 /** Distinct two-character names from a 64-character alphabet, `count` of them. */

@@ -1,9 +1,11 @@
 /**
- * The operations of the API. Each receives the request context after identification, limiting,
- * authentication and routing, validates its own input with the schemas, and returns a Reply.
+ * The handlers of the pet operations (and of the store's, announced but not built), by the
+ * operationId of their entry in ../operations.ts. Each receives the request after identification,
+ * limiting, authentication and routing, validates its own input with the schemas, in the
+ * contract's order, and returns a Reply.
  */
-import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../../http/api-error.ts';
+import { SUNSET_MS, type HandlerContext, type Handlers } from '../operations.ts';
 import type { Clock } from '../../clock.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
@@ -12,44 +14,20 @@ import type { ChangeOutcome, NewPet, Pet, PetPatch, PetsStore, PetStatus } from 
 import type { ChangePet } from './changes.ts';
 import type { Reply } from '../../http/reply.ts';
 import { petETag, petReply, petsJson } from './json.ts';
-import type { Params } from '../../http/router.ts';
 import { getPetParameters, listPetsParameters, newPetSchema, petPatchSchema } from '../schemas.ts';
 import { MERGE_PATCH_BODY, readJsonBody } from '../../http/request-body.ts';
 import { createReplyCache } from './reply-cache.ts';
 import { validateBody, validatePath, validateQuery } from '../validator.ts';
 import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
 
-export interface OperationContext {
-  req: IncomingMessage;
-  params: Params;
-  /** The query string without `?`. */
-  search: string;
-  /** The authenticated API key's id. */
-  keyId: string;
-}
-
-export type Operation = (context: OperationContext) => Reply | Promise<Reply>;
-
-/** `GET /v1/pets/{petId}` is deprecated (RFC 9745) and sunsets (RFC 8594) on this instant. */
-export const SUNSET_MS = Date.UTC(2030, 11, 5);
-/** When the deprecation was announced: the users' text of version 1.0.0. */
-export const DEPRECATED_MS = Date.UTC(2025, 11, 5);
-
-/** Headers on every response of the deprecated operation, errors included. */
-export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
-  Deprecation: `@${DEPRECATED_MS / 1000}`,
-  Sunset: new Date(SUNSET_MS).toUTCString(),
-  Link: '</v1/pets>; rel="successor-version"',
-};
-
-export interface PetsOperationsDeps {
+export interface PetsHandlersDeps {
   pets: PetsStore;
   clock: Clock;
   /**
    * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer:
    * the service's create path (pet-creations.ts).
    */
-  createPet: (pet: NewPet, context: OperationContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
+  createPet: (pet: NewPet, context: HandlerContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
   /** Applies a change or deletion durably: the service's change path (pet-changes.ts). */
   changePet: ChangePet;
 }
@@ -92,7 +70,7 @@ function changed(outcome: ChangeOutcome, petId: bigint): Reply {
 }
 
 /** Builds the operations over a pets store, a clock, and the create and change paths. */
-export function createPetsOperations({ pets, clock, createPet: store, changePet }: PetsOperationsDeps) {
+export function createPetsHandlers({ pets, clock, createPet: store, changePet }: PetsHandlersDeps): Handlers {
   // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
   // since only valid requests ever produce an entry.
   const listCache = createReplyCache(LIST_CACHE_ENTRIES, pets);
@@ -102,7 +80,7 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
    * The checks of a change before its body, in the contract's order: the path (400), the pet's
    * existence (404), then If-Match (400 if malformed, 412 if it does not match).
    */
-  function changeTarget(context: OperationContext): MaybePromise<{ petId: bigint; expectedVersion: number | null }> {
+  function changeTarget(context: HandlerContext): MaybePromise<{ petId: bigint; expectedVersion: number | null }> {
     const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
     return andThen(pets.get(petId), (pet) => {
       if (!pet) throw petNotFound(petId);
@@ -111,7 +89,7 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
   }
 
   return {
-    listPets(context: OperationContext): Reply | Promise<Reply> {
+    listPets(context: HandlerContext): Reply | Promise<Reply> {
       // null on PostgreSQL, where other instances write too: nothing is cached there.
       const revision = pets.revision();
       if (revision !== null) {
@@ -138,7 +116,7 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
       });
     },
 
-    async createPet(context: OperationContext): Promise<Reply> {
+    async createPet(context: HandlerContext): Promise<Reply> {
       // The Idempotency-Key header is the first check of step 5, before the body is looked at.
       const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
       const body = await readJsonBody(context.req);
@@ -147,7 +125,7 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
       return store(pet, context, key === null ? null : { key, fingerprint: fingerprintBody(body) });
     },
 
-    getPet(context: OperationContext): Reply | Promise<Reply> {
+    getPet(context: HandlerContext): Reply | Promise<Reply> {
       if (clock() >= SUNSET_MS) {
         throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
       }
@@ -166,7 +144,7 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
       });
     },
 
-    async updatePet(context: OperationContext): Promise<Reply> {
+    async updatePet(context: HandlerContext): Promise<Reply> {
       const { petId, expectedVersion } = await changeTarget(context);
       const body = await readJsonBody(context.req, MERGE_PATCH_BODY);
       const patch = validateBody(body, petPatchSchema) as PetPatch;
@@ -178,7 +156,7 @@ export function createPetsOperations({ pets, clock, createPet: store, changePet 
       return petReply(pet);
     },
 
-    async deletePet(context: OperationContext): Promise<Reply> {
+    async deletePet(context: HandlerContext): Promise<Reply> {
       const { petId, expectedVersion } = await changeTarget(context);
       return changed(await changePet({ kind: 'delete', id: petId, expectedVersion }), petId);
     },

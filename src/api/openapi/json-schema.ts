@@ -1,0 +1,83 @@
+/**
+ * The schema objects of schemas.ts as JSON Schema 2020-12, which OpenAPI 3.1 uses as is; the one
+ * convention of ours (int64 values arrive as bigints) is invisible on the wire. Also the Error
+ * schema, and references to the document's components.
+ */
+import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
+import { petStatusSchema, type IntegerSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
+
+/** A JSON object of the document; the parts are plain data, built for JSON.stringify. */
+export type JsonObject = { [key: string]: unknown };
+
+/** A reference to a component of the document. */
+export const ref = (kind: 'schemas' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+
+/**
+ * A schema object of schemas.ts as a JSON Schema. A string schema that shares the status enum
+ * becomes a reference to the `PetStatus` component, keeping its own annotations (a default).
+ */
+export function jsonSchema(schema: Schema): JsonObject {
+  if (schema.type === 'string' && schema.enum !== undefined && schema.enum === petStatusSchema.enum) {
+    const { type: _type, enum: _enum, ...annotations } = schema;
+    return { ...ref('schemas', 'PetStatus'), ...annotations };
+  }
+  if (schema.type === 'object') {
+    const properties: JsonObject = {};
+    for (const [name, property] of Object.entries(schema.properties)) properties[name] = jsonSchema(property);
+    return { ...schema, properties, required: [...schema.required] };
+  }
+  return schema.type === 'string' && schema.enum ? { ...schema, enum: [...schema.enum] } : { ...schema };
+}
+
+/**
+ * A schema that is only ever a request body. Its defaults are said in words, not with the
+ * `default` keyword: openapi-typescript 7 types a property with a default as always present
+ * (right for responses, where the service filled it in) unless the schema is written inside the
+ * request body, and a component schema is not.
+ */
+export function requestSchema(schema: ObjectSchema): JsonObject {
+  const properties: Record<string, StringSchema | IntegerSchema> = {};
+  for (const [name, property] of Object.entries(schema.properties)) {
+    if (property.default === undefined) {
+      properties[name] = property;
+      continue;
+    }
+    const { default: fallback, ...rest } = property;
+    properties[name] = { ...rest, description: `${rest.description ?? ''} Omitted means \`${fallback}\`.`.trimStart() } as StringSchema | IntegerSchema;
+  }
+  return jsonSchema({ ...schema, properties });
+}
+
+export function parameter(source: Parameter): JsonObject {
+  return {
+    name: source.name,
+    in: source.in,
+    // Path parameters are always required (OpenAPI 3.1, Parameter Object).
+    ...(source.required || source.in === 'path' ? { required: true } : {}),
+    description: source.description,
+    schema: jsonSchema(source.schema),
+  };
+}
+
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
+
+/**
+ * An upper bound of an error message, in characters. Messages are short except those that name
+ * every bad field of a request: each unknown body property or query parameter is named, so a
+ * request of 16 KiB of two-character names provokes the longest (about 11 characters of message
+ * per byte of query, 5 per byte of body: under 200,000). test/api/openapi-bounds.test.ts sends
+ * those requests.
+ */
+export const MAX_ERROR_MESSAGE_LENGTH = 262_144;
+
+export const errorSchema = {
+  type: 'object',
+  description: 'Every error body: exactly these three properties.',
+  properties: {
+    code: { type: 'string', description: 'Machine-readable and permanent.', enum: ERROR_CODES },
+    message: { type: 'string', description: 'For people; may change. It names every bad field of the request.', maxLength: MAX_ERROR_MESSAGE_LENGTH },
+    status: { type: 'integer', format: 'int32', description: 'The HTTP status of the response.', minimum: 400, maximum: 599 },
+  },
+  required: ['code', 'message', 'status'],
+  additionalProperties: false,
+};

@@ -1,0 +1,46 @@
+/**
+ * Steps 1 and 3: who the caller is, and the 401 of a request that needs a key and has no valid
+ * one. A valid key is the caller; otherwise the client address is (step 1), so that a request
+ * without a key is still rate limited before it is refused (step 3).
+ */
+import type { IncomingMessage } from 'node:http';
+import { ApiError } from '../http/api-error.ts';
+import { INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE, type Credentials } from '../http/bearer.ts';
+import type { Limits } from '../limits/plans.ts';
+import { andThen, type MaybePromise } from '../lib/maybe-promise.ts';
+import type { PipelineObserver } from './observer.ts';
+
+/** An authenticated API key, as the pipeline needs it. */
+export interface ApiKeyIdentity extends Limits {
+  id: string;
+}
+
+/**
+ * Returns the key a bearer token belongs to when it is valid now, else null. `connection` is the
+ * request's socket, for work that can be done once per connection (hashing the token).
+ */
+export type Authenticate = (token: string, connection: object) => MaybePromise<ApiKeyIdentity | null>;
+
+export interface Identified {
+  credentials: Credentials;
+  apiKey: ApiKeyIdentity | null;
+}
+
+/**
+ * Step 1. The stores answer at once (SQLite) or later (PostgreSQL): await only a promise, so the
+ * synchronous engine's requests take no extra microtask turn.
+ */
+export function identify(req: IncomingMessage, authenticate: Authenticate): MaybePromise<Identified> {
+  const credentials = readCredentials(req.headers.authorization);
+  const found = credentials.kind === 'bearer' ? authenticate(credentials.token, req.socket) : null;
+  return andThen(found, (apiKey) => ({ credentials, apiKey }));
+}
+
+/** Step 3: the 401 for a request without a valid key, with its RFC 6750 challenge. */
+export function unauthenticated(credentials: Credentials, observer: PipelineObserver): ApiError {
+  const code = credentials.kind === 'missing' ? 'missing_api_key' : 'invalid_api_key';
+  observer.apiKeyRejected(code);
+  return code === 'missing_api_key'
+    ? new ApiError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
+    : new ApiError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+}
