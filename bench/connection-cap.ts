@@ -1,5 +1,5 @@
 /**
- * What the per-address connection cap (issue #15) costs: the work it adds to each new connection,
+ * What the per-address connection cap costs: the work it adds to each new connection,
  * measured in isolation, since it adds nothing per request. That work is the peer address's
  * normalisation and one update of the per-address count when the connection opens and closes.
  * A load test on a shared 2-core machine cannot see a cost this small; `npm run bench` on a

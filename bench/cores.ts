@@ -1,5 +1,5 @@
 /**
- * `npm run bench:cores` (issue #12, item 3): throughput of the service against the number of
+ * `npm run bench:cores`: throughput of the service against the number of
  * cores it uses. For each worker count (`WORKERS`: 1 is the plain single process) it starts the
  * real service on a seeded file database, pinned to that many cores, and drives the list, get,
  * create and mix workloads of bench/workloads.ts with wrk on the cores left over.

@@ -1,5 +1,5 @@
 /**
- * "Cost that does not grow with the data" (issue #6, 3): the first page of a traversal against
+ * "Cost that does not grow with the data": the first page of a traversal against
  * the page at its end, same limit, timed twice: over HTTP against the running service (one
  * keep-alive connection, requests one at a time, first and last alternating so that drift
  * hits both alike), and in this process against the pets store alone, where the SQL is the

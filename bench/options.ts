@@ -22,7 +22,7 @@ export interface BenchOptions {
   only: WorkloadName[] | null;
   /** Start the service with --cpu-prof (its figures are then not representative). */
   profile: boolean;
-  /** Start the service with METRICS_PORT, so that every request is counted (issue #14). */
+  /** Start the service with METRICS_PORT, so that every request is counted. */
   metrics: boolean;
   /** The load generator; null: wrk when it is installed, else autocannon. */
   generator: Generator | null;

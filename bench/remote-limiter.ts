@@ -1,5 +1,5 @@
 /**
- * `node_modules/.bin/node bench/remote-limiter.ts` (issue #12, item 3): what a worker's rate-limit
+ * `node_modules/.bin/node bench/remote-limiter.ts`: what a worker's rate-limit
  * decision costs when the limiter is in the main thread (WORKERS above 1), against the in-memory
  * take of one process. One worker thread takes tokens through the real remote limiter and limiter
  * host: one take at a time (a round trip each), then 50 at once per event-loop turn (one message

@@ -1,5 +1,5 @@
 /**
- * From rounds of measurements to the figures of issues #6 and #12 and their targets, and the
+ * From rounds of measurements to the figures and their targets, and the
  * tables that show them: plain text for the terminal, Markdown for the README and
  * results/latest.md.
  */
@@ -9,7 +9,7 @@ import type { LoadResult } from './measure.ts';
 import type { Generator } from './options.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
-/** Issue #12, 2 (and #6, 3 for keyset pages): the limits that are not per workload. */
+/** The limits that are not per workload (memory, start, keyset pages). */
 export const LIMITS = {
   p99Ratio: 1.5,
   peakRssRatio: 1.5,
@@ -18,7 +18,7 @@ export const LIMITS = {
 } as const;
 
 /**
- * A round whose generator was busier than this is unusable (issue #12): the generator may have
+ * A round whose generator was busier than this is unusable: the generator may have
  * been the limit, so the round measured it rather than the server.
  */
 export const GENERATOR_BUSY_LIMIT = 0.9;
@@ -197,7 +197,7 @@ export interface BenchReport {
   profile: string | null;
 }
 
-/** The pass/fail list of issue #12 (and #6's keyset check), for what this run measured. */
+/** The pass/fail list of the performance targets (and the keyset check), for what this run measured. */
 export function buildChecks(report: Omit<BenchReport, 'checks'>): Check[] {
   const checks: Check[] = [];
   for (const workload of report.workloads) {
@@ -365,7 +365,7 @@ const ROUND_HEADINGS = [
 ];
 const ROUND_RIGHT_ALIGNED = [false, true, false, true, true, true, true, true, true, true, true, true, false];
 
-/** Every round of every workload, kept or discarded, with how busy each core was: issue #12 asks for each. */
+/** Every round of every workload, kept or discarded, with how busy each core was: the report shows each. */
 function roundRows(report: BenchReport): string[][] {
   const rows: string[][] = [];
   for (const workload of report.workloads) {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (issues #6 and #12): the service against a bare node:http baseline, in one run,
+ * `npm run bench`: the service against a bare node:http baseline, in one run,
  * on 127.0.0.1 only, with a load generator that is never the limit.
  *
  * 0. Pins this process to the generator's core (taskset), and will start the servers on another.
@@ -142,7 +142,7 @@ async function main(): Promise<void> {
     DATABASE_PATH: databasePath,
     LOG_LEVEL: 'info',
     // Every load connection comes from 127.0.0.1, which the per-address cap (64 by default,
-    // issue #15) would refuse past 64: raise it just enough for --connections plus the bench's
+    // see docs/security.md) would refuse past 64: raise it just enough for --connections plus the bench's
     // own checks, so the default run (50) measures the production setting.
     MAX_CONNECTIONS_PER_ADDRESS: String(Math.min(1024, Math.max(64, options.connections + 8))),
     // Any free port: the service logs it before its API's listening line.

@@ -1,5 +1,5 @@
 /**
- * Soak test (issue #7): `npm run soak -- [--seconds 120] [--rate 400] [--concurrency 32]`.
+ * Soak test: `npm run soak -- [--seconds 120] [--rate 400] [--concurrency 32]`.
  *
  * Runs the real service in this process over a SQLite file in a temporary directory, drives it
  * from a separate process (bench/soak-load.ts) with a bounded mixed load on 127.0.0.1 for a set

@@ -1,7 +1,7 @@
 /**
  * The service's command line as `npm start` runs it, read from package.json, so that the bench
  * measures exactly that: the entry (src/start.js, with its compile cache) and the node options
- * set for the service (--max-semi-space-size, see the README). Only the simple form is accepted,
+ * set for the service (--max-semi-space-size, see docs/decisions/0007-semi-space-cap.md). Only the simple form is accepted,
  * `node [options] script`, without shell syntax: a start script that the bench cannot copy
  * exactly stops it rather than measuring something else.
  */

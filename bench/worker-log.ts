@@ -1,5 +1,5 @@
 /**
- * `node_modules/.bin/node bench/worker-log.ts stdout|fd | cat > /dev/null` (issue #12, item 3):
+ * `node_modules/.bin/node bench/worker-log.ts stdout|fd | cat > /dev/null`:
  * what a worker thread's access log costs written through its own `process.stdout` (every write
  * is posted to the main thread, which writes it) or straight to fd 1 with `fdWriter`. A worker
  * writes 200,000 access lines, 50 per event-loop turn; the figures are printed on stderr at exit:

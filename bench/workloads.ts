@@ -35,7 +35,7 @@ interface WorkloadRow {
   name: string;
   /** What it sends, as shown in the tables. */
   label: string;
-  /** Lowest acceptable ratio of the service's requests/s to the baseline's (issue #12), or null. */
+  /** Lowest acceptable ratio of the service's requests/s to the baseline's, or null. */
   target: number | null;
   drive(fixture: WorkloadFixture): Drive;
 }
@@ -66,7 +66,7 @@ export const WORKLOADS = [
   },
   { name: 'create', label: 'POST /v1/pets (durable)', target: 0.5, drive: (f) => creates(f) },
   { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, drive: (f) => mix(f, 9, '/v1/pets?limit=20') },
-  // Issue #10: reads while pets change. It runs last: it changes statuses, which the deep
+  // Reads while pets change. It runs last: it changes statuses, which the deep
   // workload's cursor was chosen from.
   { name: 'patchmix', label: 'mix 90% GET limit=20 or by id / 10% PATCH', target: null, drive: (f) => patchMix(f) },
 ] as const satisfies readonly WorkloadRow[];

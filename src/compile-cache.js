@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * Node's module compile cache in a folder of the service's own (issue #12). It keeps, per module,
+ * Node's module compile cache in a folder of the service's own. It keeps, per module,
  * the text Node's type stripper made of a `.ts` file and V8's compiled code for it, keyed by the
  * source's hash and Node's version: a start whose sources have not changed loads no stripper and
  * compiles nothing. Plain JavaScript, because it must run before the first `.ts` file is loaded

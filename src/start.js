@@ -1,12 +1,12 @@
 // @ts-check
 /**
- * The entry of `npm start`: turns on Node's compile cache, then runs src/main.ts (issue #12).
+ * The entry of `npm start`: turns on Node's compile cache, then runs src/main.ts.
  *
  * Node strips the types of each `.ts` file with a WebAssembly stripper that it loads for the first
  * one: about 30 ms, and V8 then optimises that WebAssembly on the same core as the start. With the
  * compile cache, a start whose sources have not changed finds every module's stripped text and
  * compiled code on disk and loads no stripper: start to first 200 went from about 230 to about
- * 75 ms (README, Performance). The cache must be on before the first `.ts` file is loaded, and
+ * 75 ms (docs/decisions/0006-compile-cache-entry-point.md). The cache must be on before the first `.ts` file is loaded, and
  * every static import of main.ts is loaded before its body runs: hence this file, in plain
  * JavaScript. `node src/main.ts` still works, only without the cache.
  *

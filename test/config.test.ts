@@ -172,7 +172,7 @@ test('RATE_LIMIT_BAN_SECONDS is a positive integer no longer than the 24 h cap',
   }
 });
 
-test('MAX_CONNECTIONS_PER_ADDRESS is an integer from 1 to the server\'s 1024 connections, default 64 (issue #15)', () => {
+test('MAX_CONNECTIONS_PER_ADDRESS is an integer from 1 to the server\'s 1024 connections, default 64', () => {
   assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '32' }).maxConnectionsPerAddress, 32);
   assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '1' }).maxConnectionsPerAddress, 1);
   assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '1024' }).maxConnectionsPerAddress, 1024);

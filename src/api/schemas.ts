@@ -190,13 +190,13 @@ export const getPetParameters: readonly Parameter[] = [
     in: 'path',
     required: true,
     description: 'The identifier of the pet (an int64 in decimal).',
-    // The whole int64 range: a well-formed id that no pet has is 404, not 400 (CONTRACT.md).
+    // The whole int64 range: a well-formed id that no pet has is 404, not 400 (docs/api.md).
     schema: { type: 'integer', format: 'int64', minimum: INT64_MIN, maximum: INT64_MAX },
   },
 ];
 
 /**
- * The optional `Idempotency-Key` request header of createPet (CONTRACT.md, POST /v1/pets): a key
+ * The optional `Idempotency-Key` request header of createPet (docs/api.md, POST /v1/pets): a key
  * of 1 to 255 visible ASCII characters (`!` to `~`), sent bare or as a quoted string whose quotes
  * are not part of the key, so `""` is an empty key.
  */
@@ -212,7 +212,7 @@ export const createPetParameters: readonly Parameter[] = [
 ];
 
 /**
- * The optional `If-Match` request header of updatePet and deletePet (CONTRACT.md 1.1). It is
+ * The optional `If-Match` request header of updatePet and deletePet (docs/api.md). It is
  * parsed by src/http/if-match.ts (its grammar has no useful JSON Schema); described here once
  * for the OpenAPI document. Its length is bounded by the 16 KiB cap on all request headers.
  */

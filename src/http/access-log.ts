@@ -8,7 +8,7 @@ import { writeSync } from 'node:fs';
 import { LOG_LEVELS, type LogLevel } from '../config.ts';
 
 /**
- * Most characters of a path that a log line holds (issue #15). A request line may carry up to
+ * Most characters of a path that a log line holds. A request line may carry up to
  * 16 KiB of path, and whole paths let a client fill the bounded log buffer so that real lines
  * are dropped; the start of a path says enough.
  */
@@ -77,7 +77,7 @@ export function createLogger({ level, write, clock, highWaterMark = 64 * 1024 }:
   const enabled = (wanted: LogLevel) => LOG_LEVELS.indexOf(wanted) >= threshold && level !== 'silent';
   const accessEnabled = enabled('info');
   // Requests answered in the same millisecond share one ISO string: formatting it was a tenth of
-  // the line's cost under load (issue #12).
+  // the line's cost under load.
   let isoOf = NaN;
   let iso = '';
   const isoTime = (time: number) => {

@@ -3,7 +3,7 @@
  *
  * Unlike Hono's HTTPException, the status is not passed by the thrower: it is looked up from
  * the code, so a code can never travel with the wrong status (the contract's table is the
- * registry below, and a test checks the README lists every code).
+ * registry below, and a test checks that docs/api.md lists every code).
  */
 
 /** Every error code of the contract, with the HTTP status it always carries. */

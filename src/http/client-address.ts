@@ -10,7 +10,7 @@ import { isIPv6 } from 'node:net';
  * The client's address, normalised (see `normalizeAddress`): the socket's peer, or with
  * `trustProxy` the last hop of X-Forwarded-For (the one our own proxy appended; earlier hops are
  * the client's word). A last hop that is not an IP address counts as the peer (the proxy), so no
- * spelling of an address, and no junk, opens a fresh bucket (issue #15).
+ * spelling of an address, and no junk, opens a fresh bucket.
  */
 export function clientAddress(req: IncomingMessage, trustProxy: boolean): string {
   if (trustProxy) {
@@ -39,7 +39,7 @@ const PORT = /^\d{1,5}$/;
 const MAPPED_PREFIX = /^::ffff:\d/i;
 
 /**
- * The form in which anonymous callers are counted (CONTRACT.md, "Limits that hold under floods"),
+ * The form in which anonymous callers are counted (docs/security.md, "Limits that hold under floods"),
  * or null for text that is not an IP address:
  * - IPv4 in dotted decimal: `09.9.9.9` is `9.9.9.9` (parts are read as decimal, never octal);
  * - an IPv4-mapped IPv6 address is its IPv4 address: `::ffff:9.9.9.9` is `9.9.9.9`;

@@ -1,5 +1,5 @@
 /**
- * Cross-origin requests (CONTRACT.md, "Browsers"; the Fetch standard's CORS protocol). A page on an
+ * Cross-origin requests (docs/api.md, "Cross-origin requests"; the Fetch standard's CORS protocol). A page on an
  * allowed origin may read our answers, their rate-limit and paging headers included; a page on any
  * other origin may send what a form could send anyway, but reads nothing.
  *
@@ -12,7 +12,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { AllowedOrigins } from '../config.ts';
 
-/** Every response header a client of the API needs to read (CONTRACT.md lists them). */
+/** Every response header a client of the API needs to read (docs/api.md lists them). */
 export const EXPOSED_HEADERS = [
   'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit', 'RateLimit-Policy', 'Retry-After',
   'Link', 'Location', 'ETag', 'Deprecation', 'Sunset', 'X-Request-Id', 'Idempotent-Replayed',

@@ -1,5 +1,5 @@
 /**
- * Reading a JSON request body: the checks of CONTRACT.md step 5, in the contract's order
+ * Reading a JSON request body: the checks of step 5 of a request (docs/api.md), in the contract's order
  * (empty body, media type, size cap, then JSON), without ever holding more than the cap.
  */
 import type { IncomingMessage } from 'node:http';

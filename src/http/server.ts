@@ -11,7 +11,7 @@ import { admitConnections, createConnectionGate, type ConnectionGate } from './c
 
 // Not `import ... from 'node:http'`: Node's ES-module view of node:http reads every export once,
 // and the WebSocket getters among them load undici, the fetch client; that cost about 35 ms of
-// every start (issue #12). The CommonJS module that getBuiltinModule returns loads it only when used.
+// every start. The CommonJS module that getBuiltinModule returns loads it only when used.
 const { createServer } = process.getBuiltinModule('node:http');
 
 /** The request handler the server drives (the pipeline in `app.ts`). */
@@ -43,7 +43,7 @@ export const SERVER_LIMITS = {
    * Open connections served at once for one client address (the socket's peer, IPv6 by /64;
    * `MAX_CONNECTIONS_PER_ADDRESS`): one more is answered `503 unavailable` and closed, so that
    * one address that opens connections and never finishes them cannot take every slot above,
-   * `/healthz` included (issue #15). 64 is more than a browser (6 per host) or a pooled client
+   * `/healthz` included. 64 is more than a browser (6 per host) or a pooled client
    * opens; sixteen such addresses are needed to fill the server.
    */
   maxConnectionsPerAddress: 64,

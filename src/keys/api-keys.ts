@@ -96,7 +96,7 @@ export function wellFormedKeyHash(token: string, env: AppEnv): string | null {
 /**
  * `wellFormedKeyHash`, worked out once per
  * connection: a keep-alive client sends the same key with every request, and the format check
- * and the SHA-256 cost about 2 us of each request's CPU (issue #12, measured).
+ * and the SHA-256 cost about 2 us of each request's CPU.
  *
  * Only a connection's last token is remembered, for as long as the connection lives (a WeakMap
  * lets it go with the socket). A token is compared only with one sent on the same connection,

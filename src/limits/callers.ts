@@ -1,7 +1,7 @@
 /**
  * The limiter's caller ids, which are also the rows of the stored limiter state (both engines):
  * `key:<key id>` for a request with a valid API key, `ip:<normalised address>` for any other.
- * The two kinds are held apart (issue #15): keys are few and issued by an administrator, so
+ * The two kinds are held apart: keys are few and issued by an administrator, so
  * their state is never evicted, while addresses are countless and bounded in memory.
  */
 

@@ -6,7 +6,7 @@
  * callers through `exportChanges` (see limiter-store.ts), so the database is written once a
  * second, not once per request.
  *
- * Callers are held in two pools (issue #15). API keys (`key:` callers) are few and issued by an
+ * Callers are held in two pools. API keys (`key:` callers) are few and issued by an
  * administrator: their pool has no cap, and a key's state leaves memory only once its buckets are
  * full again and nothing else is left to remember, so no flood of other callers and no restart
  * gives a key a fresh quota. Addresses (`ip:` callers) are countless: their pool has a cap, and

@@ -1,6 +1,6 @@
 /**
- * An online, consistent copy of the SQLite database (CONTRACT.md, "Operations: metrics and
- * backups"), taken with SQLite's backup API through `node:sqlite` while the server keeps running.
+ * An online, consistent copy of the SQLite database (docs/operations.md, "Backups and restore"),
+ * taken with SQLite's backup API through `node:sqlite` while the server keeps running.
  *
  * Consistent: the whole copy is one backup step, so it reads every page inside one read
  * transaction. Copying in small steps would let another connection's commit (the server's)
@@ -31,7 +31,7 @@ export class BackupExistsError extends Error {
 /** Copies the open database `source` to `file`, which must not exist. Resolves with the page count. */
 export async function backupDatabase(source: DatabaseSync, file: string): Promise<number> {
   const partial = join(dirname(file), `.${basename(file)}.partial-${randomBytes(6).toString('hex')}`);
-  // Created here, exclusively and 0600, as the server creates its database (issue #15), so that
+  // Created here, exclusively and 0600, as the server creates its database, so that
   // SQLite opens a file that is already ours.
   createPrivateFile(partial, { exclusive: true });
   try {

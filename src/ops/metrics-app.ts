@@ -1,6 +1,6 @@
 /**
- * The request handler of the metrics listener (`METRICS_PORT`, CONTRACT.md "Operations: metrics
- * and backups"): `GET /metrics` and nothing else. No key and no rate limit: the listener is for
+ * The request handler of the metrics listener (`METRICS_PORT`, docs/operations.md, "Metrics"):
+ * `GET /metrics` and nothing else. No key and no rate limit: the listener is for
  * the scraper, bound to `HOST` like the API, and kept off the API's port so that a firewall can
  * tell them apart. Its requests are neither counted nor logged, so scraping does not change
  * what it reads; errors are in the API's Error shape.

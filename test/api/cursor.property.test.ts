@@ -1,5 +1,5 @@
 /**
- * Properties of the list cursor over hostile input (issue #7): any text decodes to a position
+ * Properties of the list cursor over hostile input: any text decodes to a position
  * this service could have issued, or is `invalid_query`; a position round-trips.
  */
 import { test } from 'node:test';

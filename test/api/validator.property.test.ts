@@ -1,5 +1,5 @@
 /**
- * Properties of the query and path validators over hostile input (issue #7): any query string or
+ * Properties of the query and path validators over hostile input: any query string or
  * path segment gives typed values or `invalid_query` / `invalid_path`, never another error, and
  * exactly the values the contract allows get through.
  */

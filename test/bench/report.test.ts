@@ -79,7 +79,7 @@ test('a workload whose kept rounds were still disturbed by other processes is ma
   assert.match(formatText({ ...baseReport(), workloads: [noisy], checks: [] }), /pass noisy/);
 });
 
-test('the checks cover every target of issue #12 that the run measured, at its limits', () => {
+test('the checks cover every performance target that the run measured, at its limits', () => {
   // p99 exactly 1.5x the baseline's, RSS 1.2x, start to first 200 exactly 200 ms: all pass.
   const atLimit = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: 0.8 }, [round(8000, 8, 15)], [round(10_000, 4, 10)]);
   const checks = buildChecks({ ...baseReport(), workloads: [atLimit] });

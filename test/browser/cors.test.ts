@@ -1,5 +1,5 @@
 /**
- * CORS as a real browser enforces it (issue #13): a page served from an allowed origin reads a
+ * CORS as a real browser enforces it: a page served from an allowed origin reads a
  * list and its rate-limit header through fetch, with the key in `Authorization` (so Chromium sends
  * a preflight first); a page from another origin gets nothing. Both pages are served by tiny
  * servers on 127.0.0.1 on ports of their own, which makes them origins distinct from the API's.

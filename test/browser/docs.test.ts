@@ -1,5 +1,5 @@
 /**
- * `GET /docs` in a real browser (issue #13): headless Chromium loads the page from the real server
+ * `GET /docs` in a real browser: headless Chromium loads the page from the real server
  * and uses it as a reader would, with the keyboard. One browser for the whole file; each test has
  * its own server and page.
  */

@@ -406,7 +406,7 @@ test('runKeysCli creates the database directory and works on the file', async ()
   });
 });
 
-test('runKeysCli creates the database folder 0700 and the file 0600, as the server does (issue #15)', async () => {
+test('runKeysCli creates the database folder 0700 and the file 0600, as the server does', async () => {
   const previous = process.umask(0o022);
   try {
     await withTempDir(async (dir) => {

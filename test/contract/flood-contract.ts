@@ -1,5 +1,5 @@
 /**
- * The flood tests of issue #15 (CONTRACT.md, "Limits that hold under floods"), written once for
+ * The flood tests (docs/security.md, "Limits that hold under floods"), written once for
  * every storage engine: each engine's test file calls `floodContract` with a function that starts
  * the real server on it. The attack runs against that server on loopback, with distinct
  * 127.x.y.z source addresses, and the limiter's capacity for addresses is injected small so that
@@ -55,7 +55,7 @@ async function ban(server: FloodServer, headers: Record<string, string>): Promis
 }
 
 export function floodContract(engine: string, start: StartFloodServer): void {
-  test(`${engine}: a flood of new addresses leaves a key's spent quota and its ban as they were, across a restart too (issue #15)`, async (t) => {
+  test(`${engine}: a flood of new addresses leaves a key's spent quota and its ban as they were, across a restart too`, async (t) => {
     // Reproduced on 1.0: an enterprise key with 300 a day spent 298, then one keyless request
     // from each of 100,100 addresses, and the key answered "day";r=299.
     if (!(await needsLoopbackRange(t))) return;
@@ -87,7 +87,7 @@ export function floodContract(engine: string, start: StartFloodServer): void {
     assert.equal((await get(server, banned)).code, 'temporarily_banned');
   });
 
-  test(`${engine}: with TRUST_PROXY, every spelling of a banned address shares its ban, a /64 is one caller, and junk counts as the proxy (issue #15)`, async (t) => {
+  test(`${engine}: with TRUST_PROXY, every spelling of a banned address shares its ban, a /64 is one caller, and junk counts as the proxy`, async (t) => {
     const server = await start(t, { maxAnonymousCallers: CAPACITY, trustProxy: true });
     const from = (hop: string) => ({ 'x-forwarded-for': `203.0.113.7, ${hop}` });
     await ban(server, from('9.9.9.9'));

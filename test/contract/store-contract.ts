@@ -246,7 +246,7 @@ export function runStoreContract({ open }: StoreContractOptions): void {
 
   test('a create whose key another writer stored meanwhile is reported as recorded, creates nothing, and the rest of the batch is stored', async (t) => {
     // Another instance or worker thread committed the key between this caller's lookup and its
-    // batch (issue #12, WORKERS): the batch's own transaction must see it.
+    // batch: the batch's own transaction must see it.
     const { pets } = await open(t);
     const [first] = await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);
     const results = await pets.insertMany([

@@ -4,6 +4,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { ERROR_STATUS } from '../../src/http/api-error.ts';
 import { createMetrics, renderCounts } from '../../src/ops/metrics.ts';
 import { markdownFiles, readRepoFile } from '../support/markdown.ts';
@@ -85,5 +87,22 @@ test('no Markdown file points outside the repository or to an issue tracker a re
     assert.doesNotMatch(text, /\bissues? #\d+/i, file);
     // A bare "#12" or "(#12)" is an issue reference too; anchors are letters and hyphens.
     assert.doesNotMatch(text, /(?:^|[\s(,;])#\d+\b/m, file);
+  }
+});
+
+test('no source, test or bench file cites an issue tracker or a brief a reader of the repository cannot open', () => {
+  const root = new URL('../..', import.meta.url).pathname;
+  const sources = ['src', 'test', 'bench'].flatMap((folder) =>
+    readdirSync(join(root, folder), { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile() && /\.(ts|js)$/.test(entry.name) && !entry.parentPath.includes('.generated'))
+      .map((entry) => relative(root, join(entry.parentPath, entry.name))));
+  assert.ok(sources.length > 100, `found only ${sources.length} files`);
+  // Built so that this file does not match itself.
+  const brief = new RegExp(['CONTRACT', 'md'].join('\\.') + '|\\.\\./' + 'shared');
+  const issue = new RegExp('\\bissues? ' + '#\\d+', 'i');
+  for (const file of sources) {
+    const text = readRepoFile(file);
+    assert.doesNotMatch(text, brief, file);
+    assert.doesNotMatch(text, issue, file);
   }
 });

@@ -1,5 +1,5 @@
 /**
- * Issue #14, item 2, end to end: a backup taken with `npm run backup` from a real server while
+ * Backups end to end: a backup taken with `npm run backup` from a real server while
  * creates are being answered, then a server started on the copy, serving the same pets and keys.
  */
 import { test } from 'node:test';

@@ -1,5 +1,5 @@
 /**
- * Issue #5: an acknowledged create is never lost and a retried one never duplicated, even when
+ * Durability: an acknowledged create is never lost and a retried one never duplicated, even when
  * the server is killed with SIGKILL in the middle of a burst of concurrent creates.
  */
 import { test } from 'node:test';

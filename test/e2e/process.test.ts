@@ -90,7 +90,7 @@ test('an invalid variable stops the server with one line naming it and exit code
   }
 });
 
-test('the server creates the database folder 0700 and its files 0600; a start on wider modes logs one warning (issue #15)', async (t) => {
+test('the server creates the database folder 0700 and its files 0600; a start on wider modes logs one warning', async (t) => {
   const previous = process.umask(0o022); // the child inherits it: what a default shell gives
   t.after(() => process.umask(previous));
   const dir = tempDir(t);

@@ -1,6 +1,6 @@
 /**
  * `npm start`'s entry (src/start.js), run for real on a copy of the checkout: the compile cache
- * is private, and a checkout where it cannot be made still starts (issue #12).
+ * is private, and a checkout where it cannot be made still starts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 /**
- * WORKERS=2 (issue #12, item 3): one real server process (`src/main.ts`) whose two worker threads
+ * WORKERS=2: one real server process (`src/main.ts`) whose two worker threads
  * listen on one port over one SQLite file. Every guarantee of the single process must hold for
  * the port: exact limits and bans (one limiter, in the primary thread), idempotency, changes
  * seen at once everywhere, the per-address connection cap, summed metrics, the drain.

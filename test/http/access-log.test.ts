@@ -55,7 +55,7 @@ test('a slow log reader never makes the writer hold more than its limit: lines a
   assert.equal(written[2], 'e\n');
 });
 
-test('a path longer than 256 characters is logged cut to 256, with a marker saying so (issue #15)', () => {
+test('a path longer than 256 characters is logged cut to 256, with a marker saying so', () => {
   const writes: string[] = [];
   const logger = createLogger({ level: 'info', clock: () => 0, write: (text) => writes.push(text) });
   const long = `/${'a'.repeat(14_999)}`;

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import { ALLOWED_REQUEST_HEADERS, createCors, EXPOSED_HEADERS, isPreflight } from '../../src/http/cors.ts';
 
 const SHOP = 'https://shop.example';
-/** CONTRACT.md, "Browsers": exactly these, so that a page can read every header a client needs. */
+/** docs/api.md, "Cross-origin requests": exactly these, so that a page can read every header a client needs. */
 const CONTRACT_EXPOSED =
   'X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy, Retry-After, Link, Location, ETag, Deprecation, Sunset, X-Request-Id, Idempotent-Replayed';
 

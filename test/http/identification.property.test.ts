@@ -1,5 +1,5 @@
 /**
- * Properties of the caller's identification over hostile headers (issue #7): any Authorization,
+ * Properties of the caller's identification over hostile headers: any Authorization,
  * X-Request-Id or X-Forwarded-For value is read without throwing, and only the forms the
  * contract names are taken at their word.
  */
@@ -72,7 +72,7 @@ const group = fc.integer({ min: 0, max: 0xffff });
 const ipv6 = fc.array(group, { minLength: 8, maxLength: 8 });
 const hex = (value: number) => value.toString(16);
 
-test('every spelling of an IPv4 address is one caller: mapped, with a port, with leading zeros, in brackets (issue #15)', () => {
+test('every spelling of an IPv4 address is one caller: mapped, with a port, with leading zeros, in brackets', () => {
   fc.assert(
     fc.property(ipv4, fc.integer({ min: 0, max: 65_535 }), (parts, port) => {
       const plain = parts.join('.');

@@ -1,7 +1,6 @@
 /**
- * Properties of the If-Match parser over hostile input (issue #10, as issue #7 did for the other
- * parsers): any header value gives a condition or `400 bad_request`, never another error, and a
- * value is accepted exactly when RFC 9110's grammar, written out here independently as one
+ * Properties of the If-Match parser over hostile input: any header value gives a condition or
+ * `400 bad_request`, never another error, and a value is accepted exactly when RFC 9110's grammar, written out here independently as one
  * regular expression, says so, with the same strong tags.
  */
 import { test } from 'node:test';

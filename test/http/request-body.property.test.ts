@@ -1,7 +1,7 @@
 /**
- * Properties of the body parser and the body validator over hostile input (issue #7): any bytes
+ * Properties of the body parser and the body validator over hostile input: any bytes
  * give a value or `invalid_json`, never another error; a creation body and a merge patch
- * (issue #10) are accepted exactly when the contract's rules (written out independently in
+ * are accepted exactly when the contract's rules (written out independently in
  * support/property.ts) say so.
  */
 import { test } from 'node:test';

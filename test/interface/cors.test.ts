@@ -1,5 +1,5 @@
 /**
- * CORS through the real server (CONTRACT.md, "Browsers: cross-origin requests"). Answers to API
+ * CORS through the real server (docs/api.md, "Cross-origin requests"). Answers to API
  * requests go through `server.request`, so they are also checked against the OpenAPI document;
  * preflights are the browser's protocol, not operations of the document, so they use fetch as is.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue #5, database faults: a locked database and a full disk answer 503 unavailable with
+ * Database faults: a locked database and a full disk answer 503 unavailable with
  * nothing half-written, keep no idempotency key, and the server recovers by itself once the
  * cause goes away.
  */

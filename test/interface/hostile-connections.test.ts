@@ -1,5 +1,5 @@
 /**
- * Hostile clients at the socket level (issue #7): Node's own errors in our Error shape, slow
+ * Hostile clients at the socket level: Node's own errors in our Error shape, slow
  * clients cut off in bounded time while others are served, the connection cap, and bodies over
  * the cap refused without being read. Limits are injected small (hundreds of milliseconds) so
  * that nothing waits for the contract's 10 s and 30 s.
@@ -48,7 +48,7 @@ test('the production limits are the contract\'s: 10 s headers, 30 s request, 5 s
   assert.equal(server.requestTimeout, 30_000);
   assert.equal(server.keepAliveTimeout, 5_000);
   assert.equal((server as unknown as { maxHeaderSize: number }).maxHeaderSize, 16 * 1024);
-  // A cut may come up to 2 s late (CONTRACT.md, Operations): Node checks on this interval.
+  // A cut may come up to 2 s late (docs/operations.md, "Timeouts and sizes"): Node checks on this interval.
   assert.ok(SERVER_LIMITS.connectionsCheckingIntervalMs <= 2_000);
   assert.equal(SERVER_LIMITS.maxConnections, 1024);
   assert.equal(SERVER_LIMITS.maxConnectionsPerAddress, 64);
@@ -207,7 +207,7 @@ function answeredWithin(response: Promise<RawResponse>, ms: number): Promise<Raw
   return Promise.race([response, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms: the connection was not refused`)), ms).unref())]);
 }
 
-test('one address holds at most maxConnectionsPerAddress connections; past it 503 with Retry-After: 1, while other addresses and /healthz are served (issue #15)', async (t) => {
+test('one address holds at most maxConnectionsPerAddress connections; past it 503 with Retry-After: 1, while other addresses and /healthz are served', async (t) => {
   // 1,030 sockets from one address that never finished their headers used to take every slot:
   // /healthz answered 503 until the header timeout cut them, and they were reopened.
   if (!(await needsLoopbackRange(t))) return;

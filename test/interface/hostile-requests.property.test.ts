@@ -1,9 +1,9 @@
 /**
- * Properties of the whole service over hostile requests sent as raw bytes (issue #7): whatever
+ * Properties of the whole service over hostile requests sent as raw bytes: whatever
  * arrives in the body, the request target, the path, Authorization, Idempotency-Key, If-Match or
  * the cursor, the answer is one of the contract's statuses with the code the contract gives it,
  * never a 500, a pet is stored only when the answer is 201, and changed or deleted only when it
- * is 200 or 204 (issue #10).
+ * is 200 or 204.
  *
  * The limiter is a real one with limits too high to refuse anyone, so that thousands of
  * anonymous requests test the parsers rather than the rate limits (which have their own tests),

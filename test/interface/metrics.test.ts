@@ -1,5 +1,5 @@
 /**
- * The metrics listener (CONTRACT.md, "Operations: metrics and backups"), over a real service:
+ * The metrics listener (docs/operations.md, "Metrics"), over a real service:
  * traffic sent to the API is read back from GET /metrics and checked series by series.
  */
 import { test, type TestContext } from 'node:test';

@@ -1,5 +1,5 @@
 /**
- * CONTRACT.md 1.1, "Pet lifecycle: change and remove a pet", line by line against a real server:
+ * The interface (docs/api.md), "Pet lifecycle: change and remove a pet", line by line against a real server:
  * PATCH and DELETE of /v1/pets/{petId}, versions, ETag and If-Match, and what does not change.
  * Each test checks the status, the code, the headers, the body and the row in the database after.
  * (Caches and pagination under changes are in pet-lifecycle-reads.test.ts.)

@@ -1,9 +1,9 @@
 /**
- * CONTRACT.md 1.1, "What does not change", for reads: a change is seen by the next request that
+ * The interface (docs/api.md), "What does not change", for reads: a change is seen by the next request that
  * starts after its answer was sent (through the answer caches of reply-cache.ts, whether the
  * change came through this server or another connection), and keyset pagination keeps its
  * promise while pets are changed and deleted. Each cache test names the invalidation it guards:
- * removing that invalidation makes it fail (see the README, "Answer caches").
+ * removing that invalidation makes it fail (see docs/decisions/0002-exact-answer-caches.md).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

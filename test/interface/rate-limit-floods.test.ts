@@ -1,5 +1,5 @@
 /**
- * Limits that hold under floods (issue #15): the shared flood contract on each engine, then what
+ * Limits that hold under floods: the shared flood contract on each engine, then what
  * is particular to SQLite's in-memory limiter, whose capacity for addresses is bounded and fails
  * closed. (PostgreSQL keeps every caller in a table, so it has no such capacity to exhaust.)
  */
@@ -63,7 +63,7 @@ async function exhaustAddress(url: string, address: string): Promise<void> {
   assert.equal((await requestFrom(url, address)).status, 429);
 }
 
-test('SQLite: when every address the limiter may hold is being limited, a new address is refused 429 with Retry-After, never let through (issue #15)', async (t) => {
+test('SQLite: when every address the limiter may hold is being limited, a new address is refused 429 with Retry-After, never let through', async (t) => {
   // Reproduced on 1.0 in process: 5,000 of 5,000 requests from untracked callers were allowed.
   if (!(await needsLoopbackRange(t))) return;
   const clock: FakeClock = fakeClock();

@@ -1,4 +1,4 @@
-/** Rate limiting over HTTP (CONTRACT.md "Rate limits"; issue #3). */
+/** Rate limiting over HTTP (docs/keys-and-limits.md, "Rate limits"). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -92,7 +92,7 @@ test('GET /healthz is never rate limited, even for an address that is refused ev
   for (const header of LIMIT_HEADERS) assert.equal(docs.headers.has(header), false, `${header} on GET /docs`);
 });
 
-test('paths outside /v1 are limited per address like keyless /v1 requests, and their 404 carries the limit headers (issue #15)', async (t) => {
+test('paths outside /v1 are limited per address like keyless /v1 requests, and their 404 carries the limit headers', async (t) => {
   // They used to be free: 100 requests with a 15,000-character path cost nothing and added 1.5 MB to the log.
   const server = await startTestServer(t);
   const first = await server.request('/elsewhere', { key: null });
@@ -118,7 +118,7 @@ test('paths outside /v1 are limited per address like keyless /v1 requests, and t
   assert.equal((await server.request('/v1/pets', { key: null })).status, 429);
 });
 
-test('a 15,000-character path outside /v1 is limited, and its log line holds at most 256 characters of it (issue #15)', async (t) => {
+test('a 15,000-character path outside /v1 is limited, and its log line holds at most 256 characters of it', async (t) => {
   const server = await startTestServer(t);
   const path = `/${'x'.repeat(14_999)}`;
   const before = server.logs.length;

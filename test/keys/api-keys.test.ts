@@ -100,7 +100,7 @@ test('the hash is SHA-256 in lowercase hex', () => {
   assert.notEqual(hashApiKey(key), hashApiKey(generateApiKey('production')));
 });
 
-test('a made-up key with a valid CRC-32 is well formed and goes on to the lookup: the checksum is for typos and scanners, not a defence (issue #15)', () => {
+test('a made-up key with a valid CRC-32 is well formed and goes on to the lookup: the checksum is for typos and scanners, not a defence', () => {
   const random = 'M'.repeat(43);
   const checksum = Buffer.alloc(4);
   checksum.writeUInt32BE(crc32(random));

@@ -271,7 +271,7 @@ test('a flood of a million addresses never grows memory past the cap nor frees a
   assert.equal(limiter.take('ip:exhausted', tight).code, 'rate_limited');
 });
 
-test('when every address slot holds a limited caller, a new address is refused with 429 and not remembered (issue #15)', () => {
+test('when every address slot holds a limited caller, a new address is refused with 429 and not remembered', () => {
   // It used to be answered as a fresh caller and let through: 5,000 of 5,000 requests allowed.
   const { limiter, advance } = setup({ banThreshold: 3, banSeconds: 10, maxAnonymousCallers: 2 });
   hammer(limiter, 'ip:1', 3);
@@ -293,7 +293,7 @@ test('when every address slot holds a limited caller, a new address is refused w
   assert.equal(limiter.size(), 2);
 });
 
-test('keys are never evicted: a flood of addresses leaves a partly spent key as it was (issue #15)', () => {
+test('keys are never evicted: a flood of addresses leaves a partly spent key as it was', () => {
   const { limiter, advance } = setup({ banThreshold: 3, banSeconds: 3600, maxAnonymousCallers: 1_000 });
   const enterprise = { perMinute: 1_000, perDay: 300 };
   for (let i = 0; i < 298; i++) assert.equal(limiter.take('key:spent', enterprise).allowed, true);
@@ -348,7 +348,7 @@ test('exportChanges returns each changed caller once, then nothing until the nex
 });
 
 for (const kind of ['ip', 'key']) {
-  // A key leaves memory this way only: once forgetting it changes no answer (issue #15).
+  // A key leaves memory this way only: once forgetting it changes no answer.
   test(`a saved ${kind} caller whose buckets are full again is forgotten and exported as removed`, () => {
     const { limiter, advance } = setup();
     limiter.take(`${kind}:1`, FREE);

@@ -1,7 +1,7 @@
 /**
  * Many client addresses on one machine: Linux routes all of 127.0.0.0/8 to the loopback
  * interface, so a client socket bound to `127.x.y.z` (`localAddress`) reaches a server on
- * 127.0.0.1 and is seen coming from that address. The flood and connection-cap tests (issue #15)
+ * 127.0.0.1 and is seen coming from that address. The flood and connection-cap tests
  * need this; elsewhere (macOS has only 127.0.0.1) they are skipped, and with CI=true they fail.
  */
 import type { TestContext } from 'node:test';

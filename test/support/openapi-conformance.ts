@@ -12,7 +12,7 @@
  * Responses that belong to no operation of the document are checked against what the document
  * says about them, never waved through:
  * - a path under the base address that no operation has: the shared `NotFound` response, or
- *   `Unauthorized`/`TooManyRequests`, which come first (CONTRACT.md: authentication precedes
+ *   `Unauthorized`/`TooManyRequests`, which come first (docs/api.md: authentication precedes
  *   routing);
  * - a method that no operation of a path has: `MethodNotAllowed`, whose `Allow` must list the
  *   path's operations (plus HEAD beside GET);
@@ -21,7 +21,7 @@
  *   call it under `/v1`, where it does not exist. `GET /healthz` must answer `200 {"status":"ok"}`
  *   (the document's info says so) and `GET /docs` an HTML page with its Content-Security-Policy,
  *   both without the rate-limit headers; any other request outside the base address is limited
- *   per address (issue #15), so it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests`
+ *   per address, so it must be `NotFound`, `MethodNotAllowed` or `TooManyRequests`
  *   with their headers.
  *
  * The CORS headers of an answer (`Access-Control-Allow-Origin`, `-Expose-Headers`, `Vary`) are
@@ -38,7 +38,7 @@ type Json = Record<string, any>;
 const TRANSPORT_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
 /** Optional on every response when CORS_ALLOWED_ORIGINS is set. */
 const CORS_HEADERS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
-/** Paths outside the base address that answer GET and HEAD (CONTRACT.md), and how their 200 is checked. */
+/** Paths outside the base address that answer GET and HEAD (docs/api.md), and how their 200 is checked. */
 const OUTSIDE_PAGES: Readonly<Record<string, Pick<Expected, 'body' | 'bodyText' | 'pageHeaders'>>> = {
   '/healthz': { body: (value) => (JSON.stringify(value) === '{"status":"ok"}' ? null : `body ${JSON.stringify(value)} is not {"status":"ok"}`) },
   '/docs': {
@@ -179,7 +179,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   function outsideBase(method: string, path: string, status: number): Expected | string {
     const notLimited = (name: string) => name.startsWith('x-ratelimit-') || name.startsWith('ratelimit');
     if (status === 503) return { ...sharedResponse('Unavailable', 'shutting down'), optionalHeaders: notLimited };
-    // GET and HEAD of these pages are never limited; any other request outside /v1 is (issue #15).
+    // GET and HEAD of these pages are never limited; any other request outside /v1 is.
     const page = OUTSIDE_PAGES[path];
     if (page !== undefined && (method === 'GET' || method === 'HEAD')) {
       if (status !== 200) return `${status} for ${method} ${path}, which answers 200`;
@@ -257,7 +257,7 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
 
   /**
    * The `Allow` a 405 must carry: the path's operations in the document's order, with HEAD right
-   * after GET, as the router lists them (CONTRACT.md 1.1: `GET, HEAD, PATCH, DELETE` on a pet).
+   * after GET, as the router lists them (docs/api.md: `GET, HEAD, PATCH, DELETE` on a pet).
    */
   function allowFor(path: string): string | null {
     const relative = path.slice(basePath.length);

@@ -20,7 +20,7 @@ export function settings<T>(runs: number): Parameters<T> {
 }
 
 /**
- * The contract's error table (CONTRACT.md, Errors), written out here rather than imported from
+ * The contract's error table (docs/api.md, Errors), written out here rather than imported from
  * src/http/api-error.ts so that a wrong entry in the code cannot also be the test's expectation.
  */
 export const CONTRACT_ERRORS: Readonly<Record<string, number>> = {

@@ -133,7 +133,7 @@ async function serve(t: TestContext, service: Service<Stores>, clock: FakeClock,
   };
   t.after(close);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  // Every response is checked against the OpenAPI document this server serves (issue #4).
+  // Every response is checked against the OpenAPI document this server serves.
   const conformance = conformanceChecker(service.openapi);
   const request = async (path: string, init: RequestInit & { key?: string | null } = {}) => {
     const { key = roomy.key, ...rest } = init;

@@ -106,7 +106,7 @@ function paths(): OpenApiDocument['paths'] {
 
 // --- The document -----------------------------------------------------------------------------
 /**
- * The server's own base address only (issue #15): production lists `PUBLIC_BASE_URL`, staging
+ * The server's own base address only: production lists `PUBLIC_BASE_URL`, staging
  * `STAGING_BASE_URL`, each falling back to `/v1` on the server that serves the document when
  * unset. Development always lists that relative `/v1`: a client generated from a development
  * server, or a key pasted into its reference page, must never be sent to production.

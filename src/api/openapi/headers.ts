@@ -104,7 +104,7 @@ export const HEADERS = {
     required: true,
     schema: { type: 'string', enum: [DEPRECATION_HEADERS.Link] },
   },
-  // CORS (CONTRACT.md, "Browsers"): only with CORS_ALLOWED_ORIGINS set, hence never required.
+  // CORS (docs/api.md, "Cross-origin requests"): only with CORS_ALLOWED_ORIGINS set, hence never required.
   'Access-Control-Allow-Origin': {
     description:
       "The request's `Origin` when CORS_ALLOWED_ORIGINS allows it, or `*` when that setting is `*`; then a page of that origin may read the answer. " +
@@ -150,7 +150,7 @@ export const optional = (names: readonly HeaderName[]): HeaderUse[] => names.map
 
 /** On every response, including the ones Node writes before the pipeline runs (408, 431). */
 export const EVERY: readonly HeaderName[] = ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options'];
-/** On every response of a `/v1` request once the caller is limited (CONTRACT.md, "Rate limits"). */
+/** On every response of a `/v1` request once the caller is limited (docs/keys-and-limits.md, "Rate limits"). */
 export const RATE: readonly HeaderName[] = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit'];
 export const DEPRECATION: readonly HeaderName[] = ['Deprecation', 'Sunset', 'SuccessorLink'];
 /** On any response, every one of them declared, when CORS_ALLOWED_ORIGINS is set. */

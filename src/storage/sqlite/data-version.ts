@@ -26,8 +26,8 @@ const walIndexFiles = new WeakMap<DatabaseSync, number>();
  *
  * The pragma starts a WAL read transaction: two `fcntl` locks and SQLite's bookkeeping, about
  * 4 us under load, once per request. So it is asked only when the WAL index header may have
- * changed (see `walIndexHeader`): one 48-byte `pread`, about 0.7 us. Issue #12 measured the
- * whole change at about 1.5 us of CPU per request by id (see the README's benchmark section).
+ * changed (see `walIndexHeader`): one 48-byte `pread`, about 0.7 us. The whole change measured
+ * about 1.5 us of CPU per request by id (docs/decisions/0002-exact-answer-caches.md).
  */
 export function dataVersion(db: DatabaseSync): () => number {
   let watcher = watchers.get(db);

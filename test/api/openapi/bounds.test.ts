@@ -1,6 +1,6 @@
 /**
  * The bounds the OpenAPI document gives must be true of the largest answers a request can
- * provoke, not only of the ones the rest of the suite happens to see (issue #14, item 3).
+ * provoke, not only of the ones the rest of the suite happens to see.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -115,7 +115,7 @@ test('paths and methods without an operation are held to the NotFound and Method
   const petMethod: Sample = { method: 'PUT', path: '/v1/pets/1', status: 405, headers: { ...EVERY, ...RATE, ...JSON_TYPE, allow: 'GET, HEAD, PATCH, DELETE' }, body: error(405, 'method_not_allowed') };
   await check(petMethod);
   await assert.rejects(check(petMethod, {}, { allow: 'DELETE, GET, HEAD, PATCH' }), /the document's operations give "GET, HEAD, PATCH, DELETE"/);
-  // Outside /v1 everything but GET /healthz and GET /docs is limited per address (issue #15).
+  // Outside /v1 everything but GET /healthz and GET /docs is limited per address.
   await check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...RATE, ...JSON_TYPE }, body: error(404, 'not_found') });
   await assert.rejects(check({ path: '/nowhere', status: 404, headers: { ...EVERY, ...JSON_TYPE }, body: error(404, 'not_found') }), /X-RateLimit-Limit is required/);
   await check({ path: '/nowhere', status: 429, headers: { ...EVERY, ...RATE, ...JSON_TYPE, 'retry-after': '1' }, body: error(429, 'rate_limited') });

@@ -69,7 +69,7 @@ test('info.version is 1.0.0', () => {
   assert.equal(served().info.version, '1.0.0');
 });
 
-test('servers list only the environment\'s own base address: production PUBLIC_BASE_URL, staging STAGING_BASE_URL (issue #15)', () => {
+test('servers list only the environment\'s own base address: production PUBLIC_BASE_URL, staging STAGING_BASE_URL', () => {
   assert.deepEqual(served({ ...BOTH, appEnv: 'production' }).servers, [{ url: 'https://api.example.com/v1', description: 'Production', 'x-internal': false }]);
   assert.deepEqual(served({ ...BOTH, appEnv: 'staging' }).servers, [{ url: 'https://staging.example.com/v1', description: 'Staging', 'x-internal': false }]);
   // Unset, the server that serves the document is the address.
@@ -157,7 +157,7 @@ test('components: Pet, NewPet, PetPatch, Pets, PetStatus and Error, with int64 i
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 24, 'the 24 codes of CONTRACT.md, "Errors" (412 precondition_failed since 1.1)');
+  assert.equal(schemas.Error.properties.code.enum.length, 24, 'the 24 codes of docs/api.md, "Errors" (412 precondition_failed since 1.1)');
 });
 
 test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {
@@ -306,7 +306,7 @@ test('GET /v1/openapi.json serves the document built at start, without a key, ra
 });
 
 for (const [appEnv, listed] of [['production', 'https://api.example.com/v1'], ['staging', 'https://staging.example.com/v1'], ['development', '/v1']] as const) {
-  test(`a ${appEnv} server configured with both base addresses serves a document that lists only ${listed} (issue #15)`, async (t) => {
+  test(`a ${appEnv} server configured with both base addresses serves a document that lists only ${listed}`, async (t) => {
     const server = await startTestServer(t, { config: { ...BOTH, appEnv } });
     const response = await server.request('/v1/openapi.json', { key: null });
     assert.equal(response.status, 200);

@@ -1,5 +1,5 @@
 /**
- * Issue #14, item 3: the OpenAPI document passes Spectral's OpenAPI ruleset and the OWASP API
+ * The OpenAPI document passes Spectral's OpenAPI ruleset and the OWASP API
  * Security ruleset (.spectral.yaml) with no error but the two the contract rules out, so it
  * cannot regress. Spectral is run as its command line, on the documents a server serves with and
  * without configured base addresses.
@@ -52,7 +52,7 @@ function at(document: unknown, path: readonly string[]): any {
 }
 
 /**
- * The two errors CONTRACT.md ("Operations: metrics and backups") rules out: numeric ids (the
+ * The two errors the interface rules out (docs/operations.md, "Metrics"): numeric ids (the
  * seed's int64 `petId`), and the rate-limit rule on a response that declares both the seed's
  * `X-RateLimit-*` and the IETF `RateLimit` headers (the rule accepts one family only). A response
  * that declares neither is not excused.
@@ -73,7 +73,7 @@ const describe = (finding: Finding) => `${finding.code} at ${finding.path.join('
 test('Spectral (spectral:oas and the OWASP ruleset) finds no error in the document but the two the contract rules out', (t) => {
   const documents = {
     local: served({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null }),
-    // Each environment lists only its own base address (issue #15).
+    // Each environment lists only its own base address.
     production: served({ appEnv: 'production', publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' }),
     staging: served({ appEnv: 'staging', publicBaseUrl: 'https://api.example.com/v1', stagingBaseUrl: 'https://staging.example.com/v1' }),
     'production-unset': served({ appEnv: 'production', publicBaseUrl: null, stagingBaseUrl: null }),

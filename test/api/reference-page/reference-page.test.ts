@@ -1,7 +1,7 @@
 /**
  * The reference page renders whatever the OpenAPI document holds: these tests read the page as
  * text against the document, and show that an operation added to the document appears with no
- * change to the page's code (issue #13). How it looks and works is tested in Chromium
+ * change to the page's code. How it looks and works is tested in Chromium
  * (test/browser/docs.test.ts).
  */
 import { test } from 'node:test';

@@ -152,7 +152,7 @@ test('closeDatabase also closes the -shm file that the data_version pre-check op
   closeDatabase(db); // a second close is harmless
 });
 
-test('a new database is created 0600 in new folders 0700, and SQLite gives its -wal and -shm 0600 too (issue #15)', (t) => {
+test('a new database is created 0600 in new folders 0700, and SQLite gives its -wal and -shm 0600 too', (t) => {
   const dir = tempDir(t);
   const path = join(dir, 'state', 'data', 'pets.db');
   const db = openDatabase(path);

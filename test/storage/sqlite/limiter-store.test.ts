@@ -245,7 +245,7 @@ test('the store returns what it saved, least recently updated first', () => {
   assert.deepEqual(store.load(), [older, newer]);
 });
 
-test('a key\'s saved row is neither deleted nor rewritten to full by a flood of addresses (issue #15)', () => {
+test('a key\'s saved row is neither deleted nor rewritten to full by a flood of addresses', () => {
   const { db, start, advance } = setup({ maxAnonymousCallers: 100 });
   const { limiter, persistence } = start();
   const enterprise = { perMinute: 1_000, perDay: 300 };
