@@ -135,7 +135,11 @@ async function createServing(config: Config, engine: Engine, logger: Logger, obs
   };
 }
 
-/** The single process, or the primary of WORKERS above 1. */
+/**
+ * The single process, or the primary of WORKERS above 1: start in order (signals, engine, key,
+ * chores, metrics, the API), then wait for a signal. About a screen, kept whole so that the order
+ * of the start reads top to bottom.
+ */
 async function runProcess(config: Config): Promise<void> {
   // Worker threads write their own lines straight to fd 1, so the primary does too (whole lines).
   const write = config.workers > 1 ? fdWriter(1, LOG_BUFFER_BYTES, systemClock) : boundedWriter(process.stdout, LOG_BUFFER_BYTES, systemClock);

@@ -51,7 +51,10 @@ function parseOrReport(argv: readonly string[], io: KeysCliIo): KeysCommand | nu
   }
 }
 
-/** Carries out a parsed command. Returns the exit code. */
+/**
+ * Carries out a parsed command. Returns the exit code. One switch, longer than a screen: each
+ * case is one command, read on its own.
+ */
 export async function executeKeysCommand(command: KeysCommand, context: KeysCliContext): Promise<number> {
   const { stdout, stderr, clock, keys: store } = context;
   const now = clock();

@@ -45,7 +45,10 @@ interface RunningWorker {
   post(message: PrimaryMessage): void;
 }
 
-/** An empty pool; `start` adds the workers. */
+/**
+ * An empty pool; `start` adds the workers. One closure, longer than a screen, because the workers
+ * and the scrapes waiting for their counts are state that every method shares.
+ */
 export function createWorkerPool({ config, entry, host, failed, stopped }: WorkerPoolDeps): WorkerPool {
   const workers: RunningWorker[] = [];
   const scrapes = new Map<number, { left: number; answers: WorkerCounts[]; done(answers: WorkerCounts[]): void }>();

@@ -40,7 +40,10 @@ const METHOD = /^[A-Z]+$/;
 const PARAM = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
 const EMPTY_PARAMS: Params = Object.freeze({}) as Params;
 
-/** Creates an empty router. `H` is whatever the application calls a handler. */
+/**
+ * Creates an empty router. `H` is whatever the application calls a handler. One closure, longer
+ * than a screen, because both route tables are shared by `add`, `find`, `allowed` and `routes`.
+ */
 export function createRouter<H>(): Router<H> {
   const staticRoutes = new Map<string, PathEntry<H>>();
   const patternRoutes: PatternEntry<H>[] = [];

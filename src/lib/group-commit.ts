@@ -37,7 +37,10 @@ interface Waiting<T, R> {
 
 export const DEFAULT_MAX_BATCH = 1000;
 
-/** Creates a group committer around `commit`. */
+/**
+ * Creates a group committer around `commit`. One closure, longer than a screen, because the queue
+ * and the batches in flight are state that `submit` and `flush` share.
+ */
 export function createGroupCommit<T, R>({
   commit,
   enabled = true,

@@ -147,6 +147,9 @@ interface CallerState extends PoolEntry<CallerState> {
  *   anyway. If the 32 oldest are all protected, the new address is refused with
  *   `429 rate_limited` and not remembered: memory stays bounded, no limited caller is
  *   released, and no caller is let through unlimited.
+ *
+ * One closure, longer than a screen: the two pools, the changes not yet saved and the removed
+ * callers are state that every method below shares; each inner function is a few lines.
  */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { clock, banThreshold, banSeconds } = options;

@@ -75,7 +75,11 @@ function hasOneHost(req: IncomingMessage): boolean {
   return count === 1 || (count === 0 && req.httpVersion === '1.0');
 }
 
-/** Wires the steps, the routes and the handlers into a request handler for node:http. */
+/**
+ * Wires the steps, the routes and the handlers into a request handler for node:http. One closure,
+ * longer than a screen, because the routers, the writer and the draining flag are shared by the
+ * steps below; `respond` reads top to bottom in the contract's order.
+ */
 export function createPipeline(deps: PipelineDeps): App {
   const health = deps.health;
   const { keyed: router, open: publicRouter } = createRoutes(deps.handlers, {

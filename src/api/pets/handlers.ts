@@ -69,7 +69,10 @@ function changed(outcome: ChangeOutcome, petId: bigint): Reply {
   }
 }
 
-/** Builds the operations over a pets store, a clock, and the create and change paths. */
+/**
+ * Builds the handlers over a pets store, a clock, and the create and change paths. One closure,
+ * longer than a screen, because the answer caches are shared by the handlers; each is short.
+ */
 export function createPetsHandlers({ pets, clock, createPet: store, changePet }: PetsHandlersDeps): Handlers {
   // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
   // since only valid requests ever produce an entry.

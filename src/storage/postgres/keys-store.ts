@@ -21,7 +21,10 @@ const FIRST_KEY_LOCK = '7370646576';
 
 type Sql = PostgresSql;
 
-/** The key store over a migrated PostgreSQL database. */
+/**
+ * The key store over a migrated PostgreSQL database. One closure, longer than a screen, because
+ * the pool and the batched lookups are shared by every method; each method is short.
+ */
 export function createKeysStore(sql: PostgresSql, options: KeysStoreOptions): KeysStore {
   const { appEnv } = options;
 

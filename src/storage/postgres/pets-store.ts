@@ -22,7 +22,10 @@ const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version
 /** Read statements of one instance awaited at once, per kind (lookups, pages). */
 const READ_BATCHES_IN_FLIGHT = 3;
 
-/** The pets store over a migrated database. */
+/**
+ * The pets store over a migrated database. One closure, longer than a screen, because the pool
+ * and the batched reads are shared by every method.
+ */
 export function createPetsStore(sql: PostgresSql): PetsStore {
   /** Inserts the pets in one statement; returns them in the order given. */
   async function insertPets(tx: PostgresSql, creations: readonly PetCreation[]): Promise<Pet[]> {

@@ -47,7 +47,8 @@ function connectionCache(db: DatabaseSync): KeyCache {
 /**
  * The key store over an open, migrated database. Statements are prepared once, here.
  * Programmer errors (enterprise without numbers, an expiry in the past) throw; "no such key"
- * is a return value.
+ * is a return value. One closure, longer than a screen, because the prepared statements and the
+ * key cache are shared by every method; each method is short.
  */
 export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): SqliteKeysStore {
   const { appEnv } = options;

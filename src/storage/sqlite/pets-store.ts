@@ -61,7 +61,11 @@ function record(journal: WriteJournal, from: number, to: number): void {
   journal.count++;
 }
 
-/** Prepares every statement once; the returned functions are the only way to pets. */
+/**
+ * Prepares every statement once; the returned functions are the only way to pets. One closure,
+ * longer than a screen, because the statements and the write journal are shared by every
+ * method; each method is short.
+ */
 export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   const insert = db.prepare('INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING id, version');
   const byId = db.prepare(`SELECT ${COLUMNS} FROM pets WHERE id = ?`);
