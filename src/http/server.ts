@@ -14,7 +14,7 @@ import { admitConnections, createConnectionGate, type ConnectionGate } from './c
 // every start. The CommonJS module that getBuiltinModule returns loads it only when used.
 const { createServer } = process.getBuiltinModule('node:http');
 
-/** The request handler the server drives (the pipeline in `app.ts`). */
+/** The request handler the server drives (the pipeline, src/pipeline/pipeline.ts). */
 export interface App {
   handle(req: IncomingMessage, res: ServerResponse): void;
   /** From now on every response asks the client to close its connection (shutdown). */

@@ -3,7 +3,7 @@
  * the format is a few lines of text per series, not worth a runtime package.
  *
  * The pipeline and the create path report what happens through their observer interfaces
- * (app.ts, pet-creations.ts) and know nothing of Prometheus; this registry implements both.
+ * (pipeline/observer.ts, api/pets/creations.ts) and know nothing of Prometheus; this registry implements both.
  * Counting is on the hot path, so a request costs a few array increments: label strings are
  * built when the metrics are scraped, never per request, and every label is bounded (the route
  * is the router's template or `other`, the method one of a fixed list or `other`).

@@ -252,7 +252,7 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     const raw = await openRaw(instance.url);
     raw.write(`POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${keyForCreate}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 5)}`);
     // Let the request reach its worker's pipeline (past the drain check) before the signal, as
-    // main.test.ts does for one process.
+    // process.test.ts does for one process.
     await new Promise((resolve) => setTimeout(resolve, 200));
     instance.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 100));

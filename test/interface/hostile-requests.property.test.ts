@@ -154,7 +154,7 @@ test('any method and path segment after /v1/pets/ answers 200, 204, 400, 404 or 
     fc.stringMatching(/^-?0{0,30}[0-9]{0,22}$/).map((text) => Buffer.from(text)),
     fc.constantFrom('1', '01', '-0', '9223372036854775807', '9223372036854775808', '%31', '1%00', '1/', '..', '').map((text) => Buffer.from(text)),
   );
-  // HEAD is left out only because its answer has no body to read; its own test is in app.test.ts.
+  // HEAD is left out only because its answer has no body to read; its own test is in requests.test.ts.
   const method = fc.oneof(
     { weight: 4, arbitrary: fc.constant('GET') },
     { weight: 1, arbitrary: fc.constantFrom('POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'PROPFIND', 'get', 'G ET', 'X-CUSTOM', '') },

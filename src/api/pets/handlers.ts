@@ -25,10 +25,10 @@ export interface PetsHandlersDeps {
   clock: Clock;
   /**
    * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer:
-   * the service's create path (pet-creations.ts).
+   * the service's create path (creations.ts).
    */
   createPet: (pet: NewPet, context: HandlerContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
-  /** Applies a change or deletion durably: the service's change path (pet-changes.ts). */
+  /** Applies a change or deletion durably: the service's change path (changes.ts). */
   changePet: ChangePet;
 }
 

@@ -22,7 +22,7 @@ const walIndexFiles = new WeakMap<DatabaseSync, number>();
  * before the callback returns to the event loop. (It used to be kept for a whole turn of the
  * event loop, which is not exact: a turn reads many sockets one after another, and a request
  * pipelined behind another on a socket read later in the turn may have been sent after the
- * turn's first read; pet-lifecycle-reads.test.ts pins it.)
+ * turn's first read; test/interface/pet-reads-after-writes.test.ts pins it.)
  *
  * The pragma starts a WAL read transaction: two `fcntl` locks and SQLite's bookkeeping, about
  * 4 us under load, once per request. So it is asked only when the WAL index header may have
