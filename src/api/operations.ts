@@ -12,6 +12,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ErrorCode } from '../http/api-error.ts';
 import type { Reply } from '../http/reply.ts';
 import type { Params } from '../http/router.ts';
+import type { Scope } from '../keys/scopes.ts';
 import type { HeaderUse } from './openapi/headers.ts';
 import {
   createPetParameters, getPetParameters, ifMatchParameters, listPetsParameters, type Parameter,
@@ -62,10 +63,10 @@ export interface OperationSpec {
   summary: string;
   description: string;
   /**
-   * `required`: a valid key, else 401. `optional`: anyone; a valid key only decides whose rate
-   * limit counts the request. (The scope a key needs will be declared beside this.)
+   * The least scope a key needs (401 without a valid key, then 403 insufficient_scope without
+   * this scope); null: anyone, and a valid key only decides whose rate limit counts the request.
    */
-  auth: 'required' | 'optional';
+  scope: Scope | null;
   /** Deprecated: every answer carries DEPRECATION_HEADERS once routed. */
   deprecated?: boolean;
   parameters?: readonly Parameter[];
@@ -85,8 +86,17 @@ export interface HandlerContext {
   params: Params;
   /** The query string without `?`. */
   search: string;
-  /** The authenticated API key's id (empty for an anonymous caller of an `optional` operation). */
-  keyId: string;
+  /** Who is calling; null for an anonymous caller of an operation that needs no key. */
+  caller: Caller | null;
+}
+
+/** The API key of a request, as a handler needs it. */
+export interface Caller {
+  /** The key's id. */
+  id: string;
+  /** The key's account: orders belong to accounts. */
+  account: string;
+  scopes: readonly Scope[];
 }
 
 /** What an operation does; it throws an ApiError for any answer but its own success. */
@@ -113,7 +123,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description:
       'Pets sorted by id, as a plain JSON array. When more pets follow, a `Link: <...>; rel="next"` header gives the next page; ' +
       'following it from the first page visits every matching pet exactly once.',
-    auth: 'required',
+    scope: 'pets:read',
     parameters: listPetsParameters,
     responses: {
       200: { description: 'A page of pets.', body: 'Pets', headers: ['NextLink'] },
@@ -127,7 +137,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     tag: 'pets',
     summary: 'Add a pet',
     description: 'Stores a pet and answers once it is durably stored.',
-    auth: 'required',
+    scope: 'pets:write',
     parameters: createPetParameters,
     requestBody: { description: 'At most 16 KiB.', schema: 'NewPet', mediaTypes: ['application/json'] },
     replayable: true,
@@ -152,7 +162,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description:
       `Deprecated: removed on ${SUNSET_DAY} (\`Sunset: ${DEPRECATION_HEADERS.Sunset}\`); from then on it answers \`410 gone\`. ` +
       'Use `GET /pets` with the `status` filter instead.',
-    auth: 'required',
+    scope: 'pets:read',
     deprecated: true,
     parameters: getPetParameters,
     responses: {
@@ -171,7 +181,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description:
       'Applies a JSON merge patch (RFC 7396) of `name`, `categoryId` and `status` and answers once the change is durably stored. ' +
       'Any status may change to any other. Checked in this order: the path, the pet\'s existence, `If-Match`, then the body.',
-    auth: 'required',
+    scope: 'pets:write',
     parameters: [...getPetParameters, ...ifMatchParameters],
     requestBody: {
       description: 'At most 16 KiB, as `application/merge-patch+json` or `application/json`.',
@@ -198,7 +208,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description:
       'Removes the pet from every list and lookup, once that is durably stored; its id is never used again. ' +
       'Checked in this order: the path, the pet\'s existence, `If-Match`.',
-    auth: 'required',
+    scope: 'pets:write',
     parameters: [...getPetParameters, ...ifMatchParameters],
     responses: {
       204: { description: 'The pet is gone. No body.' },
@@ -213,7 +223,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     tag: 'store',
     summary: 'List store orders',
     description: 'Exists, is authenticated and rate limited, and is not implemented in this version.',
-    auth: 'required',
+    scope: 'orders:write',
     notImplemented: true,
     responses: {},
   },
@@ -226,7 +236,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description:
       'Needs no key (an unknown key still gets 200), but is rate limited like every request under the base address: ' +
       'by the key when a valid one is sent, else by the client address.',
-    auth: 'optional',
+    scope: null,
     responses: {
       200: {
         description: 'The OpenAPI 3.1 document.',

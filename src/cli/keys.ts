@@ -13,11 +13,11 @@
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
 import { loadConfig } from '../config.ts';
-import type { KeysStore } from '../storage/keys.ts';
+import { UnknownAccountError, type IssuedKey, type KeysStore } from '../storage/keys.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type Output } from './exit-codes.ts';
 import { parseKeysArgs, USAGE, UsageError, type KeysCommand } from './keys/arguments.ts';
 import { openKeys } from './keys/database.ts';
-import { describe, formatTable, isoTime, noSuchKey, printIssued, SHOWN_ONCE, toJson } from './keys/output.ts';
+import { describe, formatTable, isoTime, noSuchKey, printIssued, quote, SHOWN_ONCE, toJson } from './keys/output.ts';
 
 /** What the command line touches outside the database. */
 export interface KeysCliIo {
@@ -64,14 +64,23 @@ export async function executeKeysCommand(command: KeysCommand, context: KeysCliC
       return EXIT_OK;
 
     case 'create': {
-      const issued = await store.create({
-        plan: command.plan,
-        label: command.label,
-        perMinute: command.perMinute,
-        perDay: command.perDay,
-        expiresAt: command.expiresAt,
-        now,
-      });
+      let issued: IssuedKey;
+      try {
+        issued = await store.create({
+          plan: command.plan,
+          ...(command.account !== undefined ? { account: command.account } : {}),
+          scopes: command.scopes,
+          label: command.label,
+          perMinute: command.perMinute,
+          perDay: command.perDay,
+          expiresAt: command.expiresAt,
+          now,
+        });
+      } catch (error) {
+        if (!(error instanceof UnknownAccountError)) throw error;
+        stderr.write(`keys: no account ${quote(error.account)}; an account exists once a key was created for it\n`);
+        return EXIT_FAILURE;
+      }
       printIssued(issued, command.json, context);
       if (!command.json) stderr.write(`Created ${describe(issued.record)}. ${SHOWN_ONCE}\n`);
       return EXIT_OK;

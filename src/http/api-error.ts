@@ -16,6 +16,7 @@ export const ERROR_STATUS = {
   invalid_idempotency_key: 400,
   missing_api_key: 401,
   invalid_api_key: 401,
+  insufficient_scope: 403,
   not_found: 404,
   pet_not_found: 404,
   method_not_allowed: 405,

@@ -22,3 +22,8 @@ export function readCredentials(header: string | undefined): Credentials {
 /** `WWW-Authenticate` of a 401 without a usable key, and of one with an invalid key (RFC 6750). */
 export const UNAUTHENTICATED_CHALLENGE = 'Bearer realm="pets"';
 export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="pets", error="invalid_token"';
+
+/** `WWW-Authenticate` of a 403: the key lacks `scope`, the least scope that would allow the request (RFC 6750, 3.1). */
+export function insufficientScopeChallenge(scope: string): string {
+  return `Bearer realm="pets", error="insufficient_scope", scope="${scope}"`;
+}

@@ -34,7 +34,7 @@ export const OTHER_ROUTE = 'other';
 const STATUS_SLOTS = 1000;
 
 const RATE_LIMIT_CODES = ['rate_limited', 'temporarily_banned'] as const;
-const API_KEY_CODES = ['missing_api_key', 'invalid_api_key'] as const;
+const API_KEY_CODES = ['missing_api_key', 'invalid_api_key', 'insufficient_scope'] as const;
 
 /** What the process itself reports: read at each scrape, never on a request. */
 export interface ProcessProbe {
@@ -128,7 +128,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
       rateLimitRejections[code === 'temporarily_banned' ? 1 : 0]!++;
     },
     apiKeyRejected(code) {
-      apiKeyRejections[code === 'invalid_api_key' ? 1 : 0]!++;
+      apiKeyRejections[API_KEY_CODES.indexOf(code)]!++;
     },
     databaseError() {
       databaseErrors++;
@@ -218,7 +218,7 @@ export function renderCounts(counts: MetricsCounts, probe: ProcessProbe, workers
 
   family(out, 'rate_limit_rejections_total', 'counter', 'Requests refused with 429 by the rate limiter, by error code.');
   RATE_LIMIT_CODES.forEach((code, index) => out.push(`rate_limit_rejections_total{code="${code}"} ${counts.rateLimitRejections[index]}`));
-  family(out, 'api_key_rejections_total', 'counter', 'Requests refused with 401 for their API key, by error code.');
+  family(out, 'api_key_rejections_total', 'counter', 'Requests refused for their API key (401) or its scopes (403), by error code.');
   API_KEY_CODES.forEach((code, index) => out.push(`api_key_rejections_total{code="${code}"} ${counts.apiKeyRejections[index]}`));
   single(out, 'pets_created_total', 'counter', 'Pets stored (a replayed create is not counted).', counts.petsCreated);
   single(out, 'idempotent_replays_total', 'counter', 'Creates answered from their Idempotency-Key record, creating nothing.', counts.idempotentReplays);

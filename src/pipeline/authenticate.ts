@@ -1,11 +1,13 @@
 /**
- * Steps 1 and 3: who the caller is, and the 401 of a request that needs a key and has no valid
- * one. A valid key is the caller; otherwise the client address is (step 1), so that a request
- * without a key is still rate limited before it is refused (step 3).
+ * Steps 1 and 3, and the scope check after routing: who the caller is, the 401 of a request that
+ * needs a key and has no valid one, and the 403 of a key without the scope its operation needs.
+ * A valid key is the caller; otherwise the client address is (step 1), so that a request without
+ * a key is still rate limited before it is refused (step 3).
  */
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from '../http/api-error.ts';
-import { INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE, type Credentials } from '../http/bearer.ts';
+import { insufficientScopeChallenge, INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE, type Credentials } from '../http/bearer.ts';
+import { allows, type Scope } from '../keys/scopes.ts';
 import type { Limits } from '../limits/plans.ts';
 import { andThen, type MaybePromise } from '../lib/maybe-promise.ts';
 import type { PipelineObserver } from './observer.ts';
@@ -13,6 +15,8 @@ import type { PipelineObserver } from './observer.ts';
 /** An authenticated API key, as the pipeline needs it. */
 export interface ApiKeyIdentity extends Limits {
   id: string;
+  account: string;
+  scopes: readonly Scope[];
 }
 
 /**
@@ -43,4 +47,16 @@ export function unauthenticated(credentials: Credentials, observer: PipelineObse
   return code === 'missing_api_key'
     ? new ApiError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
     : new ApiError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+}
+
+/**
+ * After routing, before the handler validates anything: the 403 for a key that lacks the scope
+ * the operation needs (RFC 6750, section 3.1), or null when the key has it.
+ */
+export function insufficientScope(apiKey: ApiKeyIdentity, needed: Scope, observer: PipelineObserver): ApiError | null {
+  if (allows(apiKey.scopes, needed)) return null;
+  observer.apiKeyRejected('insufficient_scope');
+  return new ApiError('insufficient_scope', `This API key lacks the scope ${needed}, which this operation needs.`, {
+    'WWW-Authenticate': insufficientScopeChallenge(needed),
+  });
 }

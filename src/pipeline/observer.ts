@@ -6,7 +6,7 @@ export interface PipelineObserver {
   /** A response was written. `route` is the router's template, or null when no route matched. */
   responded(method: string, route: string | null, status: number, seconds: number): void;
   rateLimitRejected(code: 'rate_limited' | 'temporarily_banned'): void;
-  apiKeyRejected(code: 'missing_api_key' | 'invalid_api_key'): void;
+  apiKeyRejected(code: 'missing_api_key' | 'invalid_api_key' | 'insufficient_scope'): void;
   /** A request failed on a database error (answered 503 or 500). */
   databaseError(): void;
 }

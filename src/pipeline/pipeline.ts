@@ -20,7 +20,7 @@ import { addressCaller, keyCaller } from '../limits/callers.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import { ANONYMOUS_LIMITS } from '../limits/plans.ts';
 import { databaseUnavailableOf, type DatabaseErrorOf } from '../storage/errors.ts';
-import { identify, unauthenticated, type Authenticate } from './authenticate.ts';
+import { identify, insufficientScope, unauthenticated, type ApiKeyIdentity, type Authenticate } from './authenticate.ts';
 import { toErrorReply } from './errors.ts';
 import { createSender, openExchange, type Exchange } from './exchange.ts';
 import { takeToken } from './limit.ts';
@@ -130,13 +130,13 @@ export function createPipeline(deps: PipelineDeps): App {
     const limited = takeToken(limiter, caller, apiKey ?? ANONYMOUS_LIMITS, exchange, observer);
     if (limited) await limited;
     if (draining) throw shuttingDown();
-    if (open) return run(open, exchange, req);
+    if (open) return run(open, exchange, req, apiKey);
 
-    // 3. Authentication, then 4. routing.
+    // 3. Authentication, then 4. routing (and the key's scope, in `run`).
     if (!apiKey) throw unauthenticated(credentials, observer);
     if (match === null) throw noSuchPath();
     // 5-6. The handler validates its input, in the contract's order, and runs the operation.
-    return run(match, exchange, req);
+    return run(match, exchange, req, apiKey);
   }
 
   /** A path outside `/v1`: limited per address unless it is a probe or the docs, then routed. */
@@ -144,19 +144,27 @@ export function createPipeline(deps: PipelineDeps): App {
     const route = () => {
       const match = publicRouter.find(method, exchange.path);
       if (match === null) throw noSuchPath();
-      return run(match, exchange, req);
+      return run(match, exchange, req, null);
     };
     if ((method === 'GET' || method === 'HEAD') && UNLIMITED_PATHS.has(exchange.path)) return route();
     const limited = takeToken(limiter, addressCaller(clientAddress(req, trustProxy)), ANONYMOUS_LIMITS, exchange, observer);
     return limited ? limited.then(route) : route();
   }
 
-  /** A matched route: 405 for another method of its path, else its handler. */
-  function run(match: RouteMatch<Route>, exchange: Exchange, req: IncomingMessage): Reply | Promise<Reply> {
+  /**
+   * A matched route: 405 for another method of its path; 403 when the key lacks the operation's
+   * scope (after routing, before any validation); else its handler.
+   */
+  function run(match: RouteMatch<Route>, exchange: Exchange, req: IncomingMessage, apiKey: ApiKeyIdentity | null): Reply | Promise<Reply> {
     exchange.route = match.pattern;
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(req.method ?? '', match.allow);
     exchange.routeHeaders = match.handler.headers;
-    return match.handler.run({ req, params: match.params, search: exchange.search, keyId: exchange.keyId ?? '' });
+    const scope = match.handler.spec?.scope;
+    if (scope && apiKey) {
+      const refusal = insufficientScope(apiKey, scope, observer);
+      if (refusal !== null) throw refusal;
+    }
+    return match.handler.run({ req, params: match.params, search: exchange.search, caller: apiKey });
   }
 
   return {

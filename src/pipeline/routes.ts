@@ -18,7 +18,7 @@ export interface Route {
 }
 
 export interface Routes {
-  /** The operations that need a valid key (401 without one, before 404 and 405). */
+  /** The operations that need a valid key (401 without one, before 404 and 405; 403 without their scope, after). */
   keyed: Router<Route>;
   /** What anyone may call: the operations whose key is optional, and the paths outside the API. */
   open: Router<Route>;
@@ -39,7 +39,7 @@ export function createRoutes(handlers: Handlers, outside: OutsideHandlers): Rout
     const run = handlers[spec.operationId];
     if (run === undefined) throw new Error(`operation ${spec.operationId} has no handler`);
     unused.delete(spec.operationId);
-    const router = spec.auth === 'required' ? routes.keyed : routes.open;
+    const router = spec.scope !== null ? routes.keyed : routes.open;
     router.add(spec.method, BASE_PATH + spec.path, { run, spec, ...(spec.deprecated ? { headers: DEPRECATION_HEADERS } : {}) });
   }
   if (unused.size > 0) throw new Error(`handlers without an operation: ${[...unused].join(', ')}`);

@@ -9,6 +9,7 @@ import type { Plan } from '../limits/plans.ts';
 import { PLANS } from '../limits/plans.ts';
 import type { RandomBytes } from '../keys/api-keys.ts';
 import { generateApiKey, hashApiKey } from '../keys/api-keys.ts';
+import { ALL_SCOPES, formatScopes, parseStoredScopes, type Scope } from '../keys/scopes.ts';
 
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 
@@ -16,6 +17,10 @@ import type { MaybePromise } from '../lib/maybe-promise.ts';
 export interface ApiKeyRecord {
   /** `key_` and 16 hex digits: short enough to type, shown in logs instead of the key. */
   id: string;
+  /** The account the key belongs to: `acct_` and 16 hex digits. Orders belong to accounts. */
+  account: string;
+  /** What the key may do, in the order of SCOPES. */
+  scopes: Scope[];
   label: string;
   plan: Plan;
   /** The plan's published numbers, or an enterprise key's own. */
@@ -35,6 +40,10 @@ export interface IssuedKey {
 
 export interface NewKey {
   plan: Plan;
+  /** An existing account; absent: a new account of its own. */
+  account?: string;
+  /** Absent: every scope. */
+  scopes?: readonly Scope[];
   label?: string;
   /** Required for `enterprise`, refused for the other plans. */
   perMinute?: number;
@@ -49,7 +58,21 @@ export type RotateResult =
   | { outcome: 'not_found' }
   | { outcome: 'revoked' | 'expired'; previous: ApiKeyRecord };
 
-/** The key store of either engine. Programmer errors throw; "no such key" is a return value. */
+/** `create` was told an account that no key has ever had. */
+export class UnknownAccountError extends Error {
+  readonly account: string;
+
+  constructor(account: string) {
+    super(`no account ${JSON.stringify(account)}`);
+    this.name = 'UnknownAccountError';
+    this.account = account;
+  }
+}
+
+/**
+ * The key store of either engine. Programmer errors throw; "no such key" is a return value. An
+ * unknown `account` given to `create` throws UnknownAccountError (the keys command's exit 1).
+ */
 export interface KeysStore {
   create(input: NewKey): MaybePromise<IssuedKey>;
   /** The key a plain key belongs to when it is valid at `now`, else null. */
@@ -77,6 +100,9 @@ export interface KeysStoreOptions {
  */
 export interface ApiKeyRow {
   id: string;
+  account: string;
+  /** Space-separated, in the order of SCOPES. */
+  scopes: string;
   label: string;
   plan: Plan;
   per_minute: number | string | null;
@@ -86,11 +112,16 @@ export interface ApiKeyRow {
   revoked_at: number | string | null;
 }
 
+/** Every column of a key's row, as both engines select it. */
+export const KEY_COLUMNS = 'id, account, scopes, label, plan, per_minute, per_day, created_at, expires_at, revoked_at';
+
 /** A validated new key: its row, the plain key to show once, and the hash to store. */
 export interface PreparedKey {
   row: ApiKeyRow;
   key: string;
   keyHash: string;
+  /** The row's account is made now, for this key (else it must exist already). */
+  newAccount: boolean;
 }
 
 /** Checks a new key's input (throwing on programmer errors) and generates its id and secret. */
@@ -104,12 +135,16 @@ export function prepareKey(input: NewKey, { appEnv, randomBytes = cryptoRandomBy
     assertPositiveInteger(input.perMinute, 'perMinute');
     assertPositiveInteger(input.perDay, 'perDay');
   }
+  const scopes = input.scopes ?? ALL_SCOPES;
+  if (scopes.length === 0) throw new RangeError('a key needs at least one scope');
   const expiresAt = input.expiresAt ?? null;
   if (expiresAt !== null && !(Number.isSafeInteger(expiresAt) && expiresAt > now)) {
     throw new RangeError(`expiresAt must be an integer time after now, got ${expiresAt}`);
   }
   const row: ApiKeyRow = {
     id: `key_${randomBytes(8).toString('hex')}`,
+    account: input.account ?? `acct_${randomBytes(8).toString('hex')}`,
+    scopes: formatScopes(scopes),
     label: input.label ?? '',
     plan,
     per_minute: own ? input.perMinute! : null,
@@ -119,7 +154,7 @@ export function prepareKey(input: NewKey, { appEnv, randomBytes = cryptoRandomBy
     revoked_at: null,
   };
   const key = generateApiKey(appEnv, randomBytes);
-  return { row, key, keyHash: hashApiKey(key) };
+  return { row, key, keyHash: hashApiKey(key), newAccount: input.account === undefined };
 }
 
 /** Throws unless the grace period keeps `now + grace` an exact integer time. */
@@ -145,6 +180,8 @@ export function planRotation(previous: ApiKeyRecord, graceSeconds: number, now: 
     // The new key keeps the old one's expiry: it belongs to the grant, not to the secret.
     replacement: {
       plan: previous.plan,
+      account: previous.account,
+      scopes: previous.scopes,
       label: previous.label,
       perMinute: own ? previous.perMinute : undefined,
       perDay: own ? previous.perDay : undefined,
@@ -160,6 +197,8 @@ export function toRecord(row: ApiKeyRow): ApiKeyRecord {
   const limits = PLANS[row.plan] ?? { perMinute: Number(row.per_minute), perDay: Number(row.per_day) };
   return {
     id: row.id,
+    account: row.account,
+    scopes: parseStoredScopes(row.scopes),
     label: row.label,
     plan: row.plan,
     perMinute: limits.perMinute,

@@ -98,9 +98,12 @@ test('create --json prints one JSON object and nothing on stderr', async () => {
   assert.equal(stdout.split('\n').length, 2, 'one line');
   const body = JSON.parse(stdout);
   assert.ok(isWellFormedApiKey(body.key, 'development'));
+  const record = store.findByKey(body.key, T0)!;
   assert.deepEqual(body, {
-    id: store.findByKey(body.key, T0)?.id,
+    id: record.id,
     key: body.key,
+    account: record.account,
+    scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
     label: 'x',
     plan: 'enterprise',
     perMinute: 7,
@@ -108,6 +111,26 @@ test('create --json prints one JSON object and nothing on stderr', async () => {
     createdAt: '2030-01-01T00:00:00.000Z',
     expiresAt: null,
   });
+});
+
+test('create --scopes gives the key those scopes, in the order of the scopes table; without it, all four', async () => {
+  const { ok, store } = harness();
+  const adopter = (await ok('create', '--plan', 'free', '--scopes', 'orders:write,pets:read')).trim();
+  assert.deepEqual(store.findByKey(adopter, T0)!.scopes, ['pets:read', 'orders:write']);
+  const staff = (await ok('create', '--plan', 'pro')).trim();
+  assert.deepEqual(store.findByKey(staff, T0)!.scopes, ['pets:read', 'pets:write', 'orders:write', 'orders:manage']);
+});
+
+test('create --account joins an existing account; an unknown one is one line on stderr, exit code 1, and no key', async () => {
+  const { run, ok, store } = harness();
+  const first = store.findByKey((await ok('create', '--plan', 'pro')).trim(), T0)!;
+  const second = store.findByKey((await ok('create', '--plan', 'free', '--account', first.account)).trim(), T0)!;
+  assert.equal(second.account, first.account);
+  const refused = await run('create', '--plan', 'free', '--account', 'acct_0000000000000000');
+  assert.equal(refused.code, EXIT_FAILURE);
+  assert.equal(refused.stdout, '');
+  assert.match(refused.stderr, /^keys: no account "acct_0000000000000000"[^\n]*\n$/);
+  assert.equal(store.list().length, 2);
 });
 
 // list
@@ -128,10 +151,11 @@ test('list prints a table with the status of each key and never a key or hash', 
   const table = await ok('list');
   const lines = table.trimEnd().split('\n');
   assert.equal(lines.length, 4);
-  assert.match(lines[0]!, /^ID\s+PLAN\s+PER MIN\s+PER DAY\s+STATUS\s+CREATED\s+EXPIRES\s+REVOKED\s+LABEL$/);
-  assert.match(lines[1]!, /^key_[0-9a-f]{16}\s+free\s+60\s+1000\s+active\s+2030-01-01T00:00:00Z\s+-\s+-\s+active one$/);
-  assert.match(lines[2]!, /^key_[0-9a-f]{16}\s+pro\s+300\s+10000\s+revoked\s+2030-01-01T00:00:00Z\s+-\s+2030-01-01T00:00:00Z$/);
-  assert.match(lines[3]!, /^key_[0-9a-f]{16}\s+business\s+1000\s+100000\s+expired\s+2030-01-01T00:00:00Z\s+2030-01-01T00:00:10Z\s+-$/);
+  const all = 'pets:read,pets:write,orders:write,orders:manage';
+  assert.match(lines[0]!, /^ID\s+ACCOUNT\s+SCOPES\s+PLAN\s+PER MIN\s+PER DAY\s+STATUS\s+CREATED\s+EXPIRES\s+REVOKED\s+LABEL$/);
+  assert.match(lines[1]!, new RegExp(`^key_[0-9a-f]{16}\\s+acct_[0-9a-f]{16}\\s+${all}\\s+free\\s+60\\s+1000\\s+active\\s+2030-01-01T00:00:00Z\\s+-\\s+-\\s+active one$`));
+  assert.match(lines[2]!, new RegExp(`^key_[0-9a-f]{16}\\s+acct_[0-9a-f]{16}\\s+${all}\\s+pro\\s+300\\s+10000\\s+revoked\\s+2030-01-01T00:00:00Z\\s+-\\s+2030-01-01T00:00:00Z$`));
+  assert.match(lines[3]!, new RegExp(`^key_[0-9a-f]{16}\\s+acct_[0-9a-f]{16}\\s+${all}\\s+business\\s+1000\\s+100000\\s+expired\\s+2030-01-01T00:00:00Z\\s+2030-01-01T00:00:10Z\\s+-$`));
   for (const key of [active, revoked, expiring]) {
     assert.ok(!table.includes(key));
     assert.ok(!table.includes(hashApiKey(key)));
@@ -141,13 +165,15 @@ test('list prints a table with the status of each key and never a key or hash', 
 test('list --json gives every field with ISO 8601 UTC times or null, and never a key or hash', async () => {
   const { ok, clock, store } = harness();
   const key = (await ok('create', '--plan', 'enterprise', '--per-minute', '9', '--per-day', '99', '--label', 'e', '--expires', '2030-02-01T00:00:00Z')).trim();
-  const id = store.findByKey(key, T0)!.id;
+  const { id, account } = store.findByKey(key, T0)!;
   clock.now = T0 + 1500;
   await ok('revoke', id);
   const output = await ok('list', '--json');
   assert.deepEqual(JSON.parse(output), [
     {
       id,
+      account,
+      scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
       label: 'e',
       plan: 'enterprise',
       perMinute: 9,
@@ -220,9 +246,13 @@ test('rotate --grace --json prints the new key as create does, with the replaced
   assert.equal(code, EXIT_OK);
   assert.equal(stderr, '');
   const body = JSON.parse(stdout);
+  const replacement = store.findByKey(body.key, T0)!;
+  assert.equal(replacement.account, store.findByKey(oldKey, T0)!.account, 'the same account');
   assert.deepEqual(body, {
-    id: store.findByKey(body.key, T0)?.id,
+    id: replacement.id,
     key: body.key,
+    account: replacement.account,
+    scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
     label: '',
     plan: 'pro',
     perMinute: 300,
@@ -305,6 +335,16 @@ const BAD_ARGUMENTS: readonly (readonly string[])[] = [
   ['create', '--plan', 'free', '--label', '--json'],
   ['create', '--plan', 'free', '--label', 'two\nlines'],
   ['create', '--plan', 'free', '--label', LONG_LABEL],
+  // create: scopes and account
+  ['create', '--plan', 'free', '--scopes'],
+  ['create', '--plan', 'free', '--scopes', ''],
+  ['create', '--plan', 'free', '--scopes', 'pets:read,'],
+  ['create', '--plan', 'free', '--scopes', 'pets:read,,orders:write'],
+  ['create', '--plan', 'free', '--scopes', 'pets:admin'],
+  ['create', '--plan', 'free', '--scopes', 'PETS:READ'],
+  ['create', '--plan', 'free', '--scopes', 'pets:read orders:write'],
+  ['create', '--plan', 'free', '--account', ''],
+  ['create', '--plan', 'free', '--account', 'acct_\u0007'],
   // options in general
   ['create', '--plan', 'free', '--plan', 'pro'],
   ['create', '--plan', 'free', '--json', '--json'],

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { KeysStore, NewKey } from '../../src/storage/keys.ts';
+import { UnknownAccountError, type KeysStore, type NewKey } from '../../src/storage/keys.ts';
 import type { NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
 import type { IdempotencyWrite } from '../../src/storage/idempotency.ts';
 import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
@@ -50,10 +50,35 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     assert.deepEqual(await keys.findByKey(free.key, T0), free.record);
     assert.deepEqual(await keys.get(free.record.id), free.record);
     assert.deepEqual(free.record, {
-      id: free.record.id, label: 'shop', plan: 'free', perMinute: 60, perDay: 1000, createdAt: T0, expiresAt: null, revokedAt: null,
+      id: free.record.id, account: free.record.account, scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
+      label: 'shop', plan: 'free', perMinute: 60, perDay: 1000, createdAt: T0, expiresAt: null, revokedAt: null,
     });
+    assert.notEqual(free.record.account, enterprise.record.account, 'each key without --account has an account of its own');
     assert.deepEqual([(await keys.findByKey(enterprise.key, T0))?.perMinute, enterprise.record.perDay], [5, 7]);
     assert.deepEqual((await keys.list()).map((record) => record.id), [free.record.id, enterprise.record.id], 'oldest first, same millisecond in creation order');
+  });
+
+  test('a key may join an existing account, with the scopes it is given; an unknown account is refused and nothing is stored', async (t) => {
+    const { keys } = await open(t);
+    const staff = await keys.create({ plan: 'pro', now: T0 });
+    const adopter = await keys.create({ plan: 'free', account: staff.record.account, scopes: ['orders:write', 'pets:read'], now: T0 });
+    assert.equal(adopter.record.account, staff.record.account);
+    assert.deepEqual(adopter.record.scopes, ['pets:read', 'orders:write'], 'in the order of the scopes table');
+    assert.deepEqual((await keys.findByKey(adopter.key, T0))?.scopes, ['pets:read', 'orders:write']);
+    await assert.rejects(Promise.resolve().then(() => keys.create({ plan: 'free', account: 'acct_nobody', now: T0 })), (error: unknown) =>
+      error instanceof UnknownAccountError && error.account === 'acct_nobody');
+    assert.equal((await keys.list()).length, 2, 'the refused key was not stored');
+  });
+
+  test('a rotation keeps the account and the scopes', async (t) => {
+    const { keys } = await open(t);
+    const { record } = await keys.create({ plan: 'business', scopes: ['pets:read'], now: T0 });
+    const rotated = await keys.rotate(record.id, 60, T0 + 1);
+    assert.equal(rotated.outcome, 'rotated');
+    if (rotated.outcome !== 'rotated') return;
+    assert.equal(rotated.record.account, record.account);
+    assert.deepEqual(rotated.record.scopes, ['pets:read']);
+    assert.deepEqual((await keys.findByKey(rotated.key, T0 + 1))?.scopes, ['pets:read']);
   });
 
   const refusedKeys: [string, (keys: KeysStore, now: number) => Promise<string>][] = [

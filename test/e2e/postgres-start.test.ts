@@ -69,7 +69,7 @@ describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
     const [record, ...others] = JSON.parse(listed.stdout);
     assert.equal(others.length, 0);
     assert.deepEqual(record, { ...record, id: issued.id, revokedAt: null, expiresAt: null });
-    assert.match(keys('list').stdout, new RegExp(`${issued.id}\\s+enterprise\\s+5\\s+9\\s+active`));
+    assert.match(keys('list').stdout, new RegExp(`${issued.id}\\s+${issued.account}\\s+\\S+\\s+enterprise\\s+5\\s+9\\s+active`));
 
     const rotated = keys('rotate', issued.id, '--grace', '60');
     assert.equal(rotated.status, 0, rotated.stderr);

@@ -161,7 +161,10 @@ test('a create that fails on the database counts a database error', async (t) =>
   const metrics = realMetrics(t);
   const server = await startTestServer(t, { observer: metrics });
   const metricsUrl = await startMetricsListener(t, metrics);
-  // max_page_count makes SQLite fail with SQLITE_FULL exactly as a full disk does.
+  // max_page_count makes SQLite fail with SQLITE_FULL exactly as a full disk does; VACUUM first,
+  // so that no free page is left for the creates to fill (a migration that rebuilds a table
+  // leaves some).
+  server.db.exec('VACUUM');
   const { page_count: pages } = server.db.prepare('PRAGMA page_count').get() as { page_count: number };
   server.db.exec(`PRAGMA max_page_count = ${pages}`);
   const responses = await Promise.all(Array.from({ length: 40 }, (_, i) => server.post('/v1/pets', { name: `${i} `.padEnd(100, 'x'), categoryId: 1 })));

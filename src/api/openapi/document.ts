@@ -9,7 +9,7 @@ import { OPERATIONS, type OperationSpec, type ResponseSpec } from '../operations
 import { newPetSchema, petPatchSchema, petSchema, petsPageSchema, petStatusSchema } from '../schemas.ts';
 import { CORS, DEPRECATION, EVERY, HEADERS, headers, RATE, type HeaderName, type HeaderUse } from './headers.ts';
 import { errorSchema, jsonSchema, parameter, ref, requestSchema, type JsonObject } from './json-schema.ts';
-import { errorResponse, EVERY_OPERATION, internalError, json, shared, SHARED_RESPONSES, unavailable, type SharedResponse } from './responses.ts';
+import { errorResponse, EVERY_OPERATION, forbidden, internalError, json, shared, SHARED_RESPONSES, unavailable, type SharedResponse } from './responses.ts';
 
 export type { JsonObject } from './json-schema.ts';
 
@@ -63,13 +63,15 @@ function response(spec: OperationSpec, status: number, { description, body, code
 function responses(spec: OperationSpec): JsonObject {
   const own = Object.entries(spec.responses).map(([status, answer]) => [status, response(spec, Number(status), answer)]);
   // The document itself needs no key, so it never answers 401.
-  const common: SharedResponse[] = spec.auth === 'optional' ? EVERY_OPERATION.filter((name) => name !== 'Unauthorized') : EVERY_OPERATION;
+  const common: SharedResponse[] = spec.scope === null ? EVERY_OPERATION.filter((name) => name !== 'Unauthorized') : [...EVERY_OPERATION, 'Forbidden'];
   const variants: JsonObject = {};
   // A replay returns the first response, whatever the operation answered.
   const replayed: HeaderName[] = spec.replayable ? ['Idempotent-Replayed'] : [];
   // Once routed, a 500 carries the deprecation headers too; before routing it cannot.
   const extra500 = [...(spec.deprecated ? DEPRECATION : []), ...replayed];
   if (extra500.length > 0) variants[500] = internalError(extra500);
+  // So does a 403, which comes after routing.
+  if (spec.deprecated && spec.scope !== null) variants[403] = forbidden(DEPRECATION);
   if (replayed.length > 0) variants[503] = unavailable(replayed);
   return {
     ...Object.fromEntries(own),
@@ -91,8 +93,9 @@ function operation(spec: OperationSpec): JsonObject {
     ...(body
       ? { requestBody: { required: true, description: body.description, content: Object.fromEntries(body.mediaTypes.map((type) => [type, { schema: ref('schemas', body.schema) }])) } }
       : {}),
-    // Optional authentication: anonymous, or a bearer key that decides the rate limit.
-    ...(spec.auth === 'optional' ? { security: [{}, { bearerAuth: [] }] } : {}),
+    // The least scope the operation needs; or optional authentication: anonymous, or a bearer key
+    // that decides the rate limit.
+    security: spec.scope === null ? [{}, { bearerAuth: [] }] : [{ bearerAuth: [spec.scope] }],
     responses: responses(spec),
   };
 }

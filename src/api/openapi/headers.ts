@@ -4,7 +4,8 @@
  */
 import { MAX_ORIGIN_LENGTH } from '../../config.ts';
 import { COMMON_HEADERS } from '../../http/reply.ts';
-import { INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../../http/bearer.ts';
+import { insufficientScopeChallenge, INVALID_TOKEN_CHALLENGE, UNAUTHENTICATED_CHALLENGE } from '../../http/bearer.ts';
+import { SCOPES } from '../../keys/scopes.ts';
 import { EXPOSED_HEADERS } from '../../http/cors.ts';
 import { CLIENT_REQUEST_ID } from '../../http/request-id.ts';
 import { DEPRECATION_HEADERS } from '../operations.ts';
@@ -60,6 +61,11 @@ export const HEADERS = {
     description: 'The Bearer challenge; `error="invalid_token"` when a key was sent but is not valid.',
     required: true,
     schema: { type: 'string', enum: [UNAUTHENTICATED_CHALLENGE, INVALID_TOKEN_CHALLENGE] },
+  },
+  ScopeChallenge: {
+    description: 'The Bearer challenge of a key without the scope the operation needs: `error="insufficient_scope"` and the least scope that would allow the request (RFC 6750, section 3.1).',
+    required: true,
+    schema: { type: 'string', enum: SCOPES.map(insufficientScopeChallenge) },
   },
   Allow: {
     description: 'The methods of this path (`GET, HEAD, PATCH, DELETE` on a pet); HEAD wherever GET.',
@@ -126,7 +132,7 @@ export const HEADERS = {
 
 export type HeaderName = keyof typeof HEADERS;
 /** The header names on the wire of the two `Link` components. */
-const WIRE_NAME: Partial<Record<HeaderName, string>> = { NextLink: 'Link', SuccessorLink: 'Link' };
+const WIRE_NAME: Partial<Record<HeaderName, string>> = { NextLink: 'Link', SuccessorLink: 'Link', ScopeChallenge: 'WWW-Authenticate' };
 
 /** How a response uses a header: as described, or optional where the component says required. */
 export type HeaderUse = HeaderName | { optional: HeaderName };

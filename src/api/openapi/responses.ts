@@ -36,6 +36,11 @@ export function internalError(extra: readonly HeaderName[] = []): JsonObject {
   return errorResponse(500, 'An unexpected error; the body never carries detail.', codesOf(500), [...EVERY, ...optional([...RATE, ...extra])]);
 }
 
+/** A key without the scope: decided after routing, so it carries the route's headers (`extra`). */
+export function forbidden(extra: readonly HeaderName[] = []): JsonObject {
+  return errorResponse(403, 'The API key lacks the scope this operation needs (named in `WWW-Authenticate`).', codesOf(403), [...EVERY, ...RATE, ...extra, 'ScopeChallenge']);
+}
+
 /** A /v1 request is limited before it learns that the server is shutting down or cannot write. */
 export function unavailable(extra: readonly HeaderName[] = []): JsonObject {
   return errorResponse(
@@ -55,6 +60,7 @@ export const SHARED_RESPONSES = {
     401,
     errorResponse(401, 'No API key, or one that is unknown, revoked or expired.', codesOf(401), [...EVERY, ...RATE, 'WWW-Authenticate']),
   ],
+  Forbidden: [403, forbidden()],
   NotFound: [
     404,
     errorResponse(404, 'No such path: any path under the base address that no operation has.', ['not_found'], [...EVERY, ...RATE]),

@@ -27,7 +27,7 @@ export interface PetsHandlersDeps {
    * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer:
    * the service's create path (creations.ts).
    */
-  createPet: (pet: NewPet, context: HandlerContext, idempotency: IdempotentRequest | null) => Promise<Reply>;
+  createPet: (pet: NewPet, caller: { keyId: string }, idempotency: IdempotentRequest | null) => Promise<Reply>;
   /** Applies a change or deletion durably: the service's change path (changes.ts). */
   changePet: ChangePet;
 }
@@ -125,7 +125,8 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       const body = await readJsonBody(context.req);
       const pet = validateBody(body, newPetSchema) as unknown as NewPet;
       // Fingerprinted as sent, before defaults: an omitted status differs from "available".
-      return store(pet, context, key === null ? null : { key, fingerprint: fingerprintBody(body) });
+      // Every pet operation needs a key, so there is a caller.
+      return store(pet, { keyId: context.caller!.id }, key === null ? null : { key, fingerprint: fingerprintBody(body) });
     },
 
     getPet(context: HandlerContext): Reply | Promise<Reply> {

@@ -5,6 +5,7 @@
  */
 import type { Plan } from '../../limits/plans.ts';
 import { isPlan, PLAN_NAMES, PLANS } from '../../limits/plans.ts';
+import { isScope, orderedScopes, SCOPES, type Scope } from '../../keys/scopes.ts';
 import { quote } from './output.ts';
 
 export const DEFAULT_GRACE_SECONDS = 86_400;
@@ -15,18 +16,21 @@ const MAX_LABEL_LENGTH = 100;
 export const USAGE = `Usage: npm run --silent keys -- <command>
 
 Commands:
-  create --plan PLAN [--label TEXT] [--per-minute N --per-day N] [--expires ISO-TIME] [--json]
+  create --plan PLAN [--scopes LIST] [--account ACCOUNT] [--label TEXT]
+         [--per-minute N --per-day N] [--expires ISO-TIME] [--json]
       Create a key and print it once. PLAN is ${PLAN_NAMES.join(', ')};
       --per-minute and --per-day are required for enterprise and only for enterprise.
+      LIST is comma-separated, of ${SCOPES.join(', ')}; without it the key gets all of them.
+      Without --account the key gets a new account of its own; with it, it joins that one.
   list [--json]
       List every key (never the key itself).
   revoke ID
       Stop a key at once.
   rotate ID [--grace SECONDS] [--json]
-      Create a key with the same plan, numbers and label; the old one keeps working
-      for the grace period (default ${DEFAULT_GRACE_SECONDS} s).
+      Create a key with the same account, scopes, plan, numbers and label; the old one
+      keeps working for the grace period (default ${DEFAULT_GRACE_SECONDS} s).
 
-Exit codes: 0 done, 1 failed (unknown ID, bad environment variable), 2 bad arguments.
+Exit codes: 0 done, 1 failed (unknown ID or account, bad environment variable), 2 bad arguments.
 `;
 
 /** A parsed, validated command line. */
@@ -35,6 +39,9 @@ export type KeysCommand =
   | {
       name: 'create';
       plan: Plan;
+      /** Absent: a new account of its own. */
+      account: string | undefined;
+      scopes: Scope[];
       label: string;
       perMinute: number | undefined;
       perDay: number | undefined;
@@ -62,7 +69,9 @@ interface CommandSpec {
 
 const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   create: {
-    options: { plan: 'string', label: 'string', 'per-minute': 'string', 'per-day': 'string', expires: 'string', json: 'boolean' },
+    options: {
+      plan: 'string', scopes: 'string', account: 'string', label: 'string', 'per-minute': 'string', 'per-day': 'string', expires: 'string', json: 'boolean',
+    },
     positionals: [],
   },
   list: { options: { json: 'boolean' }, positionals: [] },
@@ -117,7 +126,11 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
       if ([...label].length > MAX_LABEL_LENGTH || CONTROL.test(label)) {
         throw new UsageError(`--label must be at most ${MAX_LABEL_LENGTH} characters, without control characters`);
       }
-      return { name, plan: planName, label, perMinute, perDay, expiresAt, json };
+      const account = values.get('account');
+      if (account !== undefined && (account === '' || [...account].length > MAX_LABEL_LENGTH || CONTROL.test(account))) {
+        throw new UsageError(`--account must be an account id such as acct_0123456789abcdef, got ${quote(account)}`);
+      }
+      return { name, plan: planName, account, scopes: parseScopes(values.get('scopes')), label, perMinute, perDay, expiresAt, json };
     }
     case 'list':
       return { name, json };
@@ -131,6 +144,16 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
         json,
       };
   }
+}
+
+/** `--scopes a,b`: each a scope, none empty; absent means all of them. */
+function parseScopes(list: string | undefined): Scope[] {
+  if (list === undefined) return [...SCOPES];
+  const scopes = list.split(',');
+  for (const scope of scopes) {
+    if (!isScope(scope)) throw new UsageError(`${scope === '' ? 'an empty scope' : `unknown scope ${quote(scope)}`} in --scopes (${SCOPES.join(', ')})`);
+  }
+  return orderedScopes(scopes as Scope[]);
 }
 
 /** Control characters would break the one-line-per-key table. */

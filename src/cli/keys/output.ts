@@ -12,8 +12,8 @@ export function printIssued(issued: IssuedKey, json: boolean, context: { stdout:
     context.stdout.write(`${issued.key}\n`);
     return;
   }
-  const { id, label, plan, perMinute, perDay, createdAt, expiresAt } = toJson(issued.record);
-  context.stdout.write(`${JSON.stringify({ id, key: issued.key, label, plan, perMinute, perDay, createdAt, expiresAt, ...extra })}\n`);
+  const { id, account, scopes, label, plan, perMinute, perDay, createdAt, expiresAt } = toJson(issued.record);
+  context.stdout.write(`${JSON.stringify({ id, key: issued.key, account, scopes, label, plan, perMinute, perDay, createdAt, expiresAt, ...extra })}\n`);
 }
 
 export function noSuchKey(id: string, stderr: Output): number {
@@ -24,13 +24,15 @@ export function noSuchKey(id: string, stderr: Output): number {
 export function describe(record: ApiKeyRecord): string {
   const label = record.label === '' ? '' : `, label ${quote(record.label)}`;
   const expiry = record.expiresAt === null ? '' : `, expires ${isoTime(record.expiresAt)}`;
-  return `${record.id} (plan ${record.plan}: ${record.perMinute}/min, ${record.perDay}/day${label}${expiry})`;
+  return `${record.id} (account ${record.account}, scopes ${record.scopes.join(',')}; plan ${record.plan}: ${record.perMinute}/min, ${record.perDay}/day${label}${expiry})`;
 }
 
 /** The `list --json` shape: times as ISO 8601 UTC strings, null when unset. */
 export function toJson(record: ApiKeyRecord) {
   return {
     id: record.id,
+    account: record.account,
+    scopes: record.scopes,
     label: record.label,
     plan: record.plan,
     perMinute: record.perMinute,
@@ -51,9 +53,11 @@ export function formatTable(records: readonly ApiKeyRecord[], now: number): stri
   const status = (record: ApiKeyRecord) =>
     record.revokedAt !== null ? 'revoked' : record.expiresAt !== null && record.expiresAt <= now ? 'expired' : 'active';
   const rows = [
-    ['ID', 'PLAN', 'PER MIN', 'PER DAY', 'STATUS', 'CREATED', 'EXPIRES', 'REVOKED', 'LABEL'],
+    ['ID', 'ACCOUNT', 'SCOPES', 'PLAN', 'PER MIN', 'PER DAY', 'STATUS', 'CREATED', 'EXPIRES', 'REVOKED', 'LABEL'],
     ...records.map((record) => [
       record.id,
+      record.account,
+      record.scopes.join(','),
       record.plan,
       String(record.perMinute),
       String(record.perDay),

@@ -8,14 +8,12 @@
 import { wellFormedKeyHash } from '../../keys/api-keys.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import {
-  assertGraceSeconds, planRotation, prepareKey, toRecord,
+  assertGraceSeconds, KEY_COLUMNS, planRotation, prepareKey, toRecord, UnknownAccountError,
   type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStore, type KeysStoreOptions, type NewKey,
 } from '../keys.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 
-/** Every column in the shared row shape; bigints come as text and toRecord makes them numbers. */
-const COLUMNS = 'id, label, plan, per_minute, per_day, created_at, expires_at, revoked_at';
 /** Serialises writers that must see "no key yet" atomically (the first development key). */
 const FIRST_KEY_LOCK = '7370646576';
 
@@ -28,23 +26,31 @@ type Sql = PostgresSql;
 export function createKeysStore(sql: PostgresSql, options: KeysStoreOptions): KeysStore {
   const { appEnv } = options;
 
+  /** Inserts the key (and its new account), inside the caller's transaction. */
   async function insertKey(tx: Sql, input: NewKey): Promise<IssuedKey> {
-    const { row, key, keyHash } = prepareKey(input, options);
-    await tx`
-      INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at)
-      VALUES (${row.id}, ${keyHash}, ${row.label}, ${row.plan}, ${row.per_minute}, ${row.per_day}, ${row.created_at}, ${row.expires_at})`;
+    const { row, key, keyHash, newAccount } = prepareKey(input, options);
+    if (newAccount) await tx`INSERT INTO accounts (id, created_at) VALUES (${row.account}, ${row.created_at})`;
+    try {
+      await tx`
+        INSERT INTO api_keys (id, key_hash, account, scopes, label, plan, per_minute, per_day, created_at, expires_at)
+        VALUES (${row.id}, ${keyHash}, ${row.account}, ${row.scopes}, ${row.label}, ${row.plan}, ${row.per_minute}, ${row.per_day}, ${row.created_at}, ${row.expires_at})`;
+    } catch (error) {
+      // foreign_key_violation: the account named is not one of the accounts table.
+      if ((error as { code?: unknown }).code === '23503') throw new UnknownAccountError(row.account);
+      throw error;
+    }
     return { record: toRecord(row), key };
   }
 
   async function get(tx: Sql, id: string, lock = false): Promise<ApiKeyRecord | null> {
-    const rows = await tx.unsafe<ApiKeyRow[]>(`SELECT ${COLUMNS} FROM api_keys WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [id], { prepare: true });
+    const rows = await tx.unsafe<ApiKeyRow[]>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [id], { prepare: true });
     return rows.length === 0 ? null : toRecord(rows[0]!);
   }
 
   const lookups = createGroupCommit<string, ApiKeyRecord | null>({
     async commit(hashes) {
       const rows = await guardRead(() =>
-        sql.unsafe<(ApiKeyRow & { key_hash: string })[]>(`SELECT key_hash, ${COLUMNS} FROM api_keys WHERE key_hash = ANY($1::text[])`, [hashes as string[]], { prepare: true }),
+        sql.unsafe<(ApiKeyRow & { key_hash: string })[]>(`SELECT key_hash, ${KEY_COLUMNS} FROM api_keys WHERE key_hash = ANY($1::text[])`, [hashes as string[]], { prepare: true }),
       );
       const byHash = new Map(rows.map((row) => [row.key_hash, toRecord(row)]));
       return hashes.map((hash) => byHash.get(hash) ?? null);
@@ -59,7 +65,7 @@ export function createKeysStore(sql: PostgresSql, options: KeysStoreOptions): Ke
   }
 
   return {
-    create: (input) => guard(() => insertKey(sql, input)),
+    create: (input) => guard(() => sql.begin((tx) => insertKey(tx as unknown as Sql, input))),
 
     findByKey(plainKey, now) {
       const keyHash = wellFormedKeyHash(plainKey, appEnv);
@@ -71,7 +77,7 @@ export function createKeysStore(sql: PostgresSql, options: KeysStoreOptions): Ke
     get: (id) => guard(() => get(sql, id)),
 
     async list() {
-      const rows = await guard(() => sql.unsafe<ApiKeyRow[]>(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, seq`));
+      const rows = await guard(() => sql.unsafe<ApiKeyRow[]>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, seq`));
       return rows.map(toRecord);
     },
 

@@ -162,4 +162,21 @@ export const MIGRATIONS: readonly string[] = [
   END;
   $fn$;
   `,
+  // 2: accounts and scopes of keys. Every key belongs to an account (orders belong to accounts)
+  // and has scopes. A key made before keeps working as it did: an account of its own, named after
+  // its id, and every scope.
+  `
+  CREATE TABLE accounts (
+    id         text   PRIMARY KEY CHECK (id LIKE 'acct\\_%'),
+    created_at bigint NOT NULL
+  );
+  INSERT INTO accounts (id, created_at) SELECT 'acct_' || substr(id, 5), created_at FROM api_keys;
+  ALTER TABLE api_keys
+    ADD COLUMN account text REFERENCES accounts (id),
+    ADD COLUMN scopes text NOT NULL DEFAULT 'pets:read pets:write orders:write orders:manage' CHECK (scopes <> '');
+  UPDATE api_keys SET account = 'acct_' || substr(id, 5);
+  ALTER TABLE api_keys ALTER COLUMN account SET NOT NULL, ALTER COLUMN scopes DROP DEFAULT;
+  CREATE INDEX api_keys_account ON api_keys (account);
+  `,
 ];
+

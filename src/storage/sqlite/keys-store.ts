@@ -10,7 +10,7 @@ import { transaction } from './database.ts';
 import { dataVersion } from './data-version.ts';
 import { wellFormedKeyHash } from '../../keys/api-keys.ts';
 import {
-  assertGraceSeconds, planRotation, prepareKey, toRecord,
+  assertGraceSeconds, KEY_COLUMNS, planRotation, prepareKey, toRecord, UnknownAccountError,
   type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStoreOptions, type NewKey, type RotateResult,
 } from '../keys.ts';
 
@@ -27,7 +27,6 @@ export interface SqliteKeysStore {
   count(): number;
 }
 
-const COLUMNS = 'id, label, plan, per_minute, per_day, created_at, expires_at, revoked_at';
 const MAX_CACHED_KEYS = 10_000;
 
 interface KeyCache {
@@ -54,16 +53,18 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Sq
   const { appEnv } = options;
 
   const insert = db.prepare(
-    `INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO api_keys (id, key_hash, account, scopes, label, plan, per_minute, per_day, created_at, expires_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
+  const insertAccount = db.prepare('INSERT INTO accounts (id, created_at) VALUES (?, ?)');
+  const accountExists = db.prepare('SELECT 1 FROM accounts WHERE id = ?');
   const selectActiveByHash = db.prepare(
-    `SELECT ${COLUMNS} FROM api_keys
+    `SELECT ${KEY_COLUMNS} FROM api_keys
      WHERE key_hash = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
   );
-  const selectById = db.prepare(`SELECT ${COLUMNS} FROM api_keys WHERE id = ?`);
+  const selectById = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = ?`);
   // rowid breaks ties in insertion order: keys made in the same millisecond keep their order.
-  const selectAll = db.prepare(`SELECT ${COLUMNS} FROM api_keys ORDER BY created_at, rowid`);
+  const selectAll = db.prepare(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, rowid`);
   // A second revocation keeps the first time: that is when the key stopped working.
   const updateRevoked = db.prepare('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?');
   const updateExpires = db.prepare('UPDATE api_keys SET expires_at = ? WHERE id = ?');
@@ -76,9 +77,12 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Sq
   const cache = connectionCache(db);
   const forget = () => cache.records.clear();
 
+  /** Inserts the key (and its new account), inside the caller's transaction. */
   function insertKey(input: NewKey): IssuedKey {
-    const { row, key, keyHash } = prepareKey(input, options);
-    insert.run(row.id, keyHash, row.label, row.plan, row.per_minute, row.per_day, row.created_at, row.expires_at);
+    const { row, key, keyHash, newAccount } = prepareKey(input, options);
+    if (newAccount) insertAccount.run(row.account, row.created_at);
+    else if (accountExists.get(row.account) === undefined) throw new UnknownAccountError(row.account);
+    insert.run(row.id, keyHash, row.account, row.scopes, row.label, row.plan, row.per_minute, row.per_day, row.created_at, row.expires_at);
     forget();
     return { record: toRecord(row), key };
   }
@@ -109,7 +113,7 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Sq
   }
 
   return {
-    create: insertKey,
+    create: (input) => transaction(db, () => insertKey(input)),
 
     findByKey(plainKey, now) {
       const keyHash = wellFormedKeyHash(plainKey, appEnv);

@@ -70,4 +70,37 @@ export const MIGRATIONS: readonly string[] = [
   SET response_headers = json_set(response_headers, '$.ETag', '"' || json_extract(response_body, '$.id') || '.1"')
   WHERE response_status = 201;
   `,
+  // 5: accounts and scopes of keys. Every key belongs to an account (orders belong to accounts)
+  // and has scopes. A key made before keeps working as it did: an account of its own, named after
+  // its id, and every scope. The table is rebuilt (SQLite cannot add NOT NULL or a foreign key to
+  // a column), keeping each row's rowid, which orders keys made in the same millisecond.
+  `
+  CREATE TABLE accounts (
+    id         TEXT    PRIMARY KEY CHECK (id GLOB 'acct_*'),
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO accounts (id, created_at) SELECT 'acct_' || substr(id, 5), created_at FROM api_keys;
+
+  CREATE TABLE api_keys_v5 (
+    id          TEXT    PRIMARY KEY,
+    key_hash    TEXT    NOT NULL UNIQUE,
+    account     TEXT    NOT NULL REFERENCES accounts (id),
+    scopes      TEXT    NOT NULL CHECK (scopes <> ''),  -- space-separated, in the order of the scopes table
+    label       TEXT    NOT NULL DEFAULT '',
+    plan        TEXT    NOT NULL CHECK (plan IN ('free', 'pro', 'business', 'enterprise')),
+    per_minute  INTEGER CHECK (per_minute IS NULL OR per_minute >= 1),
+    per_day     INTEGER CHECK (per_day IS NULL OR per_day >= 1),
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER,
+    revoked_at  INTEGER,
+    CHECK ((plan = 'enterprise') = (per_minute IS NOT NULL AND per_day IS NOT NULL))
+  ) STRICT;
+  INSERT INTO api_keys_v5 (rowid, id, key_hash, account, scopes, label, plan, per_minute, per_day, created_at, expires_at, revoked_at)
+    SELECT rowid, id, key_hash, 'acct_' || substr(id, 5), 'pets:read pets:write orders:write orders:manage',
+           label, plan, per_minute, per_day, created_at, expires_at, revoked_at
+      FROM api_keys;
+  DROP TABLE api_keys;
+  ALTER TABLE api_keys_v5 RENAME TO api_keys;
+  CREATE INDEX api_keys_account ON api_keys (account);
+  `,
 ];

@@ -82,7 +82,7 @@ test('a development server lists only itself (/v1), never the production or stag
   assert.deepEqual(served(UNSET).servers, served(BOTH).servers);
 });
 
-test('bearerAuth is an HTTP bearer scheme applied to every operation; only the document itself may be read anonymously', () => {
+test('bearerAuth is an HTTP bearer scheme applied to every operation with the least scope it needs; only the document itself may be read anonymously', () => {
   const document = served();
   assert.deepEqual({ type: document.components.securitySchemes.bearerAuth.type, scheme: document.components.securitySchemes.bearerAuth.scheme }, { type: 'http', scheme: 'bearer' });
   assert.deepEqual(document.security, [{ bearerAuth: [] }]);
@@ -91,8 +91,9 @@ test('bearerAuth is an HTTP bearer scheme applied to every operation; only the d
     assert.ok(security.some((requirement: object) => 'bearerAuth' in requirement), operationId);
   }
   assert.deepEqual(operation(document, 'getOpenApiDocument').security, [{}, { bearerAuth: [] }]);
-  for (const operationId of ['listPets', 'createPet', 'getPet', 'updatePet', 'deletePet', 'listOrders']) {
-    assert.equal(operation(document, operationId).security, undefined, `${operationId} uses the document-wide requirement`);
+  const scopes = { listPets: 'pets:read', getPet: 'pets:read', createPet: 'pets:write', updatePet: 'pets:write', deletePet: 'pets:write', listOrders: 'orders:write' };
+  for (const [operationId, scope] of Object.entries(scopes)) {
+    assert.deepEqual(operation(document, operationId).security, [{ bearerAuth: [scope] }], operationId);
   }
 });
 
@@ -157,7 +158,7 @@ test('components: Pet, NewPet, PetPatch, Pets, PetStatus and Error, with int64 i
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 24, 'the 24 codes of docs/api.md, "Errors" (412 precondition_failed since 1.1)');
+  assert.equal(schemas.Error.properties.code.enum.length, 25, 'the 25 codes of docs/api.md, "Errors" (412 precondition_failed since 1.1, 403 insufficient_scope since 1.2)');
 });
 
 test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {
@@ -177,12 +178,12 @@ test('each operation describes every response it can really give, with the Error
   const document = served();
   // `default`: the 408 and 431 that the HTTP server writes before the request reaches the API.
   const expected = {
-    listPets: [200, 400, 401, 429, 500, 503, 'default'],
-    createPet: [201, 400, 401, 409, 413, 415, 422, 429, 500, 503, 'default'],
-    getPet: [200, 400, 401, 404, 410, 429, 500, 503, 'default'],
-    updatePet: [200, 400, 401, 404, 412, 413, 415, 429, 500, 503, 'default'],
-    deletePet: [204, 400, 401, 404, 412, 429, 500, 503, 'default'],
-    listOrders: [401, 429, 500, 501, 503, 'default'],
+    listPets: [200, 400, 401, 403, 429, 500, 503, 'default'],
+    createPet: [201, 400, 401, 403, 409, 413, 415, 422, 429, 500, 503, 'default'],
+    getPet: [200, 400, 401, 403, 404, 410, 429, 500, 503, 'default'],
+    updatePet: [200, 400, 401, 403, 404, 412, 413, 415, 429, 500, 503, 'default'],
+    deletePet: [204, 400, 401, 403, 404, 412, 429, 500, 503, 'default'],
+    listOrders: [401, 403, 429, 500, 501, 503, 'default'],
     getOpenApiDocument: [200, 429, 500, 503, 'default'],
   };
   for (const [operationId, statuses] of Object.entries(expected)) {

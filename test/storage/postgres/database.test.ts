@@ -5,6 +5,9 @@ import { classifyError, connectPostgres, migratePostgres } from '../../../src/st
 import { MIGRATIONS } from '../../../src/storage/postgres/migrations.ts';
 import { createPetsStore } from '../../../src/storage/postgres/pets-store.ts';
 import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
+import { createKeysStore } from '../../../src/storage/postgres/keys-store.ts';
+import { UnknownAccountError } from '../../../src/storage/keys.ts';
+import { generateApiKey, hashApiKey } from '../../../src/keys/api-keys.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
 describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
@@ -56,5 +59,26 @@ describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
       cluster().start();
     }
     assert.equal(await pets.get(1n), null, 'the stale connection is replaced and the read sent again');
+  });
+});
+
+describeWithPostgres('PostgreSQL: a 1.1 schema migrated to accounts and scopes', (cluster) => {
+  test('each key of a 1.1 database gets an account of its own and all four scopes, and keeps working', async (t) => {
+    const url = await cluster().createDatabase();
+    const sql = await connectPostgres(url, { poolSize: 1 });
+    t.after(() => sql.end());
+    // The schema of 1.1 is its migrations (they are append-only), and its keys its own INSERT.
+    await migratePostgres(sql, MIGRATIONS.slice(0, 1));
+    const key = generateApiKey('development');
+    await sql`INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at)
+              VALUES ('key_00112233445566aa', ${hashApiKey(key)}, 'shop', 'free', NULL, NULL, 1, NULL)`;
+    assert.deepEqual(await migratePostgres(sql), MIGRATIONS.slice(1).map((_, index) => index + 2));
+    const keys = createKeysStore(sql, { appEnv: 'development' });
+    const record = await keys.findByKey(key, 2);
+    assert.equal(record?.account, 'acct_00112233445566aa');
+    assert.deepEqual(record?.scopes, ['pets:read', 'pets:write', 'orders:write', 'orders:manage']);
+    const joined = await keys.create({ plan: 'pro', account: 'acct_00112233445566aa', scopes: ['pets:read'], now: 3 });
+    assert.equal(joined.record.account, 'acct_00112233445566aa');
+    await assert.rejects(Promise.resolve(keys.create({ plan: 'pro', account: 'acct_nobody', now: 3 })), UnknownAccountError);
   });
 });

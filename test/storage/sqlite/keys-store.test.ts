@@ -21,8 +21,11 @@ test('create returns the record with the plan numbers and a key of the environme
   const { store } = newStore('production');
   const { record, key } = store.create({ plan: 'pro', label: 'mobile app', now: T0 });
   assert.match(record.id, /^key_[0-9a-f]{16}$/);
+  assert.match(record.account, /^acct_[0-9a-f]{16}$/);
   assert.deepEqual(record, {
     id: record.id,
+    account: record.account,
+    scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
     label: 'mobile app',
     plan: 'pro',
     perMinute: 300,
@@ -176,9 +179,9 @@ test('count counts every key', () => {
   assert.equal(store.count(), 2);
 });
 
-test('rotate issues a new key with the same plan, numbers and label and a new id', () => {
+test('rotate issues a new key with the same account, scopes, plan, numbers and label and a new id', () => {
   const { store } = newStore();
-  const old = store.create({ plan: 'enterprise', label: 'partner', perMinute: 900, perDay: 90_000, now: T0 });
+  const old = store.create({ plan: 'enterprise', label: 'partner', scopes: ['orders:write'], perMinute: 900, perDay: 90_000, now: T0 });
   const result = store.rotate(old.record.id, 86_400, T0 + SECOND);
   assert.equal(result.outcome, 'rotated');
   if (result.outcome !== 'rotated') return;
@@ -186,6 +189,8 @@ test('rotate issues a new key with the same plan, numbers and label and a new id
   assert.notEqual(result.key, old.key);
   assert.deepEqual(result.record, {
     id: result.record.id,
+    account: old.record.account,
+    scopes: ['orders:write'],
     label: 'partner',
     plan: 'enterprise',
     perMinute: 900,
