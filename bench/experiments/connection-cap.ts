@@ -1,13 +1,14 @@
+// Experiment: the CPU time the per-address connection cap adds to each new connection (274-849 ns; README, Performance).
 /**
- * What the per-address connection cap (issue #15) costs: the work it adds to each new connection,
+ * What the per-address connection cap costs: the work it adds to each new connection,
  * measured in isolation, since it adds nothing per request. That work is the peer address's
  * normalisation and one update of the per-address count when the connection opens and closes.
  * A load test on a shared 2-core machine cannot see a cost this small; `npm run bench` on a
  * quiet machine is the check that nothing moved.
  *
- *   node_modules/.bin/node bench/connection-cap.ts
+ *   node_modules/.bin/node bench/experiments/connection-cap.ts
  */
-import { peerAddress } from '../src/http/identify.ts';
+import { peerAddress } from '../../src/http/identify.ts';
 
 const ITERATIONS = 2_000_000;
 const ROUNDS = 5;
