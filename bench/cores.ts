@@ -17,7 +17,6 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { allowedCpus, findExecutable, type Pinning } from './cpu.ts';
 import { runLoad, type LoadResult } from './measure.ts';
-import type { Generator } from './options.ts';
 import { startServer, type ServerProcess } from './processes.ts';
 import { startCommand } from './start-command.ts';
 import { seedDatabase } from './seed.ts';
@@ -80,9 +79,11 @@ if (unknown.length > 0) {
 }
 const pin = !values['no-pin'] && findExecutable('taskset') !== null;
 const wrk = findExecutable('wrk');
-const generator: Generator = wrk === null ? 'autocannon' : 'wrk';
 const progress = (text: string) => process.stderr.write(`${text}\n`);
-if (wrk === null) progress('wrk is not installed (apt-get install wrk): autocannon, in this process, generates the load instead, and may itself be the limit');
+if (wrk === null) {
+  process.stderr.write('npm run bench:cores needs wrk, the load generator: sudo apt-get install wrk\n');
+  process.exit(1);
+}
 
 /**
  * The server's cores and wrk's for `workers` workers: the server on the first `workers` CPUs this
@@ -111,7 +112,7 @@ process.on('SIGINT', () => {
 const path = join(workDir, 'pets.db');
 const seeded = seedDatabase(path, pets);
 const authorization = `Bearer ${seeded.key}`;
-const workloads = buildWorkloads({ authorization, pets, deepSoldAfterId: 0 }, names);
+const workloads = buildWorkloads({ pets, deepSoldAfterId: 0 }, names);
 
 interface Row {
   workers: number;
@@ -138,9 +139,10 @@ for (const workers of workerCounts) {
     cpus: pinning?.server ?? null,
   });
   for (const workload of workloads) {
-    const setup = { generator, wrk, pinning, connections, authorization };
-    await runLoad(service, workload, { ...setup, seconds: warmup });
-    const result = await runLoad(service, workload, { ...setup, seconds });
+    const setup = { wrk, pinning, connections, authorization };
+    const target = { urls: [service.url], pids: [service.pid] };
+    await runLoad(target, workload, { ...setup, seconds: warmup });
+    const result = await runLoad(target, workload, { ...setup, seconds });
     rows.push({ workers, workload: workload.label, result, shared });
     progress(`  ${workload.name}: ${Math.round(result.rps)} req/s, p99 ${result.latencyMs.p99.toFixed(2)} ms, server ${result.cpu.server.toFixed(2)} cores${result.non2xx ? `, ${result.non2xx} non-2xx` : ''}`);
   }
@@ -153,7 +155,7 @@ rmSync(workDir, { recursive: true, force: true });
 const cpuModel = machineCpus()[0]?.model ?? 'unknown CPU';
 const out: string[] = [];
 out.push('', `Machine: ${availableParallelism()} cores available to Node (${allowed.length} allowed to this process: CPU ${allowed.join(',')}), ${cpuModel}`);
-out.push(`Load: ${generator === 'wrk' ? 'wrk' : 'autocannon (in this process)'}, ${connections} connections, ${seconds} s per workload after ${warmup} s of warm-up; ${pets} pets`);
+out.push(`Load: wrk, ${connections} connections, ${seconds} s per workload after ${warmup} s of warm-up; ${pets} pets`);
 for (const note of notes) out.push(`Pinning, ${note}`);
 out.push('');
 const header = ['workload', 'workers', 'req/s', 'x 1 worker', 'p99 ms', 'server cores', 'wrk core busy', 'other load', 'note'];

@@ -3,11 +3,7 @@
  * before it starts anything.
  */
 import { parseArgs } from 'node:util';
-import { parseCpuList } from './cpu.ts';
 import { WORKLOAD_NAMES, type WorkloadName } from './workloads.ts';
-
-export const GENERATORS = ['wrk', 'autocannon'] as const;
-export type Generator = (typeof GENERATORS)[number];
 
 export interface BenchOptions {
   /** Pets seeded before the service starts. */
@@ -24,13 +20,8 @@ export interface BenchOptions {
   profile: boolean;
   /** Start the service with METRICS_PORT, so that every request is counted (issue #14). */
   metrics: boolean;
-  /** The load generator; null: wrk when it is installed, else autocannon. */
-  generator: Generator | null;
   /** false with --no-pin: no core of its own for the server nor for the generator. */
   pin: boolean;
-  /** The servers' CPUs and the generator's; null: the first and the second this process may use. */
-  serverCpus: number[] | null;
-  generatorCpus: number[] | null;
   /** How long, in all, the bench may wait for other processes to quieten before its rounds. */
   quietWaitSeconds: number;
   /** Where latest.json, latest.md and profiles go. */
@@ -52,11 +43,6 @@ one core and wrk to another.
   --only A,B        only these workloads: ${WORKLOAD_NAMES.join(', ')}
   --profile         run the service under node --cpu-prof and summarise the profile
   --metrics         run the service with METRICS_PORT set (metrics counted), and scrape it at the end
-  --generator G     wrk or autocannon (default: wrk when installed, else autocannon with a warning)
-  --server-cpus L   the CPUs of the servers, a list such as 0 or 0-1,4 (default: the first
-                    CPU this process may use)
-  --generator-cpus L the CPUs of the load generator (one wrk thread each) and of this process
-                    (default: the next CPU)
   --no-pin          run the servers and the generator on any core (taskset not used)
   --quiet-wait S    wait at most S seconds in all for other processes to quieten (default 180)
   --out DIR         where to write latest.json, latest.md and profiles (default bench/results)
@@ -78,9 +64,6 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
       only: { type: 'string' },
       profile: { type: 'boolean' },
       metrics: { type: 'boolean' },
-      generator: { type: 'string' },
-      'server-cpus': { type: 'string' },
-      'generator-cpus': { type: 'string' },
       'no-pin': { type: 'boolean' },
       'quiet-wait': { type: 'string' },
       out: { type: 'string' },
@@ -97,16 +80,6 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     }
     only = WORKLOAD_NAMES.filter((name) => wanted.includes(name));
   }
-  const generator = values.generator ?? null;
-  if (generator !== null && !(GENERATORS as readonly string[]).includes(generator)) {
-    throw new Error(`--generator: unknown generator ${JSON.stringify(generator)}; known: ${GENERATORS.join(', ')}`);
-  }
-  const pin = !(values['no-pin'] ?? false);
-  const serverCpus = cpuList(values['server-cpus'], '--server-cpus');
-  const generatorCpus = cpuList(values['generator-cpus'], '--generator-cpus');
-  if (!pin && (serverCpus !== null || generatorCpus !== null)) throw new Error('--no-pin cannot be combined with --server-cpus or --generator-cpus');
-  const shared = (serverCpus ?? []).filter((cpu) => (generatorCpus ?? []).includes(cpu));
-  if (shared.length > 0) throw new Error(`--server-cpus and --generator-cpus must not share a CPU, both have ${shared.join(',')}`);
   return {
     pets: integer(values.pets, '--pets', 10_000, 1, 100_000_000),
     seconds: integer(values.seconds, '--seconds', 5, 1, 600),
@@ -116,23 +89,11 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     only,
     profile: values.profile ?? false,
     metrics: values.metrics ?? false,
-    generator: generator as Generator | null,
-    pin,
-    serverCpus,
-    generatorCpus,
+    pin: !(values['no-pin'] ?? false),
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
     out: values.out ?? defaultOut,
     help: values.help ?? false,
   };
-}
-
-function cpuList(raw: string | undefined, name: string): number[] | null {
-  if (raw === undefined) return null;
-  try {
-    return parseCpuList(raw);
-  } catch {
-    throw new Error(`${name} must be a CPU list such as 1 or 0-1,4, got ${JSON.stringify(raw)}`);
-  }
 }
 
 function integer(raw: string | undefined, name: string, fallback: number, min: number, max: number): number {

@@ -6,7 +6,6 @@
 import type { Pinning } from './cpu.ts';
 import type { KeysetResult } from './keyset.ts';
 import type { LoadResult } from './measure.ts';
-import type { Generator } from './options.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
 /** Issue #12, 2 (and #6, 3 for keyset pages): the limits that are not per workload. */
@@ -25,7 +24,7 @@ export const GENERATOR_BUSY_LIMIT = 0.9;
 
 /**
  * How busy the generator was in a round (0 to 1): the busy share of its core when it had one of
- * its own, else the CPU its process used (wrk runs one thread, autocannon one event loop).
+ * its own, else the CPU its process used (one wrk thread).
  */
 export function generatorLoad(round: LoadResult): number {
   return round.cpu.generatorCore ?? round.cpu.generator;
@@ -169,11 +168,8 @@ export interface Check {
 
 /** How the load was made. */
 export interface LoadFacts {
-  generator: Generator;
-  /** `wrk --version`'s first words, or autocannon's package version. */
+  /** `wrk --version`'s first words. */
   version: string;
-  /** Why the generator is not the one asked for by default (wrk missing), or null. */
-  fallback: string | null;
   pinning: Pinning | null;
   /** Where the servers and the generator ran, or why they were not pinned. */
   pinningNote: string;
@@ -336,7 +332,7 @@ function facts(report: BenchReport): string[] {
   lines.push(
     `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
     `Metrics: ${options.metrics ? 'on (METRICS_PORT set, every request counted)' : 'off (no METRICS_PORT)'}`,
-    `Load: ${load.generator === 'wrk' ? `${load.version}, ${threads} thread${threads === 1 ? '' : 's'}` : `${load.version} in the bench process`}${load.fallback === null ? '' : ` (${load.fallback})`}, ` +
+    `Load: ${load.version}, ${threads} thread${threads === 1 ? '' : 's'}, ` +
       `${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ${load.pinningNote}`,
     `Generator load (${load.pinning === null ? 'CPU of the generator process' : `busy share of CPU ${generatorCpus.join(',')}${threads > 1 ? ', the busiest' : ''}, which also runs the bench process that reads the service's log`}): ` +
       `median ${percent(median(loads))} %, max ${percent(Math.max(0, ...loads))} %; ${kept.filter(isUnusable).length} of ${kept.length} kept rounds over ${percent(GENERATOR_BUSY_LIMIT)} % (unusable)`,

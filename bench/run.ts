@@ -12,8 +12,7 @@
  *    `GET /v1/pets?limit=20` (same header names and values, same body), timed the same way.
  * 4. Checks keyset pagination: last page vs first page.
  * 5. For each workload: warms both, then measures them alternately (service first in odd rounds,
- *    baseline first in even ones) with wrk on the generator's core (autocannon in this process
- *    when wrk is missing), noting how busy each core was.
+ *    baseline first in even ones) with wrk on the generator's core, noting how busy each core was.
  * 6. Prints the table, writes results/latest.json and results/latest.md.
  *
  * Every step has a time limit, and the whole run a deadline derived from its options.
@@ -57,12 +56,13 @@ if (options.help) {
   process.exit(0);
 }
 
-let load: LoadFacts & { wrk: string | null };
-try {
-  load = chooseLoad(options);
-} catch (error) {
-  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(2);
+const wrk = findExecutable('wrk') ?? noWrk();
+const load: LoadFacts = chooseLoad(options, wrk);
+
+/** A slower generator would measure itself rather than the service: no fallback, a way to install wrk. */
+function noWrk(): never {
+  process.stderr.write('npm run bench needs wrk, the load generator: sudo apt-get install wrk\n');
+  process.exit(1);
 }
 
 const workDir = mkdtempSync(join(tmpdir(), 'pets-bench-'));
@@ -111,7 +111,6 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   progress(`bench: ${selected.join(', ')}; ${options.rounds} x ${options.seconds} s per server after ${options.warmup} s warm-up, ` +
     `${options.connections} connections; about ${Math.ceil(loadSeconds / 60)} min of load`);
-  if (load.fallback !== null) progress(`WARNING: ${load.fallback}`);
   progress(`load generator: ${load.version}; ${load.pinningNote}`);
   if (load.pinning === null && options.pin) progress('WARNING: the generator is not pinned: its load is judged by its own CPU time only');
   const pinning = load.pinning;
@@ -168,8 +167,8 @@ async function main(): Promise<void> {
   const baselineStart = await startRepeatedly('baseline', () => [join(ROOT, 'bench', 'baseline.ts'), cannedPath], baselineEnv, auth, pinning?.server ?? null);
   const baseline = baselineStart.server;
 
-  const workloads = buildWorkloads({ authorization: auth.authorization, pets: options.pets, deepSoldAfterId }, selected);
-  await checkWorkloads(service, workloads);
+  const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId }, selected);
+  await checkWorkloads(service, workloads, auth.authorization);
 
   progress('keyset check ...');
   const keyset: KeysetResult = await checkKeyset({ url: service.url, key: seeded.key, databasePath, pets: options.pets });
@@ -179,15 +178,14 @@ async function main(): Promise<void> {
 
   let serviceResponses = 0;
   const setup = (seconds: number): LoadSetup => ({
-    generator: load.generator,
-    wrk: load.wrk,
+    wrk,
     pinning,
     seconds,
     connections: options.connections,
     authorization: auth.authorization,
   });
   const measure = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
-    const result = await runLoad(server, workload, setup(seconds));
+    const result = await runLoad({ urls: [server.url], pids: [server.pid] }, workload, setup(seconds));
     if (server === service) serviceResponses += result.requests + result.non2xx;
     const exited = server.exited();
     if (exited !== null) throw new Error(`${server.name} exited during ${workload.name} (code ${exited.code}, signal ${exited.signal})\n${server.stderrTail()}`);
@@ -260,7 +258,7 @@ async function main(): Promise<void> {
       profile: options.profile,
       metrics: options.metrics,
     },
-    load: { generator: load.generator, version: load.version, fallback: load.fallback, pinning: load.pinning, pinningNote: load.pinningNote },
+    load,
     database: { pets: options.pets, seedMs: seeded.seedMs },
     servers: {
       service: facts(serviceStart, servicePeak, serviceExit),
@@ -321,30 +319,16 @@ function describeRound(result: LoadResult): string {
   );
 }
 
-/**
- * The generator (wrk when installed, else autocannon with a warning; --generator forces one) and
- * where it and the servers run.
- */
-function chooseLoad(options: BenchOptions): LoadFacts & { wrk: string | null } {
-  const wrk = findExecutable('wrk');
-  if (options.generator === 'wrk' && wrk === null) throw new Error('--generator wrk: wrk is not installed (apt-get install wrk)');
-  const generator = options.generator ?? (wrk === null ? 'autocannon' : 'wrk');
-  const fallback = options.generator === null && wrk === null
-    ? 'wrk is not installed (apt-get install wrk): autocannon, in this process, generates the load instead, and may itself be the limit'
-    : null;
-  const { pinning, note } = choosePinning(allowedCpus(), options, findExecutable('taskset') !== null);
-  return { generator, wrk, version: generator === 'wrk' ? wrkVersion(wrk!) : autocannonVersion(), fallback, pinning, pinningNote: note };
+/** wrk's version, and where it and the servers run: one core each. */
+function chooseLoad(options: BenchOptions, wrk: string): LoadFacts {
+  const { pinning, note } = choosePinning(allowedCpus(), 1, { pin: options.pin, tasksetFound: findExecutable('taskset') !== null });
+  return { version: wrkVersion(wrk), pinning, pinningNote: note };
 }
 
 /** `wrk debian/4.1.0-3+b2` from `wrk --version` (which prints its usage too and exits 1). */
 function wrkVersion(wrk: string): string {
   const output = spawnSync(wrk, ['--version'], { encoding: 'utf8' }).stdout ?? '';
   return /^wrk \S+/.exec(output)?.[0] ?? 'wrk (version unknown)';
-}
-
-function autocannonVersion(): string {
-  const manifest = JSON.parse(readFileSync(join(ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8')) as { version: string };
-  return `autocannon ${manifest.version}`;
 }
 
 /** Scrapes the service's metrics once, to show that they were on and counted the load. */
@@ -414,14 +398,13 @@ async function quiet(ownPids: number[]): Promise<void> {
 }
 
 /** One request of each kind a workload sends, to the service: all must answer 2xx before any load. */
-async function checkWorkloads(service: ServerProcess, workloads: Workload[]): Promise<void> {
+async function checkWorkloads(service: ServerProcess, workloads: Workload[], authorization: string): Promise<void> {
   for (const workload of workloads) {
-    const requests = workload.autocannon();
-    for (const request of [requests[0]!, requests.at(-1)!]) {
+    for (const request of [workload.sequence[0]!, workload.sequence.at(-1)!]) {
       const answer = await fetchOnce(service.url + request.path, {
-        method: request.method ?? 'GET',
-        headers: request.headers as Record<string, string>,
-        ...(request.body === undefined ? {} : { body: String(request.body) }),
+        method: request.method,
+        headers: { ...request.headers, authorization },
+        ...(request.body === undefined ? {} : { body: request.body }),
       });
       if (answer.status < 200 || answer.status > 299) {
         throw new Error(`${workload.name}: ${request.method} ${request.path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);

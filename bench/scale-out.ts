@@ -8,20 +8,16 @@
  *    the same pets and an enterprise key whose limits never bind.
  * 2. For each configuration starts real `src/main.ts` processes (APP_ENV=production, access log
  *    on and drained) and runs each workload of bench/workloads.ts for --seconds, its connections
- *    split evenly over the instances; requests/s are summed, latencies merged. The load is the
- *    workloads' autocannon drive, in this process: one histogram over all instances, which
- *    separate wrk processes would not give.
+ *    split evenly over the instances, one wrk each; requests/s are summed, latencies merged.
  * 3. Measures the limiter alone in this process: the in-memory `take`, and the PostgreSQL
  *    `take` one at a time (a round trip each) and 50 at once (batched per event-loop turn).
  *
  * Short by default (a smoke run); the full figures come from a quiet machine.
  */
-import autocannon from 'autocannon';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createHistogram } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { createLimiter } from '../src/limits/limiter.ts';
@@ -29,6 +25,8 @@ import { connectPostgres, migratePostgres } from '../src/storage/postgres/databa
 import { createPostgresKeysStore } from '../src/storage/postgres/keys-store.ts';
 import { createPostgresLimiter } from '../src/storage/postgres/limiter.ts';
 import { startPostgres } from '../test/support/postgres.ts';
+import { findExecutable } from './cpu.ts';
+import { runLoad } from './measure.ts';
 import { BENCH_KEY_LIMITS, seedDatabase } from './seed.ts';
 import { buildWorkloads, type Workload, type WorkloadName } from './workloads.ts';
 
@@ -104,19 +102,15 @@ interface Figures {
   non2xx: number;
 }
 
-/** One workload against every URL at once, connections split evenly. */
-async function measure(urls: string[], workload: Workload): Promise<Figures> {
-  const latency = createHistogram();
-  const results = await Promise.all(urls.map((url, index) => new Promise<autocannon.Result>((done, fail) => {
-    const share = Math.floor(connections / urls.length) + (index < connections % urls.length ? 1 : 0);
-    const instance = autocannon({ url, connections: share, duration: seconds, pipelining: 1, timeout: 10, requests: workload.autocannon() },
-      (error: unknown, result: autocannon.Result) => (error ? fail(error) : done(result)));
-    instance.on('response', (_client, status, _bytes, responseTime) => {
-      if (status >= 200 && status < 300) latency.record(Math.max(1, Math.round(responseTime * 1000)));
-    });
-  })));
-  const ok = results.reduce((sum, result) => sum + result['2xx'], 0);
-  return { rps: ok / seconds, p99: latency.count === 0 ? Number.NaN : latency.percentile(99) / 1000, non2xx: results.reduce((sum, r) => sum + r.non2xx, 0) };
+const wrk = findExecutable('wrk') ?? (() => {
+  process.stderr.write('npm run bench:scale-out needs wrk, the load generator: sudo apt-get install wrk\n');
+  process.exit(1);
+})();
+
+/** One workload against every URL at once (one wrk each), connections split evenly. */
+async function measure(urls: string[], authorization: string, workload: Workload): Promise<Figures> {
+  const result = await runLoad({ urls, pids: [] }, workload, { wrk, pinning: null, seconds, connections: Math.ceil(connections / urls.length), authorization });
+  return { rps: result.rps, p99: result.latencyMs.p99, non2xx: result.non2xx };
 }
 
 // 1. Seeds.
@@ -139,10 +133,10 @@ const configurations: { name: string; instances: number; env: Record<string, str
 const table: string[][] = [];
 for (const configuration of configurations) {
   const urls = await Promise.all(Array.from({ length: configuration.instances }, () => startInstance(configuration.env)));
-  const workloads = buildWorkloads({ authorization: `Bearer ${configuration.key}`, pets, deepSoldAfterId: 0 }, WORKLOADS);
+  const workloads = buildWorkloads({ pets, deepSoldAfterId: 0 }, WORKLOADS);
   for (const workload of workloads) {
-    await measure(urls, workload); // warm-up: discarded
-    const figures = await measure(urls, workload);
+    await measure(urls, `Bearer ${configuration.key}`, workload); // warm-up: discarded
+    const figures = await measure(urls, `Bearer ${configuration.key}`, workload);
     progress(`${configuration.name}, ${workload.name}: ${Math.round(figures.rps)} req/s, p99 ${figures.p99.toFixed(2)} ms${figures.non2xx ? `, ${figures.non2xx} non-2xx` : ''}`);
     table.push([configuration.name, workload.label, String(Math.round(figures.rps)), figures.p99.toFixed(2)]);
   }
@@ -174,4 +168,4 @@ process.stdout.write(`\n${row(['configuration', 'workload', 'req/s', 'p99 ms'])}
 for (const cells of table) process.stdout.write(`${row(cells)}\n`);
 process.stdout.write(`\nLimiter, per take: in memory ${memoryUs.toFixed(2)} us; PostgreSQL one at a time ${sequentialUs.toFixed(0)} us (a round trip);` +
   ` PostgreSQL 50 at once ${batchedUs.toFixed(1)} us (batched per turn, 10 callers)\n`);
-process.stdout.write(`Load: autocannon, ${connections} connections split over the instances, ${seconds} s per workload after a ${seconds} s warm-up; ${pets} pets\n`);
+process.stdout.write(`Load: wrk (one per instance), ${connections} connections split over the instances, ${seconds} s per workload after a ${seconds} s warm-up; ${pets} pets\n`);

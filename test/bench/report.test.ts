@@ -3,12 +3,12 @@ import assert from 'node:assert/strict';
 import type { LoadResult } from '../../bench/measure.ts';
 import { buildChecks, formatMarkdown, formatText, isUnusable, median, summariseWorkload, type BenchReport } from '../../bench/report.ts';
 
-const CPU: LoadResult['cpu'] = { server: 1, generator: 0.5, harness: 0.05, kernel: 0.1, other: 0, serverCore: 1, generatorCore: 0.65 };
+const CPU: LoadResult['cpu'] = { server: 1, serverMainThread: 1, postgres: 0, generator: 0.5, harness: 0.05, kernel: 0.1, other: 0, serverCore: 1, generatorCore: 0.65 };
 
 function round(rps: number, p50: number, p99: number, extra: Partial<LoadResult> = {}): LoadResult {
   return {
-    generator: 'wrk', requests: rps * 5, non2xx: 0, errors: 0, timeouts: 0, durationS: 5, rps,
-    latencyMs: { p50, p90: p50, p99, mean: p50, max: p99 },
+    requests: rps * 5, non2xx: 0, errors: 0, timeouts: 0, durationS: 5, wallS: 5, rps,
+    latencyMs: { p50, p90: p50, p99, mean: p50, max: p99 }, responseBytes: 1000, requestBytes: 100,
     correctedP99Ms: p99 * 1.2,
     cpu: CPU,
     rssMax: 100 * 2 ** 20,
@@ -26,7 +26,7 @@ function baseReport(): Omit<BenchReport, 'checks'> {
     startedAt: '2026-01-01T00:00:00.000Z', finishedAt: '2026-01-01T00:04:00.000Z', command: 'npm run bench',
     machine: { cpus: 2, cpuModel: 'test', memoryBytes: 24 * 2 ** 30, kernel: '6', node: 'v24' },
     options: { pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, metrics: false },
-    load: { generator: 'wrk', version: 'wrk 4.1.0', fallback: null, pinning: { server: [0], generator: [1] }, pinningNote: 'servers on CPU 0, generator on CPU 1' },
+    load: { version: 'wrk 4.1.0', pinning: { server: [0], generator: [1] }, pinningNote: 'servers on CPU 0, generator on CPU 1' },
     database: { pets: 10_000, seedMs: 30 },
     servers: {
       service: { listeningMs: 150, startToFirstOkMs: 200, starts: [180, 200, 210], peakRssBytes: 120 * 2 ** 20, exitCode: 0 },
@@ -161,7 +161,7 @@ test('rounds are listed in the order they ran, a discarded one before its replac
   ]);
 });
 
-test('the facts say how the load was made: tool, threads, cores, and a fallback', () => {
+test('the facts say how the load was made: tool, threads and cores, or why nothing was pinned', () => {
   const workload = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: null }, [round(1, 1, 1)], [round(1, 1, 1)]);
   const pinned = { ...baseReport(), workloads: [workload], checks: [] };
   assert.match(formatText(pinned), /^Load: wrk 4\.1\.0, 1 thread, 50 connections, .*; servers on CPU 0, generator on CPU 1$/m);
@@ -172,11 +172,11 @@ test('the facts say how the load was made: tool, threads, cores, and a fallback'
   assert.match(formatText(wide), /^Generator load \(busy share of CPU 2,3, the busiest, /m);
 
   const unpinned = summariseWorkload({ name: 'get', label: 'GET /v1/pets/{id}', target: null }, [round(1, 1, 1, withGeneratorCore(null))], [round(1, 1, 1, withGeneratorCore(null))]);
-  const fallback = {
+  const oneCore = {
     ...pinned,
     workloads: [unpinned],
-    load: { generator: 'autocannon' as const, version: 'autocannon 9.0.0', fallback: 'wrk is not installed', pinning: null, pinningNote: 'not pinned: only 1 core, which the server and the generator share' },
+    load: { version: 'wrk 4.1.0', pinning: null, pinningNote: 'not pinned: only 1 core, which the servers and the generator share' },
   };
-  assert.match(formatText(fallback), /^Load: autocannon 9\.0\.0 in the bench process \(wrk is not installed\), .*; not pinned: only 1 core/m);
-  assert.match(formatText(fallback), /^Generator load \(CPU of the generator process\): median 50 %/m);
+  assert.match(formatText(oneCore), /^Load: wrk 4\.1\.0, 1 thread, .*; not pinned: only 1 core/m);
+  assert.match(formatText(oneCore), /^Generator load \(CPU of the generator process\): median 50 %/m);
 });
