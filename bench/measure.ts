@@ -5,7 +5,7 @@
  * were, the servers' resident memory, and the bytes per request on the client's sockets.
  */
 import { busiestShare, type Pinning } from './cpu.ts';
-import { readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND, type MachineTicks } from './processes.ts';
+import { fetchOnce, otherLoad, readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND, type MachineTicks } from './processes.ts';
 import { latencyOf, mergeHistograms, runWrk, type Latency } from './wrk.ts';
 import type { Workload } from './workloads.ts';
 
@@ -160,4 +160,39 @@ export async function runLoad(target: LoadTarget, workload: Workload, setup: Loa
 /** CPU seconds per response of `cores` used during a load: what one request cost that part. */
 export function perResponse(result: LoadResult, cores: number): number {
   return (cores * result.wallS) / (result.requests + result.non2xx);
+}
+
+/** The first and last request of each workload's sequence, sent once: each must answer 2xx before any load. */
+export async function checkWorkloads(url: string, workloads: readonly Workload[], authorization: string): Promise<void> {
+  for (const workload of workloads) {
+    for (const request of [workload.sequence[0]!, workload.sequence.at(-1)!]) {
+      const answer = await fetchOnce(url + request.path, {
+        method: request.method,
+        headers: { ...request.headers, authorization },
+        ...(request.body === undefined ? {} : { body: request.body }),
+      });
+      if (answer.status < 200 || answer.status > 299) {
+        throw new Error(`${workload.name}: ${request.method} ${request.path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
+      }
+      if (workload.name === 'deep' && (JSON.parse(answer.body) as unknown[]).length === 0) throw new Error(`deep: ${request.path} answered an empty page`);
+    }
+  }
+}
+
+/**
+ * A wait before each measurement until other processes use less than `noiseCores` (sampled over
+ * 0.5 s), for at most 30 s each time and `totalSeconds` in all over the run: on a shared machine
+ * the run stays bounded, and what noise remains shows in each result's `cpu.other`.
+ */
+export function quietWaiter(totalSeconds: number, noiseCores: number): (ownPids: readonly number[]) => Promise<void> {
+  let waitedMs = 0;
+  return async (ownPids) => {
+    const started = performance.now();
+    while (waitedMs < totalSeconds * 1000 && performance.now() - started < 30_000) {
+      const before = performance.now();
+      const other = await otherLoad(ownPids, 500);
+      waitedMs += performance.now() - before;
+      if (other <= noiseCores) return;
+    }
+  };
 }
