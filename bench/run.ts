@@ -22,7 +22,8 @@ import { allowedCpus, choosePinning, findExecutable, pinProcess } from './cpu.ts
 import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
 import { quietWaiter } from './measure.ts';
 import { formatText, NOISE_CORES, type CompareReport, type LoadFacts } from './report.ts';
-import { configurationsFor, formatScaling, runScaling, type ScalingRow } from './scaling.ts';
+import { buildModel, formatModel, type ModelReport } from './model.ts';
+import { configurationsFor, formatScaling, measureFlushUs, runScaling, type ScalingRow } from './scaling.ts';
 import { idBeforeLast, seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
 
@@ -100,6 +101,7 @@ async function main(): Promise<void> {
 
   let comparison: CompareReport | null = null;
   let scaling: ScalingRow[] = [];
+  let model: ModelReport | null = null;
   let text: string;
   if (compare) {
     const { pinning, note } = choosePinning(context.cpus, 1, { pin: options.pin, tasksetFound: findExecutable('taskset') !== null });
@@ -113,6 +115,11 @@ async function main(): Promise<void> {
   } else {
     scaling = await runScaling(context, workloads, configurations);
     text = formatScaling(scaling);
+    if (options.model) {
+      // The disk of the SQLite file, beside it: what a flush of a log costs here.
+      model = buildModel(scaling, measureFlushUs(workDir));
+      text += `\n${formatModel(model)}`;
+    }
   }
   const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryBytes: totalmem(), kernel: release(), node: process.version };
   text += `\nMachine: ${machine.cpus} x ${machine.cpuModel}, ${(machine.memoryBytes / 2 ** 30).toFixed(0)} GiB, Linux ${machine.kernel}, Node ${machine.node}; ` +
@@ -120,7 +127,7 @@ async function main(): Promise<void> {
   process.stdout.write(`\n${text}`);
 
   const command = ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ');
-  const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling };
+  const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling, model };
   writeFileSync(join(options.out, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
   progress(`\nwrote ${relative(process.cwd(), join(options.out, 'latest.json'))}`);
   rmSync(workDir, { recursive: true, force: true });
