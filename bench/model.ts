@@ -42,8 +42,9 @@ export interface Costs {
   statements: number;
   takeCalls: number;
   takeCallUs: number;
-  /** Bytes on the client's socket, request and answer. */
-  bytes: number;
+  /** Bytes on the client's socket: of the request, and of the answer. */
+  requestBytes: number;
+  responseBytes: number;
 }
 
 export function costsOf(row: ScalingRow): Costs {
@@ -64,7 +65,8 @@ export function costsOf(row: ScalingRow): Costs {
     statements: (postgres?.statements ?? 0) / responses,
     takeCalls: (postgres?.takeCalls ?? 0) / responses,
     takeCallUs: postgres !== null && postgres.takeCalls > 0 ? (postgres.takeMs * 1000) / postgres.takeCalls : 0,
-    bytes: result.requestBytes + result.responseBytes,
+    requestBytes: result.requestBytes,
+    responseBytes: result.responseBytes,
   };
 }
 
@@ -125,7 +127,8 @@ export function resources(costs: Costs, deployment: Deployment, flushUs: number)
     ];
   }
   const cores = deployment.cores;
-  const network: Resource = { name: 'client network', demandUs: (c.bytes * 8 * 1e6) / LINK_BITS_PER_SECOND, capacity: 1 };
+  // A link carries as much each way: the answers are the larger direction (TCP/IP headers left out).
+  const network: Resource = { name: 'client network', demandUs: (Math.max(c.requestBytes, c.responseBytes) * 8 * 1e6) / LINK_BITS_PER_SECOND, capacity: 1 };
   // The kernel's share is both ends of loopback connections: the service's end is about half.
   const serviceCpu: Resource = { name: 'service CPU', demandUs: c.serviceUs + c.kernelUs / 2, capacity: cores };
   if (sqlite) {
@@ -192,10 +195,10 @@ export function formatModel(model: ModelReport): string {
   const name = (engine: Engine) => (engine === 'sqlite' ? 'SQLite' : 'PostgreSQL');
   const us = (value: number) => (value >= 10 ? value.toFixed(0) : value.toFixed(1));
   const costs = textTable(
-    ['workload', 'engine', 'req/s', 'service', 'main thread', 'PostgreSQL', 'wrk', 'bench', 'kernel', 'statements', 'flushes', 'take call us', 'bytes'],
+    ['workload', 'engine', 'req/s', 'service', 'main thread', 'PostgreSQL', 'wrk', 'bench', 'kernel', 'statements', 'flushes', 'take call us', 'bytes in/out'],
     model.costs.map((c) => [
       c.workload, name(c.engine), count(c.rps), us(c.serviceUs), us(c.mainThreadUs), us(c.postgresUs), us(c.generatorUs), us(c.harnessUs), us(c.kernelUs),
-      c.statements.toFixed(3), c.flushes.toFixed(4), c.engine === 'sqlite' ? '-' : us(c.takeCallUs), count(c.bytes),
+      c.statements.toFixed(3), c.flushes.toFixed(4), c.engine === 'sqlite' ? '-' : us(c.takeCallUs), `${count(c.requestBytes)} / ${count(c.responseBytes)}`,
     ]),
     [false, false, true, true, true, true, true, true, true, true, true, true, true],
   );

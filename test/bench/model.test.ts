@@ -32,7 +32,7 @@ test('a request\'s costs are each part\'s CPU over the responses, and the counte
   assert.deepEqual(Object.fromEntries(Object.entries(costs).map(([key, value]) => [key, typeof value === 'number' ? round(value) : value])), {
     engine: 'postgres', workload: 'list20', rps: 20_000,
     serviceUs: 25, mainThreadUs: 20, postgresUs: 15, generatorUs: 5, harnessUs: 1, kernelUs: 2,
-    flushes: 0.06, statements: 0.15, takeCalls: 0.05, takeCallUs: 200, bytes: 1250,
+    flushes: 0.06, statements: 0.15, takeCalls: 0.05, takeCallUs: 200, requestBytes: 150, responseBytes: 1100,
   });
   assert.equal(costsOf({ ...row, configuration: sqlite(1), postgres: null, commits: 4_000 }).flushes, 0.02, 'SQLite: the file\'s commits');
 });
@@ -44,7 +44,7 @@ test('the bound of a deployment is its scarcest resource: capacity over demand',
 
 const base: Costs = {
   engine: 'sqlite', workload: 'create', rps: 20_000, serviceUs: 40, mainThreadUs: 2, postgresUs: 0, generatorUs: 6, harnessUs: 1, kernelUs: 4,
-  flushes: 0.02, statements: 0, takeCalls: 0, takeCallUs: 0, bytes: 1250,
+  flushes: 0.02, statements: 0, takeCalls: 0, takeCallUs: 0, requestBytes: 150, responseBytes: 1250,
 };
 
 test('SQLite: the event loop waits for its fsyncs; with workers, every process shares the cores and commits take turns', () => {
