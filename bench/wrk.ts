@@ -67,6 +67,9 @@ export interface WrkResult {
   bytesRead: number;
   /** Mean size of the requests sent, bytes (as wrk formats them, bench/wrk/bench.lua). */
   requestBytes: number;
+  /** Answers by status and by error code, when the script counts them (the soak's). */
+  statuses: Record<string, number>;
+  codes: Record<string, number>;
   /** wrk's own p99, after its correction for coordinated omission (see rawHistogram). */
   correctedP99Ms: number;
   /** CPU time the wrk process used, in clock ticks. */
@@ -83,6 +86,8 @@ interface WrkDone {
   wrkLatencyUs: { p50: number; p99: number; max: number };
   cpuTicks: number;
   requestBytes: number;
+  statuses: Record<string, number>;
+  codes: Record<string, number>;
   histogramUs: Array<[number, number]>;
 }
 
@@ -125,6 +130,8 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
     histogramUs: raw,
     bytesRead: done.bytes,
     requestBytes: done.requestBytes,
+    statuses: done.statuses,
+    codes: done.codes,
     correctedP99Ms: done.wrkLatencyUs.p99 / 1000,
     cpuTicks: done.cpuTicks,
   };
@@ -196,14 +203,14 @@ export function percentile(histogram: Histogram, p: number, rankOffset = 0): num
 }
 
 /**
- * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` reaches the
- * scripts through the environment, never the command line.
+ * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` (and any
+ * other key, in `env`) reaches the scripts through the environment, never the command line.
  */
-export function runWrk(wrk: string, run: WrkRun, cpus: readonly number[] | null, authorization: string): Promise<WrkResult> {
+export function runWrk(wrk: string, run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
   const [command, args] = onCpus(cpus, wrk, wrkArgs(run));
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
-      env: { PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },
+      env: { ...env, PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

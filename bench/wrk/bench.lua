@@ -81,13 +81,26 @@ end
 local threads = {}
 function setup(thread) threads[#threads + 1] = thread end
 
+-- The answers the threads counted in a table named `name` (scripts with a response() hook, the
+-- soak's: by status and by error code), as a JSON object.
+local function counted(name)
+  local total, parts = {}, {}
+  for _, thread in ipairs(threads) do
+    for key, count in pairs(thread:get(name) or {}) do total[key] = (total[key] or 0) + count end
+  end
+  for key, count in pairs(total) do parts[#parts + 1] = string.format('"%s":%d', key, count) end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
     '{"bench":"wrk-done","durationUs":%d,"requests":%d,"bytes":%d,' ..
     '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
-    '"wrkLatencyUs":{"p50":%d,"p99":%d,"max":%d},"cpuTicks":%d,"requestBytes":%.1f,"histogramUs":%s}\n',
+    '"wrkLatencyUs":{"p50":%d,"p99":%d,"max":%d},"cpuTicks":%d,"requestBytes":%.1f,' ..
+    '"statuses":%s,"codes":%s,"histogramUs":%s}\n',
     summary.duration, summary.requests, summary.bytes,
     e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency.max, cpu_ticks(), threads[1]:get("request_bytes"), histogram(latency)))
+    latency:percentile(50), latency:percentile(99), latency.max, cpu_ticks(), threads[1]:get("request_bytes") or 0,
+    counted("statuses"), counted("codes"), histogram(latency)))
 end

@@ -33,6 +33,8 @@ function doneLine(raw: Histogram, run: { durationUs: number; connections: number
     wrkLatencyUs: { p50: percentile(corrected, 50), p99: percentile(corrected, 99), max: corrected.at(-1)![0] },
     cpuTicks: 321,
     requestBytes: 150.5,
+    statuses: {},
+    codes: {},
     histogramUs: corrected,
   });
 }
@@ -58,6 +60,8 @@ test('a run\'s figures are read from the done() line: counts, and the latencies 
       histogramUs: raw,
       bytesRead: 100_000,
       requestBytes: 150.5,
+      statuses: {},
+      codes: {},
       correctedP99Ms: 30,
       cpuTicks: 321,
     },
