@@ -151,6 +151,8 @@ export interface Prediction {
   predicted: number;
   bottleneck: string;
   measured: number;
+  /** The service's CPU per request measured in that run: the projections assume it does not grow with servers. */
+  measuredServiceUs: number;
 }
 
 export interface ModelReport {
@@ -174,11 +176,11 @@ export function buildModel(rows: readonly ScalingRow[], flushUs: number): ModelR
     const { engine, workload } = costs;
     report.costs.push(costs);
     const pinned = bound(resources(costs, { kind: 'pinned' }, flushUs));
-    report.predictions.push({ engine, workload, cores: 1, predicted: pinned.rps, bottleneck: pinned.bottleneck, measured: one.result.rps });
+    report.predictions.push({ engine, workload, cores: 1, predicted: pinned.rps, bottleneck: pinned.bottleneck, measured: one.result.rps, measuredServiceUs: costs.serviceUs });
     const two = find(engine, 2, workload);
     if (two === undefined) continue;
     const shared = bound(resources(costs, { kind: 'shared', cores: 2, servers: 2 }, flushUs));
-    report.predictions.push({ engine, workload, cores: 2, predicted: shared.rps, bottleneck: shared.bottleneck, measured: two.result.rps });
+    report.predictions.push({ engine, workload, cores: 2, predicted: shared.rps, bottleneck: shared.bottleneck, measured: two.result.rps, measuredServiceUs: costsOf(two).serviceUs });
     const base = engine === 'sqlite' ? costsOf(two) : costs;
     for (const oneKey of engine === 'sqlite' ? [true] : [true, false]) {
       for (const cores of PROJECTED_CORES) {
@@ -203,9 +205,9 @@ export function formatModel(model: ModelReport): string {
     [false, false, true, true, true, true, true, true, true, true, true, true, true],
   );
   const predictions = textTable(
-    ['workload', 'engine', 'cores', 'predicted req/s', 'measured req/s', 'measured / predicted', 'predicted limit'],
-    model.predictions.map((p) => [p.workload, name(p.engine), String(p.cores), count(p.predicted), count(p.measured), (p.measured / p.predicted).toFixed(2), p.bottleneck]),
-    [false, false, true, true, true, true, false],
+    ['workload', 'engine', 'cores', 'predicted req/s', 'measured req/s', 'measured / predicted', 'predicted limit', 'service us/request measured'],
+    model.predictions.map((p) => [p.workload, name(p.engine), String(p.cores), count(p.predicted), count(p.measured), (p.measured / p.predicted).toFixed(2), p.bottleneck, us(p.measuredServiceUs)]),
+    [false, false, true, true, true, true, false, true],
   );
   const variant = (p: ModelReport['projections'][number]) => (p.engine === 'sqlite' ? 'SQLite' : `PostgreSQL, ${p.oneKey ? 'one key' : 'many keys'}`);
   // SQLite, then PostgreSQL with one key, then with many; the workloads in their order.

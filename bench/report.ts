@@ -84,8 +84,6 @@ export interface WorkloadReport {
   /** null when the workload has no throughput target. */
   throughputPass: boolean | null;
   p99Pass: boolean;
-  /** Cores the load generator process used, median over all rounds. */
-  generatorCpu: number;
   /** Kept rounds whose generator was over GENERATOR_BUSY_LIMIT: any makes the workload's figures unusable. */
   unusableRounds: number;
   /** Most cores used by other processes of the machine in any round: noise when it is high. */
@@ -134,7 +132,6 @@ export function summariseWorkload(
     p99Ratio,
     throughputPass: workload.target === null ? null : ratio >= workload.target,
     p99Pass: p99Ratio <= LIMITS.p99Ratio,
-    generatorCpu: median(all.map((round) => round.cpu.generator)),
     unusableRounds: all.filter(isUnusable).length,
     otherCpuMax: Math.max(0, ...all.map((round) => round.cpu.other)),
     problems,
