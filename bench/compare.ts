@@ -12,7 +12,7 @@
  *    measured again when other processes disturbed it anyway.
  */
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { serviceEnv, type BenchContext } from './context.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { firstOk, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
@@ -34,78 +34,30 @@ const STARTS = 5;
 
 /** Runs the comparison; the report, and the profile's summary with --profile. */
 export async function runCompare(context: BenchContext, workloads: Workload[], load: LoadFacts): Promise<{ report: CompareReport; profileText: string }> {
-  const { options, progress, database } = context;
+  const { options, database } = context;
   const startedAt = new Date();
-  const auth = { authorization: `Bearer ${database.key}` };
-  const profileName = `service-${startedAt.toISOString().replace(/[:.]/g, '-')}.cpuprofile`;
-  const npmStart = startCommand(ROOT);
-  progress(`service: node ${[...npmStart.nodeOptions, relative(ROOT, npmStart.entry)].join(' ')} (as npm start)`);
-  const profileArgs = ['--cpu-prof', `--cpu-prof-dir=${options.out}`, `--cpu-prof-name=${profileName}`];
-  const serviceArgs = (kept: boolean) => [...npmStart.nodeOptions, ...(kept && options.profile ? profileArgs : []), npmStart.entry];
-  const env = serviceEnv(context, options.connections, { DATABASE_PATH: database.path });
-  const serviceStart = await startRepeatedly(context, 'service', serviceArgs, env, auth, load);
-  const service = serviceStart.server;
-
-  // The baseline answers with exactly what the service answered, headers and body.
-  const canned = { headers: {} as Record<string, string>, body: serviceStart.answer.body };
-  const raw = serviceStart.answer.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) {
-    if (!NODE_OWN_HEADERS.has(raw[i]!.toLowerCase())) canned.headers[raw[i]!] = raw[i + 1]!;
-  }
-  const cannedPath = join(context.workDir, 'baseline-response.json');
-  writeFileSync(cannedPath, JSON.stringify(canned));
-  const baselineEnv = { PATH: env.PATH!, HOST: '127.0.0.1', PORT: '0', NODE_COMPILE_CACHE: env.NODE_COMPILE_CACHE! };
-  const baselineStart = await startRepeatedly(context, 'baseline', () => [join(ROOT, 'bench', 'baseline.ts'), cannedPath], baselineEnv, auth, load);
-  const baseline = baselineStart.server;
-  await checkWorkloads(service.url, workloads, auth.authorization);
+  const authorization = `Bearer ${database.key}`;
+  const profile = join(options.out, `service-${startedAt.toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
+  const starts = await startBoth(context, load, profile, { authorization });
+  const [service, baseline] = [starts.service.server, starts.baseline.server];
+  await checkWorkloads(service.url, workloads, authorization);
 
   let serviceResponses = 0;
-
   const measure = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
-    const setup = { wrk: context.wrk, pinning: load.pinning, seconds, connections: options.connections, authorization: auth.authorization };
+    const setup = { wrk: context.wrk, pinning: load.pinning, seconds, connections: options.connections, authorization };
     const result = await runLoad({ urls: [server.url], pids: [server.pid] }, workload, setup);
     if (server === service) serviceResponses += result.requests + result.non2xx;
     const exited = server.exited();
     if (exited !== null) throw new Error(`${server.name} exited during ${workload.name} (code ${exited.code}, signal ${exited.signal})\n${server.stderrTail()}`);
     return result;
   };
-
   const reports: WorkloadReport[] = [];
-  for (const workload of workloads) {
-    const warmupProblems: string[] = [];
-    if (options.warmup > 0) {
-      progress(`${workload.name}: warm-up`);
-      for (const server of [service, baseline]) {
-        const result = await measure(server, workload, options.warmup);
-        if (result.non2xx + result.errors > 0) warmupProblems.push(`${server.name} warm-up: ${result.non2xx} non-2xx answers, ${result.errors} connection errors`);
-      }
-    }
-    const rounds = { service: [] as LoadResult[], baseline: [] as LoadResult[] };
-    const discarded: DiscardedRound[] = [];
-    for (let round = 1; round <= options.rounds; round++) {
-      for (const server of round % 2 === 1 ? [service, baseline] : [baseline, service]) {
-        let result: LoadResult;
-        // At most `rounds` measurements again per workload: the run stays bounded on a busy machine.
-        for (;;) {
-          await context.quiet([service.pid, baseline.pid]);
-          result = await measure(server, workload, options.seconds);
-          if (result.cpu.other <= NOISE_CORES || discarded.length >= options.rounds) break;
-          discarded.push({ server: server.name, round, result });
-          progress(`${workload.name} round ${round} ${server.name}: other processes took ${result.cpu.other.toFixed(2)} cores; measuring again`);
-        }
-        rounds[server === service ? 'service' : 'baseline'].push(result);
-        progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeRound(result)}`);
-      }
-    }
-    const report = summariseWorkload(workload, rounds.service, rounds.baseline, discarded);
-    report.problems.push(...warmupProblems);
-    reports.push(report);
-  }
+  for (const workload of workloads) reports.push(await measureWorkload(context, workload, { service, baseline }, measure));
 
   // VmHWM must be read while the processes still exist.
   const peak = (server: ServerProcess) => readMemory(server.pid)?.peak ?? Number.NaN;
   const [servicePeak, baselinePeak] = [peak(service), peak(baseline)];
-  progress('stopping the servers ...');
+  context.progress('stopping the servers ...');
   const [serviceExit, baselineExit] = await Promise.all([service.stop(), baseline.stop()]);
   context.children.length = 0;
   const log = service.stdout();
@@ -121,12 +73,80 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
     finishedAt: new Date().toISOString(),
     options: { seconds: options.seconds, warmup: options.warmup, rounds: options.rounds, connections: options.connections, metrics: options.metrics },
     load,
-    servers: { service: facts(serviceStart, servicePeak, serviceExit), baseline: facts(baselineStart, baselinePeak, baselineExit) },
+    servers: { service: facts(starts.service, servicePeak, serviceExit), baseline: facts(starts.baseline, baselinePeak, baselineExit) },
     accessLog: { lines: log.lines, bytes: log.bytes, requestsSent: serviceResponses },
     workloads: reports,
-    profile: options.profile ? relative(ROOT, join(options.out, profileName)) : null,
+    profile: options.profile ? relative(ROOT, profile) : null,
   };
-  return { report: { ...withoutChecks, checks: buildChecks(withoutChecks) }, profileText: options.profile ? profileSummary(join(options.out, profileName)) : '' };
+  return { report: { ...withoutChecks, checks: buildChecks(withoutChecks) }, profileText: options.profile ? profileSummary(profile) : '' };
+}
+
+/**
+ * Starts the service as `npm start` does (under --cpu-prof, writing `profile`, with --profile),
+ * then the baseline with the service's own answer to FIRST_PATH, each STARTS times.
+ */
+async function startBoth(context: BenchContext, load: LoadFacts, profile: string, auth: Record<string, string>): Promise<{ service: RepeatedStart; baseline: RepeatedStart }> {
+  const { options, database } = context;
+  const npmStart = startCommand(ROOT);
+  context.progress(`service: node ${[...npmStart.nodeOptions, relative(ROOT, npmStart.entry)].join(' ')} (as npm start)`);
+  const profileArgs = ['--cpu-prof', `--cpu-prof-dir=${dirname(profile)}`, `--cpu-prof-name=${basename(profile)}`];
+  const serviceArgs = (kept: boolean) => [...npmStart.nodeOptions, ...(kept && options.profile ? profileArgs : []), npmStart.entry];
+  const env = serviceEnv(context, options.connections, { DATABASE_PATH: database.path });
+  const service = await startRepeatedly(context, 'service', serviceArgs, env, auth, load);
+
+  // The baseline answers with exactly what the service answered, headers and body.
+  const canned = { headers: {} as Record<string, string>, body: service.answer.body };
+  const raw = service.answer.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!NODE_OWN_HEADERS.has(raw[i]!.toLowerCase())) canned.headers[raw[i]!] = raw[i + 1]!;
+  }
+  const cannedPath = join(context.workDir, 'baseline-response.json');
+  writeFileSync(cannedPath, JSON.stringify(canned));
+  const baselineEnv = { PATH: env.PATH!, HOST: '127.0.0.1', PORT: '0', NODE_COMPILE_CACHE: env.NODE_COMPILE_CACHE! };
+  const baseline = await startRepeatedly(context, 'baseline', () => [join(ROOT, 'bench', 'baseline.ts'), cannedPath], baselineEnv, auth, load);
+  return { service, baseline };
+}
+
+/**
+ * One workload: a warm-up of both servers, then rounds that alternate which goes first. A round
+ * that other processes disturbed is measured again, at most `rounds` times per workload, so that
+ * the run stays bounded on a busy machine.
+ */
+async function measureWorkload(
+  context: BenchContext,
+  workload: Workload,
+  servers: { service: ServerProcess; baseline: ServerProcess },
+  measure: (server: ServerProcess, workload: Workload, seconds: number) => Promise<LoadResult>,
+): Promise<WorkloadReport> {
+  const { options, progress } = context;
+  const { service, baseline } = servers;
+  const warmupProblems: string[] = [];
+  if (options.warmup > 0) {
+    progress(`${workload.name}: warm-up`);
+    for (const server of [service, baseline]) {
+      const result = await measure(server, workload, options.warmup);
+      if (result.non2xx + result.errors > 0) warmupProblems.push(`${server.name} warm-up: ${result.non2xx} non-2xx answers, ${result.errors} connection errors`);
+    }
+  }
+  const rounds = { service: [] as LoadResult[], baseline: [] as LoadResult[] };
+  const discarded: DiscardedRound[] = [];
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const server of round % 2 === 1 ? [service, baseline] : [baseline, service]) {
+      let result: LoadResult;
+      for (;;) {
+        await context.quiet([service.pid, baseline.pid]);
+        result = await measure(server, workload, options.seconds);
+        if (result.cpu.other <= NOISE_CORES || discarded.length >= options.rounds) break;
+        discarded.push({ server: server.name, round, result });
+        progress(`${workload.name} round ${round} ${server.name}: other processes took ${result.cpu.other.toFixed(2)} cores; measuring again`);
+      }
+      rounds[server === service ? 'service' : 'baseline'].push(result);
+      progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeRound(result)}`);
+    }
+  }
+  const report = summariseWorkload(workload, rounds.service, rounds.baseline, discarded);
+  report.problems.push(...warmupProblems);
+  return report;
 }
 
 /** One round's figures on one line, for the progress output. */

@@ -85,16 +85,7 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
   if (pinning !== null) pinProcess(process.pid, pinning.generator);
   if (configuration.engine === 'postgres' && pinning !== null) postgres!.pin(pinning.generator);
   const connections = options.connections * configuration.workers;
-  const database: Record<string, string> = configuration.engine === 'sqlite'
-    ? { DATABASE_PATH: context.database.path, WORKERS: String(configuration.workers) }
-    : { DATABASE_URL: postgres!.url };
-  const npmStart = startCommand(ROOT);
-  const servers: ServerProcess[] = [];
-  for (let i = 0; i < configuration.instances; i++) {
-    const args = [...npmStart.nodeOptions, npmStart.entry];
-    servers.push(await startServer({ name: 'service', args, env: serviceEnv(context, connections, database), timeoutMs: 30_000, cpus: pinning?.server ?? null }));
-    context.children.push(servers.at(-1)!);
-  }
+  const servers = await startServers(context, configuration, connections, pinning?.server ?? null, postgres);
   const authorization = `Bearer ${configuration.engine === 'sqlite' ? context.database.key : postgres!.key}`;
   await checkWorkloads(servers[0]!.url, workloads, authorization);
   const target = { urls: servers.map((server) => server.url), pids: servers.map((server) => server.pid), ...(postgres === null ? {} : { extraTicks: postgres.ticks }) };
@@ -128,12 +119,31 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
     rows.push(row);
     progress(`  ${workload.name}: ${describeRow(row)}`);
   }
+  await stopServers(context, servers);
+  return rows;
+}
+
+/** The configuration's servers, started as `npm start` starts the service, on `cpus` when pinned. */
+async function startServers(context: BenchContext, configuration: Configuration, connections: number, cpus: number[] | null, postgres: BenchPostgres | null): Promise<ServerProcess[]> {
+  const database: Record<string, string> = configuration.engine === 'sqlite'
+    ? { DATABASE_PATH: context.database.path, WORKERS: String(configuration.workers) }
+    : { DATABASE_URL: postgres!.url };
+  const npmStart = startCommand(ROOT);
+  const servers: ServerProcess[] = [];
+  for (let i = 0; i < configuration.instances; i++) {
+    const args = [...npmStart.nodeOptions, npmStart.entry];
+    servers.push(await startServer({ name: 'service', args, env: serviceEnv(context, connections, database), timeoutMs: 30_000, cpus }));
+    context.children.push(servers.at(-1)!);
+  }
+  return servers;
+}
+
+async function stopServers(context: BenchContext, servers: ServerProcess[]): Promise<void> {
   for (const server of servers) {
     const code = await server.stop();
-    if (code !== 0) progress(`  the service exited with code ${code}: ${server.stderrTail()}`);
+    if (code !== 0) context.progress(`  the service exited with code ${code}: ${server.stderrTail()}`);
     context.children.splice(context.children.indexOf(server), 1);
   }
-  return rows;
 }
 
 function describeRow({ result }: ScalingRow): string {
