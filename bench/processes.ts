@@ -28,8 +28,6 @@ export interface ServerProcess {
   pid: number;
   /** `http://127.0.0.1:<port>`, from the child's `{"event":"listening","url":...}` line. */
   url: string;
-  /** The metrics listener's, from a `metrics_listening` line before it; null without one. */
-  metricsUrl: string | null;
   /** performance.now() just before the spawn. */
   spawnedAt: number;
   /** From the spawn to the listening line. */
@@ -87,7 +85,6 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
       if (listening) return;
       head += chunk.toString('utf8');
       const url = findListeningUrl(head);
-      const metricsUrl = findListeningUrl(head, 'metrics_listening');
       if (url === null) {
         if (head.length > 65_536) fail(new Error(`${name} printed 64 KiB without a listening line`));
         return;
@@ -99,7 +96,6 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
         name,
         pid: child.pid!,
         url,
-        metricsUrl,
         spawnedAt,
         listeningMs: performance.now() - spawnedAt,
         stdout: () => ({ bytes, lines }),
