@@ -1,7 +1,7 @@
 /**
  * The cores of the machine: where the bench runs what (`taskset`), and how busy each core was
- * during a load, from two samples of /proc/stat. The server under test gets one core, the load
- * generator another, so that the generator's core shows whether the generator was the limit.
+ * during a load, from two samples of /proc/stat. The servers under test get cores of their own,
+ * the load generator others, so that the generator's cores show whether it was the limit.
  */
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
@@ -92,34 +92,26 @@ export interface Pinning {
   generator: number[];
 }
 
-export interface PinningRequest {
-  /** false with --no-pin. */
-  pin: boolean;
-  serverCpus: number[] | null;
-  generatorCpus: number[] | null;
-}
-
 /**
- * The cores to pin to, or null and why not. By default the servers get the first CPU this
- * process may use and the generator the next. Throws when a requested CPU is not allowed, or
- * the two sets overlap.
+ * Where the servers and the generator run: the servers on the first `serverCores` CPUs this
+ * process may use, the generator (and this process, which reads the service's log) on as many
+ * of the next ones. When none is left they share the servers' cores, and `shared` says so: the
+ * figures then measure the servers and their load generator together. null when not pinned.
  */
-export function choosePinning(allowed: readonly number[], request: PinningRequest, tasksetFound: boolean): { pinning: Pinning | null; note: string } {
-  if (!request.pin) return { pinning: null, note: 'not pinned (--no-pin)' };
-  for (const [option, cpus] of [['--server-cpus', request.serverCpus], ['--generator-cpus', request.generatorCpus]] as const) {
-    const foreign = (cpus ?? []).filter((cpu) => !allowed.includes(cpu));
-    if (foreign.length > 0) throw new Error(`${option}: this process may only use CPUs ${allowed.join(',')}, not ${foreign.join(',')}`);
+export function choosePinning(
+  allowed: readonly number[],
+  serverCores: number,
+  options: { pin: boolean; tasksetFound: boolean },
+): { pinning: Pinning | null; note: string; shared: boolean } {
+  if (!options.pin) return { pinning: null, note: 'not pinned (--no-pin)', shared: true };
+  if (allowed.length < 2) return { pinning: null, note: `not pinned: only ${allowed.length} core, which the servers and the generator share`, shared: true };
+  if (!options.tasksetFound) return { pinning: null, note: 'not pinned: taskset not found (apt-get install util-linux)', shared: true };
+  const server = allowed.slice(0, serverCores);
+  const rest = allowed.slice(server.length, server.length + server.length);
+  if (rest.length === 0) {
+    return { pinning: { server, generator: server }, note: `servers on CPU ${server.join(',')}, the generator SHARES them (no core left for it)`, shared: true };
   }
-  if (allowed.length < 2) {
-    return { pinning: null, note: `not pinned: only ${allowed.length} core, which the server and the generator share` };
-  }
-  if (!tasksetFound) return { pinning: null, note: 'not pinned: taskset not found (apt-get install util-linux)' };
-  const server = request.serverCpus ?? [allowed.find((cpu) => !(request.generatorCpus ?? []).includes(cpu))!];
-  const generator = request.generatorCpus ?? allowed.filter((cpu) => !server.includes(cpu)).slice(0, 1);
-  const shared = server.filter((cpu) => generator.includes(cpu));
-  if (generator.length === 0) throw new Error(`no CPU is left for the generator: the servers have ${server.join(',')}`);
-  if (shared.length > 0) throw new Error(`the servers and the generator need different CPUs, both have ${shared.join(',')}`);
-  return { pinning: { server, generator }, note: `servers on CPU ${server.join(',')}, generator on CPU ${generator.join(',')}` };
+  return { pinning: { server, generator: rest }, note: `servers on CPU ${server.join(',')}, generator on CPU ${rest.join(',')}`, shared: false };
 }
 
 /** The command that runs `command args...` on `cpus` only (taskset execs it: same pid), or as is. */

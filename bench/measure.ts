@@ -1,128 +1,155 @@
 /**
- * One timed load on one server, by wrk (a child process on the generator's core) or, when wrk is
- * missing, by autocannon in this process; and what the machine did meanwhile: the CPU the server,
- * the generator and everything else used, how busy the server's and the generator's cores were,
- * and the server's resident memory.
+ * One timed load: wrk against the servers under test (one wrk process per URL, on the
+ * generator's cores), and what the machine did meanwhile: the CPU that the servers, PostgreSQL,
+ * wrk, this process and everything else used, how busy the servers' and the generator's cores
+ * were, the servers' resident memory, and the bytes per request on the client's sockets.
  */
-import autocannon from 'autocannon';
-import { createHistogram } from 'node:perf_hooks';
 import { busiestShare, type Pinning } from './cpu.ts';
-import type { Generator } from './options.ts';
-import type { ServerProcess } from './processes.ts';
-import { readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND } from './processes.ts';
-import { runWrk, type Latency } from './wrk.ts';
+import { fetchOnce, otherLoad, readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND, type MachineTicks } from './processes.ts';
+import { latencyOf, mergeHistograms, runWrk, type Latency } from './wrk.ts';
 import type { Workload } from './workloads.ts';
 
+export interface LoadTarget {
+  /** One wrk process per URL (one per instance), each with `connections` connections. */
+  urls: string[];
+  /** The server processes, all their threads: "server" CPU. */
+  pids: number[];
+  /** CPU ticks so far of the other processes under test (PostgreSQL's), when there are any. */
+  extraTicks?: () => number;
+}
+
 export interface LoadSetup {
-  generator: Generator;
-  /** wrk's path, for the wrk generator. */
-  wrk: string | null;
-  /** The cores of the server and of the generator, or null when not pinned. */
+  wrk: string;
+  /** The cores of the servers and of the generator, or null when not pinned. */
   pinning: Pinning | null;
   seconds: number;
+  /** Per URL. */
   connections: number;
-  /** The workload's `Authorization` header, for wrk's scripts (autocannon's requests carry it). */
+  /** The bench key's `Authorization` header, for wrk's scripts. */
   authorization: string;
 }
 
 export interface LoadResult {
-  generator: Generator;
-  /** 2xx responses. */
+  /** 2xx responses (wrk counts 400 and above as non-2xx; neither server sends 1xx or 3xx). */
   requests: number;
   non2xx: number;
   /** Connection errors (connect, read, write). */
   errors: number;
   /** Responses slower than the timeout (10 s). */
   timeouts: number;
-  /** Seconds the generator ran. */
+  /** Seconds wrk ran (the longest, when several ran), and the wall time the CPU figures cover. */
   durationS: number;
+  wallS: number;
   /** 2xx responses per second. */
   rps: number;
-  /** Latencies as measured, in milliseconds: of every response with wrk, of 2xx ones with autocannon. */
+  /** Latencies as measured over every response, in milliseconds (see bench/wrk.ts). */
   latencyMs: Latency;
-  /** wrk only: its own p99, corrected for coordinated omission (see bench/wrk.ts). */
-  correctedP99Ms: number | null;
+  /** wrk's own p99, corrected for coordinated omission (the highest, when several ran). */
+  correctedP99Ms: number;
+  /** Mean bytes of an answer and of a request on the client's socket. */
+  responseBytes: number;
+  requestBytes: number;
   /** CPU used during the load, in cores (1 = one core busy the whole time). */
   cpu: {
+    /** The server processes, all threads. */
     server: number;
-    /** The generator process: wrk, or this process for autocannon. */
+    /** The first server's main thread alone (with WORKERS, the limiter of every worker). */
+    serverMainThread: number;
+    /** PostgreSQL's processes; 0 without. */
+    postgres: number;
+    /** The wrk processes. */
     generator: number;
-    /** This process when it is not the generator: it reads the service's access log meanwhile. */
+    /** This process: it reads the service's access log meanwhile. */
     harness: number;
     /** Interrupts, softirqs (loopback networking) and kernel threads (the I/O of fsync). */
     kernel: number;
     /** Other processes, and time taken by the hypervisor: noise, when it is not near 0. */
     other: number;
-    /** Busy share (0 to 1) of the server's core (the busiest, if several), whatever ran on it; null when not pinned. */
+    /** Busy share (0 to 1) of the servers' busiest core, whatever ran on it; null when not pinned. */
     serverCore: number | null;
-    /** Busy share (0 to 1) of the generator's core (the busiest, if several), whatever ran on it; null when not pinned. */
+    /** Busy share (0 to 1) of the generator's busiest core, whatever ran on it; null when not pinned. */
     generatorCore: number | null;
   };
-  /** Highest resident memory of the server seen during the load (sampled every 100 ms), bytes. */
+  /** Highest resident memory of the servers together, sampled every 100 ms, bytes. */
   rssMax: number;
 }
 
-/** What the generator itself reports. */
-interface Generated {
-  requests: number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-  durationS: number;
-  latencyMs: Latency;
-  correctedP99Ms: number | null;
-  /** CPU ticks of the generator when it is another process than this one. */
-  generatorTicks: number | null;
+/** CPU counters at one moment, in clock ticks (this process's in microseconds). */
+interface Sample {
+  at: number;
+  server: number;
+  mainThread: number;
+  extra: number;
+  own: NodeJS.CpuUsage;
+  machine: MachineTicks;
 }
 
-/** Runs `workload` against `server` for `setup.seconds` with `setup.connections` keep-alive connections. */
-export async function runLoad(server: ServerProcess, workload: Workload, setup: LoadSetup): Promise<LoadResult> {
+function sample(target: LoadTarget): Sample {
+  const main = target.pids[0]!;
+  return {
+    at: performance.now(),
+    server: target.pids.reduce((sum, pid) => sum + readCpuTicks(pid), 0),
+    mainThread: readCpuTicks(main, main),
+    extra: target.extraTicks?.() ?? 0,
+    own: process.cpuUsage(),
+    machine: readMachineTicks(),
+  };
+}
+
+/** Runs `workload` against every URL of `target` at once for `setup.seconds`. */
+export async function runLoad(target: LoadTarget, workload: Workload, setup: LoadSetup): Promise<LoadResult> {
   let rssMax = 0;
   const sampleRss = () => {
-    rssMax = Math.max(rssMax, readMemory(server.pid)?.rss ?? 0);
+    rssMax = Math.max(rssMax, target.pids.reduce((sum, pid) => sum + (readMemory(pid)?.rss ?? 0), 0));
   };
   const sampler = setInterval(sampleRss, 100);
-  const startWall = performance.now();
-  const startServerTicks = readCpuTicks(server.pid);
-  const startMachine = readMachineTicks();
-  const startOwn = process.cpuUsage();
-
-  let generated: Generated;
-  try {
-    generated = setup.generator === 'wrk' ? await viaWrk(server, workload, setup) : await viaAutocannon(server, workload, setup);
-  } finally {
-    clearInterval(sampler);
-  }
-
-  const wallS = (performance.now() - startWall) / 1000;
-  const own = process.cpuUsage(startOwn);
-  const serverTicks = readCpuTicks(server.pid) - startServerTicks;
-  const endMachine = readMachineTicks();
+  const start = sample(target);
+  const runs = await Promise.all(target.urls.map((url) => runWrk(
+    setup.wrk,
+    // One wrk thread per core of its own.
+    { url, script: workload.wrk.script, args: workload.wrk.args, threads: setup.pinning?.generator.length ?? 1, seconds: setup.seconds, connections: setup.connections, timeoutSeconds: 10 },
+    setup.pinning?.generator ?? null,
+    setup.authorization,
+  ))).finally(() => clearInterval(sampler));
+  const end = sample(target);
   sampleRss();
 
-  const ownTicks = ((own.user + own.system) / 1e6) * TICKS_PER_SECOND;
-  const generatorTicks = generated.generatorTicks ?? ownTicks;
-  const harnessTicks = generated.generatorTicks === null ? 0 : ownTicks;
-  const kernelTicks = endMachine.kernel - startMachine.kernel;
+  const wallS = (end.at - start.at) / 1000;
   const cores = (ticks: number) => ticks / TICKS_PER_SECOND / wallS;
-  const share = (cpus: number[] | undefined) => (cpus === undefined ? null : busiestShare(startMachine.stat, endMachine.stat, cpus));
+  const sum = (pick: (run: (typeof runs)[number]) => number) => runs.reduce((total, run) => total + pick(run), 0);
+  const responses = sum((run) => run.responses);
+  const ticks = {
+    server: end.server - start.server,
+    postgres: end.extra - start.extra,
+    generator: sum((run) => run.cpuTicks),
+    harness: ((end.own.user - start.own.user + end.own.system - start.own.system) / 1e6) * TICKS_PER_SECOND,
+    kernel: end.machine.kernel - start.machine.kernel,
+  };
+  const accounted = ticks.server + ticks.postgres + ticks.generator + ticks.harness + ticks.kernel;
+  const share = (cpus: number[] | undefined) => (cpus === undefined ? null : busiestShare(start.machine.stat, end.machine.stat, cpus));
+  const durationS = Math.max(...runs.map((run) => run.durationS));
+  const requests = responses - sum((run) => run.non2xx);
   return {
-    generator: setup.generator,
-    requests: generated.requests,
-    non2xx: generated.non2xx,
-    errors: generated.errors,
-    timeouts: generated.timeouts,
-    durationS: generated.durationS,
-    rps: generated.requests / generated.durationS,
-    latencyMs: generated.latencyMs,
-    correctedP99Ms: generated.correctedP99Ms,
+    requests,
+    non2xx: sum((run) => run.non2xx),
+    errors: sum((run) => run.errors),
+    timeouts: sum((run) => run.timeouts),
+    durationS,
+    wallS,
+    rps: requests / durationS,
+    latencyMs: latencyOf(mergeHistograms(runs.map((run) => run.histogramUs))),
+    correctedP99Ms: Math.max(...runs.map((run) => run.correctedP99Ms)),
+    responseBytes: sum((run) => run.bytesRead) / responses,
+    requestBytes: sum((run) => run.requestBytes * run.responses) / responses,
     cpu: {
-      server: cores(serverTicks),
-      generator: cores(generatorTicks),
-      harness: cores(harnessTicks),
-      kernel: cores(kernelTicks),
-      // Whatever else ran on the machine meanwhile (the other server is idle): a noisy neighbour shows here.
-      other: Math.max(0, cores(endMachine.busy - startMachine.busy - kernelTicks - serverTicks - generatorTicks - harnessTicks)),
+      server: cores(ticks.server),
+      serverMainThread: cores(end.mainThread - start.mainThread),
+      postgres: cores(ticks.postgres),
+      generator: cores(ticks.generator),
+      harness: cores(ticks.harness),
+      kernel: cores(ticks.kernel),
+      // Whatever else ran on the machine meanwhile (an idle server uses nothing): a noisy neighbour shows here.
+      other: Math.max(0, cores(end.machine.busy - start.machine.busy - accounted)),
       serverCore: share(setup.pinning?.server),
       generatorCore: share(setup.pinning?.generator),
     },
@@ -130,74 +157,42 @@ export async function runLoad(server: ServerProcess, workload: Workload, setup: 
   };
 }
 
-async function viaWrk(server: ServerProcess, workload: Workload, setup: LoadSetup): Promise<Generated> {
-  const result = await runWrk(
-    setup.wrk!,
-    {
-      url: server.url,
-      script: workload.wrk.script,
-      args: workload.wrk.args,
-      // One thread per core of its own.
-      threads: setup.pinning?.generator.length ?? 1,
-      seconds: setup.seconds,
-      connections: setup.connections,
-      timeoutSeconds: 10,
-    },
-    setup.pinning?.generator ?? null,
-    setup.authorization,
-  );
-  return {
-    requests: result.responses - result.non2xx,
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    durationS: result.durationS,
-    latencyMs: result.latencyMs,
-    correctedP99Ms: result.correctedP99Ms,
-    generatorTicks: result.cpuTicks,
-  };
+/** CPU seconds per response of `cores` used during a load: what one request cost that part. */
+export function perResponse(result: LoadResult, cores: number): number {
+  return (cores * result.wallS) / (result.requests + result.non2xx);
+}
+
+/** The first and last request of each workload's sequence, sent once: each must answer 2xx before any load. */
+export async function checkWorkloads(url: string, workloads: readonly Workload[], authorization: string): Promise<void> {
+  for (const workload of workloads) {
+    for (const request of [workload.sequence[0]!, workload.sequence.at(-1)!]) {
+      const answer = await fetchOnce(url + request.path, {
+        method: request.method,
+        headers: { ...request.headers, authorization },
+        ...(request.body === undefined ? {} : { body: request.body }),
+      });
+      if (answer.status < 200 || answer.status > 299) {
+        throw new Error(`${workload.name}: ${request.method} ${request.path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
+      }
+      if (workload.name === 'deep' && (JSON.parse(answer.body) as unknown[]).length === 0) throw new Error(`deep: ${request.path} answered an empty page`);
+    }
+  }
 }
 
 /**
- * autocannon in this process, with the latency of every 2xx response kept in microseconds
- * (autocannon's own histogram has 1 ms buckets, too coarse for latencies of a few milliseconds).
+ * A wait before each measurement until other processes use less than `noiseCores` (sampled over
+ * 0.5 s), for at most 30 s each time and `totalSeconds` in all over the run: on a shared machine
+ * the run stays bounded, and what noise remains shows in each result's `cpu.other`.
  */
-async function viaAutocannon(server: ServerProcess, workload: Workload, setup: LoadSetup): Promise<Generated> {
-  const latencyUs = createHistogram();
-  const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: server.url,
-        connections: setup.connections,
-        duration: setup.seconds,
-        pipelining: 1,
-        timeout: 10,
-        requests: workload.autocannon(),
-      },
-      (error: unknown, done: autocannon.Result) => (error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(done)),
-    );
-    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
-      if (statusCode >= 200 && statusCode < 300) latencyUs.record(Math.max(1, Math.round(responseTime * 1000)));
-    });
-  });
-  const ok = result['2xx'];
-  const ms = (us: number) => us / 1000;
-  return {
-    requests: ok,
-    non2xx: result.non2xx,
-    errors: result.errors - result.timeouts,
-    timeouts: result.timeouts,
-    durationS: result.duration,
-    latencyMs: ok === 0
-      ? { p50: Number.NaN, p90: Number.NaN, p99: Number.NaN, mean: Number.NaN, max: Number.NaN }
-      : {
-          p50: ms(latencyUs.percentile(50)),
-          p90: ms(latencyUs.percentile(90)),
-          p99: ms(latencyUs.percentile(99)),
-          mean: ms(latencyUs.mean),
-          max: ms(latencyUs.max),
-        },
-    correctedP99Ms: null,
-    generatorTicks: null,
+export function quietWaiter(totalSeconds: number, noiseCores: number): (ownPids: readonly number[]) => Promise<void> {
+  let waitedMs = 0;
+  return async (ownPids) => {
+    const started = performance.now();
+    while (waitedMs < totalSeconds * 1000 && performance.now() - started < 30_000) {
+      const before = performance.now();
+      const other = await otherLoad(ownPids, 500);
+      waitedMs += performance.now() - before;
+      if (other <= noiseCores) return;
+    }
   };
 }

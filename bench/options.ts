@@ -3,11 +3,7 @@
  * before it starts anything.
  */
 import { parseArgs } from 'node:util';
-import { parseCpuList } from './cpu.ts';
 import { WORKLOAD_NAMES, type WorkloadName } from './workloads.ts';
-
-export const GENERATORS = ['wrk', 'autocannon'] as const;
-export type Generator = (typeof GENERATORS)[number];
 
 export interface BenchOptions {
   /** Pets seeded before the service starts. */
@@ -16,50 +12,65 @@ export interface BenchOptions {
   seconds: number;
   /** Warm-up per server and workload before its rounds. */
   warmup: number;
+  /** Measured rounds per server and workload in the comparison (the other runs measure once). */
   rounds: number;
+  /** Connections per server instance (with WORKERS, per worker). */
   connections: number;
-  /** Workloads to run, in the standard order; null for all. */
+  /** Workloads to run, in the standard order; null for the default ones. */
   only: WorkloadName[] | null;
   /** Start the service with --cpu-prof (its figures are then not representative). */
   profile: boolean;
   /** Start the service with METRICS_PORT, so that every request is counted. */
   metrics: boolean;
-  /** The load generator; null: wrk when it is installed, else autocannon. */
-  generator: Generator | null;
   /** false with --no-pin: no core of its own for the server nor for the generator. */
   pin: boolean;
-  /** The servers' CPUs and the generator's; null: the first and the second this process may use. */
-  serverCpus: number[] | null;
-  generatorCpus: number[] | null;
-  /** How long, in all, the bench may wait for other processes to quieten before its rounds. */
+  /** How long, in all, the comparison may wait for other processes to quieten before its rounds. */
   quietWaitSeconds: number;
-  /** Where latest.json, latest.md and profiles go. */
+  /** --cores: the WORKERS counts to measure on SQLite, or null. */
+  cores: number[] | null;
+  /** --scale-out: the numbers of PostgreSQL instances to measure (--instances), or null. */
+  scaleOut: number[] | null;
+  /** --model: measure what the capacity model needs, and print its predictions. */
+  model: boolean;
+  /** Where latest.json and profiles go. */
   out: string;
   help: boolean;
 }
 
+/** The workloads of the cores, scale-out and model runs unless --only says otherwise. */
+export const SCALING_WORKLOADS: readonly WorkloadName[] = ['list20', 'deep', 'get', 'create', 'mix', 'patchmix'];
+
 export const USAGE = `Usage: npm run bench -- [options]
 
-Starts the service (production settings, a seeded file database, access log on) and a bare
-node:http baseline, and measures them alternately on 127.0.0.1 with wrk, the servers pinned to
-one core and wrk to another.
+By default: the service (production settings, a seeded SQLite file, access log on) against a
+bare node:http baseline, measured alternately with wrk on 127.0.0.1, the servers pinned to one
+core and wrk to another; ratios, latencies, memory and start-up against their targets.
 
+Instead (any of them, together):
+  --cores L         the service on SQLite with WORKERS=N for each N of the list L (e.g. 1,2):
+                    throughput against the cores it has; the first N cores are the server's,
+                    wrk gets the next ones or, when none is left, shares them (and says so)
+  --scale-out       the service on PostgreSQL (a throwaway cluster, fsync off), N instances on
+                    one database for each N of --instances, one wrk per instance
+  --instances L     the instance counts of --scale-out (default 1,2)
+  --model           the capacity model (docs/performance-model.md): measures the costs of one
+                    instance on one core (SQLite, then PostgreSQL) and the two-core runs
+                    (WORKERS=2, two PostgreSQL instances), prints the model's predictions
+                    against those measurements, and projects 4, 16 and 64 cores
+
+Options:
   --pets N          pets in the database (default 10000)
   --seconds S       length of one measured round per server (default 5)
   --warmup S        warm-up per server and workload (default 3)
-  --rounds R        measured rounds per server and workload (default 3)
-  --connections C   concurrent connections (default 50)
+  --rounds R        measured rounds per server and workload in the comparison (default 3)
+  --connections C   connections per server instance, or per worker (default 50)
   --only A,B        only these workloads: ${WORKLOAD_NAMES.join(', ')}
-  --profile         run the service under node --cpu-prof and summarise the profile
-  --metrics         run the service with METRICS_PORT set (metrics counted), and scrape it at the end
-  --generator G     wrk or autocannon (default: wrk when installed, else autocannon with a warning)
-  --server-cpus L   the CPUs of the servers, a list such as 0 or 0-1,4 (default: the first
-                    CPU this process may use)
-  --generator-cpus L the CPUs of the load generator (one wrk thread each) and of this process
-                    (default: the next CPU)
+                    (default: all in the comparison; ${SCALING_WORKLOADS.join(', ')} otherwise)
+  --profile         run the service under node --cpu-prof and summarise the profile (comparison)
+  --metrics         run the service with METRICS_PORT set, so that metrics count every request
   --no-pin          run the servers and the generator on any core (taskset not used)
   --quiet-wait S    wait at most S seconds in all for other processes to quieten (default 180)
-  --out DIR         where to write latest.json, latest.md and profiles (default bench/results)
+  --out DIR         where to write latest.json and profiles (default bench/results)
   --help            this text
 `;
 
@@ -78,11 +89,12 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
       only: { type: 'string' },
       profile: { type: 'boolean' },
       metrics: { type: 'boolean' },
-      generator: { type: 'string' },
-      'server-cpus': { type: 'string' },
-      'generator-cpus': { type: 'string' },
       'no-pin': { type: 'boolean' },
       'quiet-wait': { type: 'string' },
+      cores: { type: 'string' },
+      'scale-out': { type: 'boolean' },
+      instances: { type: 'string' },
+      model: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean' },
     },
@@ -97,42 +109,30 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     }
     only = WORKLOAD_NAMES.filter((name) => wanted.includes(name));
   }
-  const generator = values.generator ?? null;
-  if (generator !== null && !(GENERATORS as readonly string[]).includes(generator)) {
-    throw new Error(`--generator: unknown generator ${JSON.stringify(generator)}; known: ${GENERATORS.join(', ')}`);
-  }
-  const pin = !(values['no-pin'] ?? false);
-  const serverCpus = cpuList(values['server-cpus'], '--server-cpus');
-  const generatorCpus = cpuList(values['generator-cpus'], '--generator-cpus');
-  if (!pin && (serverCpus !== null || generatorCpus !== null)) throw new Error('--no-pin cannot be combined with --server-cpus or --generator-cpus');
-  const shared = (serverCpus ?? []).filter((cpu) => (generatorCpus ?? []).includes(cpu));
-  if (shared.length > 0) throw new Error(`--server-cpus and --generator-cpus must not share a CPU, both have ${shared.join(',')}`);
+  if (values.instances !== undefined && !values['scale-out']) throw new Error('--instances goes with --scale-out');
   return {
     pets: integer(values.pets, '--pets', 10_000, 1, 100_000_000),
     seconds: integer(values.seconds, '--seconds', 5, 1, 600),
     warmup: integer(values.warmup, '--warmup', 3, 0, 600),
     rounds: integer(values.rounds, '--rounds', 3, 1, 100),
-    connections: integer(values.connections, '--connections', 50, 1, 10_000),
+    connections: integer(values.connections, '--connections', 50, 1, 1000),
     only,
     profile: values.profile ?? false,
     metrics: values.metrics ?? false,
-    generator: generator as Generator | null,
-    pin,
-    serverCpus,
-    generatorCpus,
+    pin: !(values['no-pin'] ?? false),
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
+    cores: values.cores === undefined ? null : counts(values.cores, '--cores', 256),
+    scaleOut: values['scale-out'] ? counts(values.instances ?? '1,2', '--instances', 16) : null,
+    model: values.model ?? false,
     out: values.out ?? defaultOut,
     help: values.help ?? false,
   };
 }
 
-function cpuList(raw: string | undefined, name: string): number[] | null {
-  if (raw === undefined) return null;
-  try {
-    return parseCpuList(raw);
-  } catch {
-    throw new Error(`${name} must be a CPU list such as 1 or 0-1,4, got ${JSON.stringify(raw)}`);
-  }
+/** A list such as 1,2,4: distinct counts from 1 to `max`, in increasing order. */
+function counts(raw: string, name: string, max: number): number[] {
+  const list = raw.split(',').map((part) => integer(part.trim(), name, 1, 1, max));
+  return [...new Set(list)].sort((a, b) => a - b);
 }
 
 function integer(raw: string | undefined, name: string, fallback: number, min: number, max: number): number {

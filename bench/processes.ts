@@ -28,8 +28,6 @@ export interface ServerProcess {
   pid: number;
   /** `http://127.0.0.1:<port>`, from the child's `{"event":"listening","url":...}` line. */
   url: string;
-  /** The metrics listener's, from a `metrics_listening` line before it; null without one. */
-  metricsUrl: string | null;
   /** performance.now() just before the spawn. */
   spawnedAt: number;
   /** From the spawn to the listening line. */
@@ -87,7 +85,6 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
       if (listening) return;
       head += chunk.toString('utf8');
       const url = findListeningUrl(head);
-      const metricsUrl = findListeningUrl(head, 'metrics_listening');
       if (url === null) {
         if (head.length > 65_536) fail(new Error(`${name} printed 64 KiB without a listening line`));
         return;
@@ -99,7 +96,6 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
         name,
         pid: child.pid!,
         url,
-        metricsUrl,
         spawnedAt,
         listeningMs: performance.now() - spawnedAt,
         stdout: () => ({ bytes, lines }),
@@ -190,14 +186,25 @@ export function readMemory(pid: number): { rss: number; peak: number } | null {
   return { rss: kib('VmRSS'), peak: kib('VmHWM') };
 }
 
-/** CPU time (user + system) the process has used, in clock ticks; NaN once it is gone. */
-export function readCpuTicks(pid: number): number {
+/**
+ * CPU time (user + system) the process has used, all its threads, or its thread `tid` alone, in
+ * clock ticks; NaN once it is gone.
+ */
+export function readCpuTicks(pid: number, tid?: number): number {
+  const fields = readStatFields(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`);
+  return fields === null ? Number.NaN : Number(fields[11]) + Number(fields[12]);
+}
+
+/**
+ * The fields of a /proc/.../stat file after the parenthesised command name (which may contain
+ * spaces): [0] is the state, [1] the parent's pid, [11] utime, [12] stime, [13] cutime and [14]
+ * cstime (the time of children that exited and were waited for). null once it is gone.
+ */
+export function readStatFields(path: string): string[] | null {
   try {
-    // Fields after the parenthesised command name (which may contain spaces): utime is the 12th, stime the 13th.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]);
+    return readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
   } catch {
-    return Number.NaN;
+    return null;
   }
 }
 
@@ -217,14 +224,9 @@ export function readMachineTicks(): MachineTicks {
   let kernelThreads = 0;
   for (const entry of readdirSync('/proc')) {
     if (!/^[0-9]+$/.test(entry)) continue;
-    let fields: string[];
-    try {
-      fields = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    } catch {
-      continue; // Gone meanwhile.
-    }
-    // Kernel threads are kthreadd (pid 2) and its children.
-    if (entry === '2' || fields[1] === '2') kernelThreads += Number(fields[11]) + Number(fields[12]);
+    const fields = readStatFields(`/proc/${entry}/stat`);
+    // Kernel threads are kthreadd (pid 2) and its children; null: gone meanwhile.
+    if (fields !== null && (entry === '2' || fields[1] === '2')) kernelThreads += Number(fields[11]) + Number(fields[12]);
   }
   return { busy: busyTicks(all), kernel: all.irq + all.softirq + kernelThreads, stat };
 }

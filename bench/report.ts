@@ -1,31 +1,28 @@
 /**
- * From rounds of measurements to the figures and their targets, and the
- * tables that show them: plain text for the terminal, Markdown for the README and
- * results/latest.md.
+ * The comparison with the baseline: from rounds of measurements to medians, ratios and their
+ * targets, whether each round can be trusted, and the text report that shows them. Every round
+ * is printed as it is measured and kept in results/latest.json.
  */
 import type { Pinning } from './cpu.ts';
-import type { KeysetResult } from './keyset.ts';
 import type { LoadResult } from './measure.ts';
-import type { Generator } from './options.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
-/** The limits that are not per workload (memory, start, keyset pages). */
+/** The targets that are not per workload: tail latency, memory and start-up against the baseline. */
 export const LIMITS = {
   p99Ratio: 1.5,
   peakRssRatio: 1.5,
   startToFirstOkMs: 200,
-  keysetRatio: 1.2,
 } as const;
 
 /**
- * A round whose generator was busier than this is unusable: the generator may have
- * been the limit, so the round measured it rather than the server.
+ * A round whose generator was busier than this is unusable: the generator may have been the
+ * limit, so the round measured it rather than the server.
  */
 export const GENERATOR_BUSY_LIMIT = 0.9;
 
 /**
  * How busy the generator was in a round (0 to 1): the busy share of its core when it had one of
- * its own, else the CPU its process used (wrk runs one thread, autocannon one event loop).
+ * its own, else the CPU its process used (one wrk thread).
  */
 export function generatorLoad(round: LoadResult): number {
   return round.cpu.generatorCore ?? round.cpu.generator;
@@ -87,8 +84,6 @@ export interface WorkloadReport {
   /** null when the workload has no throughput target. */
   throughputPass: boolean | null;
   p99Pass: boolean;
-  /** Cores the load generator process used, median over all rounds. */
-  generatorCpu: number;
   /** Kept rounds whose generator was over GENERATOR_BUSY_LIMIT: any makes the workload's figures unusable. */
   unusableRounds: number;
   /** Most cores used by other processes of the machine in any round: noise when it is high. */
@@ -137,7 +132,6 @@ export function summariseWorkload(
     p99Ratio,
     throughputPass: workload.target === null ? null : ratio >= workload.target,
     p99Pass: p99Ratio <= LIMITS.p99Ratio,
-    generatorCpu: median(all.map((round) => round.cpu.generator)),
     unusableRounds: all.filter(isUnusable).length,
     otherCpuMax: Math.max(0, ...all.map((round) => round.cpu.other)),
     problems,
@@ -169,36 +163,29 @@ export interface Check {
 
 /** How the load was made. */
 export interface LoadFacts {
-  generator: Generator;
-  /** `wrk --version`'s first words, or autocannon's package version. */
+  /** `wrk --version`'s first words. */
   version: string;
-  /** Why the generator is not the one asked for by default (wrk missing), or null. */
-  fallback: string | null;
   pinning: Pinning | null;
   /** Where the servers and the generator ran, or why they were not pinned. */
   pinningNote: string;
 }
 
-export interface BenchReport {
+export interface CompareReport {
   startedAt: string;
   finishedAt: string;
-  command: string;
-  machine: { cpus: number; cpuModel: string; memoryBytes: number; kernel: string; node: string };
-  options: { pets: number; seconds: number; warmup: number; rounds: number; connections: number; only: string[] | null; profile: boolean; metrics: boolean };
+  options: { seconds: number; warmup: number; rounds: number; connections: number; metrics: boolean };
   load: LoadFacts;
-  database: { pets: number; seedMs: number };
   servers: { service: ServerFacts; baseline: ServerFacts };
   /** What the service wrote on stdout: the access log, one line per request. */
   accessLog: { lines: number; bytes: number; requestsSent: number };
-  keyset: KeysetResult | null;
   workloads: WorkloadReport[];
   checks: Check[];
   /** The CPU profile written with --profile. */
   profile: string | null;
 }
 
-/** The pass/fail list of the performance targets (and the keyset check), for what this run measured. */
-export function buildChecks(report: Omit<BenchReport, 'checks'>): Check[] {
+/** The pass/fail list of the targets, for what this run measured. */
+export function buildChecks(report: Omit<CompareReport, 'checks'>): Check[] {
   const checks: Check[] = [];
   for (const workload of report.workloads) {
     const usable = workload.unusableRounds === 0;
@@ -224,15 +211,6 @@ export function buildChecks(report: Omit<BenchReport, 'checks'>): Check[] {
     pass: service.startToFirstOkMs <= LIMITS.startToFirstOkMs,
     usable: true,
   });
-  for (const keysetCase of report.keyset?.cases ?? []) {
-    checks.push({
-      what: `keyset ${keysetCase.label}: last page / first page (HTTP)`,
-      value: fixed(keysetCase.http.ratio),
-      limit: `<= ${LIMITS.keysetRatio}`,
-      pass: keysetCase.http.ratio <= LIMITS.keysetRatio,
-      usable: true,
-    });
-  }
   return checks;
 }
 
@@ -275,57 +253,21 @@ function workloadRow(workload: WorkloadReport): string[] {
   ];
 }
 
-/** The figures as the terminal shows them. */
-export function formatText(report: BenchReport): string {
+/** The comparison as the terminal shows it. */
+export function formatText(report: CompareReport): string {
   const lines = [textTable(HEADINGS, report.workloads.map(workloadRow), RIGHT_ALIGNED), ''];
   lines.push(...facts(report), '', 'Checks:');
   for (const check of report.checks) lines.push(`  ${verdict(check).padEnd(8)}  ${check.what}: ${check.value} (${check.limit})`);
-  lines.push('', 'Rounds:', textTable(ROUND_HEADINGS, roundRows(report), ROUND_RIGHT_ALIGNED));
   return lines.join('\n') + '\n';
 }
 
-/** The same figures as Markdown. */
-export function formatMarkdown(report: BenchReport): string {
-  // Only what Markdown would misread: a pipe ends a cell, <deep> would be an HTML tag.
-  const escape = (cell: string) => cell.replaceAll('|', '\\|').replaceAll('<', '&lt;');
-  const row = (cells: string[]) => `| ${cells.map(escape).join(' | ')} |`;
-  const lines = [
-    row(HEADINGS),
-    `|${RIGHT_ALIGNED.map((right) => (right ? '---:' : '---')).join('|')}|`,
-    ...report.workloads.map((workload) => row(workloadRow(workload))),
-    '',
-    ...facts(report).map((line) => `- ${escape(line)}`),
-    '',
-    row(['check', 'value', 'limit', 'result']),
-    '|---|---:|---|---|',
-    ...report.checks.map((check) => row([check.what, check.value, check.limit, verdict(check)])),
-    '',
-    '## Every round',
-    '',
-    row(ROUND_HEADINGS),
-    `|${ROUND_RIGHT_ALIGNED.map((right) => (right ? '---:' : '---')).join('|')}|`,
-    ...roundRows(report).map(row),
-  ];
-  return lines.join('\n') + '\n';
-}
-
-function facts(report: BenchReport): string[] {
+function facts(report: CompareReport): string[] {
   const { service, baseline } = report.servers;
-  const { machine, options } = report;
+  const { options } = report;
   const lines = [
     `Peak RSS (VmHWM): service ${mib(service.peakRssBytes)}, baseline ${mib(baseline.peakRssBytes)}, ratio ${fixed(service.peakRssBytes / baseline.peakRssBytes)}`,
     `Start to first 200 (median of ${service.starts.length} starts, the first on an empty compile cache): service ${startup(service)}, baseline ${startup(baseline)}`,
   ];
-  if (report.keyset) {
-    const { keyset } = report;
-    for (const keysetCase of keyset.cases) {
-      lines.push(
-        `Keyset, ${count(keyset.pets)} pets, limit ${keyset.limit}, ${keysetCase.label}: last page / first page = ${fixed(keysetCase.http.ratio)} over HTTP ` +
-          `(${(keysetCase.http.lastUs / 1000).toFixed(3)} vs ${(keysetCase.http.firstUs / 1000).toFixed(3)} ms), ` +
-          `${fixed(keysetCase.store.ratio)} in the store (${keysetCase.store.lastUs.toFixed(1)} vs ${keysetCase.store.firstUs.toFixed(1)} us)`,
-      );
-    }
-  }
   const other = Math.max(0, ...report.workloads.map((workload) => workload.otherCpuMax));
   const discarded = report.workloads.reduce((sum, workload) => sum + workload.discarded.length, 0);
   const kept = report.workloads.flatMap((workload) => [...workload.rounds.service, ...workload.rounds.baseline]);
@@ -336,12 +278,11 @@ function facts(report: BenchReport): string[] {
   lines.push(
     `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
     `Metrics: ${options.metrics ? 'on (METRICS_PORT set, every request counted)' : 'off (no METRICS_PORT)'}`,
-    `Load: ${load.generator === 'wrk' ? `${load.version}, ${threads} thread${threads === 1 ? '' : 's'}` : `${load.version} in the bench process`}${load.fallback === null ? '' : ` (${load.fallback})`}, ` +
+    `Load: ${load.version}, ${threads} thread${threads === 1 ? '' : 's'}, ` +
       `${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ${load.pinningNote}`,
     `Generator load (${load.pinning === null ? 'CPU of the generator process' : `busy share of CPU ${generatorCpus.join(',')}${threads > 1 ? ', the busiest' : ''}, which also runs the bench process that reads the service's log`}): ` +
       `median ${percent(median(loads))} %, max ${percent(Math.max(0, ...loads))} %; ${kept.filter(isUnusable).length} of ${kept.length} kept rounds over ${percent(GENERATOR_BUSY_LIMIT)} % (unusable)`,
     `Noise: other processes used up to ${fixed(other)} cores in a kept round (column "noise"); ${discarded} rounds were discarded for noise and measured again`,
-    `Machine: ${machine.cpus} x ${machine.cpuModel}, ${(machine.memoryBytes / 2 ** 30).toFixed(0)} GiB, Linux ${machine.kernel}, Node ${machine.node}; ${count(report.database.pets)} pets seeded in ${report.database.seedMs.toFixed(0)} ms`,
   );
   for (const workload of report.workloads) {
     for (const problem of workload.problems) lines.push(`INVALID ${workload.label}: ${problem}`);
@@ -354,59 +295,22 @@ function startup(server: ServerFacts): string {
   return `${server.startToFirstOkMs.toFixed(0)} ms (${range}, the first ${server.starts[0]!.toFixed(0)} ms; listening after ${server.listeningMs.toFixed(0)} ms)`;
 }
 
-function textTable(headings: string[], rows: string[][], right: boolean[]): string {
+/** Columns padded to their widest cell, right-aligned where `right` says. */
+export function textTable(headings: string[], rows: string[][], right: boolean[]): string {
   const widths = headings.map((heading, i) => Math.max(heading.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]) => cells.map((cell, i) => (right[i] ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ').trimEnd();
   return [line(headings), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
 }
 
-const ROUND_HEADINGS = [
-  'workload', 'round', 'server', 'req/s', 'p50 ms', 'p99 ms', 'wrk p99 ms', 'server CPU', 'server core %', 'generator CPU', 'generator core %', 'other CPU', 'kept',
-];
-const ROUND_RIGHT_ALIGNED = [false, true, false, true, true, true, true, true, true, true, true, true, false];
-
-/** Every round of every workload, kept or discarded, with how busy each core was: the report shows each. */
-function roundRows(report: BenchReport): string[][] {
-  const rows: string[][] = [];
-  for (const workload of report.workloads) {
-    // In the order they ran: the service first in odd rounds, a discarded round before its replacement.
-    const position = (server: string, round: number) => (server === 'service') === (round % 2 === 1) ? 0 : 1;
-    const rounds = [
-      ...workload.discarded.map((entry) => ({ ...entry, discarded: true })),
-      ...workload.rounds.service.map((result, i) => ({ server: 'service', round: i + 1, result, discarded: false })),
-      ...workload.rounds.baseline.map((result, i) => ({ server: 'baseline', round: i + 1, result, discarded: false })),
-    ].sort((a, b) => a.round - b.round || position(a.server, a.round) - position(b.server, b.round) || Number(b.discarded) - Number(a.discarded));
-    for (const { server, round, result, discarded } of rounds) {
-      const { cpu } = result;
-      rows.push([
-        workload.name,
-        String(round),
-        server,
-        count(result.rps),
-        fixed(result.latencyMs.p50),
-        fixed(result.latencyMs.p99),
-        result.correctedP99Ms === null ? '-' : fixed(result.correctedP99Ms),
-        fixed(cpu.server),
-        cpu.serverCore === null ? '-' : percent(cpu.serverCore),
-        fixed(cpu.generator),
-        cpu.generatorCore === null ? '-' : percent(cpu.generatorCore),
-        fixed(cpu.other),
-        discarded ? 'no: noise' : isUnusable(result) ? 'UNUSABLE' : 'yes',
-      ]);
-    }
-  }
-  return rows;
-}
-
-function percent(share: number): string {
+export function percent(share: number): string {
   return Number.isFinite(share) ? (share * 100).toFixed(0) : '-';
 }
 
-function fixed(value: number): string {
+export function fixed(value: number): string {
   return Number.isFinite(value) ? value.toFixed(2) : '-';
 }
 
-function count(value: number): string {
+export function count(value: number): string {
   return Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '-';
 }
 

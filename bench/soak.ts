@@ -2,9 +2,11 @@
  * Soak test: `npm run soak -- [--seconds 120] [--rate 400] [--concurrency 32]`.
  *
  * Runs the real service in this process over a SQLite file in a temporary directory, drives it
- * from a separate process (bench/soak-load.ts) with a bounded mixed load on 127.0.0.1 for a set
- * time, and samples this process's RSS and event-loop delay every second. The load generator
- * lives in another process so that its own memory and CPU do not count as the server's.
+ * with wrk (bench/wrk/soak.lua: every kind of request, good and bad, at about --rate requests a
+ * second over --concurrency connections) on 127.0.0.1 for a set time, and samples this
+ * process's RSS and event-loop delay every second. The service runs in this process, not as a
+ * child, so that the soak can force full collections and read the live heap (below); wrk is
+ * another process, so its memory and CPU do not count as the server's.
  *
  * RSS moves in steps that are not leaks: V8 doubles its young generation under sustained load
  * (8, 16, then 32 MiB here, after about one and three minutes: the `new` column of --verbose)
@@ -18,7 +20,6 @@
  * in use and the live heap, and the p99 event-loop delay. Exits 1 if the live heap grew by more
  * than 10 % or any request got a 500.
  */
-import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,7 +34,8 @@ import { createService } from '../src/service/service.ts';
 import { openStores } from '../src/storage/sqlite/stores.ts';
 import { systemClock } from '../src/clock.ts';
 import { LIMITER_SAVE_INTERVAL_MS } from '../src/service/chores.ts';
-import type { LoadReport, LoadSettings } from './soak-load.ts';
+import { findExecutable } from './cpu.ts';
+import { runWrk } from './wrk.ts';
 
 const { values } = parseArgs({
   options: {
@@ -60,8 +62,16 @@ const directory = mkdtempSync(join(tmpdir(), 'pets-soak-'));
 const databasePath = join(directory, 'soak.db');
 const db = openDatabase(databasePath);
 let loggedBytes = 0;
-// Access lines are built exactly as in production, then counted instead of printed.
-const logger = createLogger({ level: 'info', clock: systemClock, write: (text) => (loggedBytes += text.length) });
+let requestsSoFar = 0;
+// Access lines are built exactly as in production, then counted instead of printed: one a request.
+const logger = createLogger({
+  level: 'info',
+  clock: systemClock,
+  write: (text) => {
+    loggedBytes += text.length;
+    for (let at = text.indexOf('\n'); at !== -1; at = text.indexOf('\n', at + 1)) requestsSoFar++;
+  },
+});
 const service = createService({
   // TRUST_PROXY lets the load speak for 512 client addresses from one loopback socket.
   config: { appEnv: 'development', trustProxy: true, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null },
@@ -104,7 +114,6 @@ const wholeRun = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
 const perSecond = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
 wholeRun.enable();
 perSecond.enable();
-let requestsSoFar = 0;
 const started = performance.now();
 const sampler = setInterval(() => {
   const memory = process.memoryUsage();
@@ -129,16 +138,19 @@ const sampler = setInterval(() => {
   }
 }, 1_000);
 
-process.stdout.write(`soak: ${seconds} s, ${rate} requests/s target, at most ${concurrency} in flight, server ${url}, database ${databasePath}\n`);
-const settings: LoadSettings = { url, seconds, rate, concurrency, key: roomy.key, freeKey: free.key };
-const child = fork(new URL('./soak-load.ts', import.meta.url), [JSON.stringify(settings)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-const report = await new Promise<LoadReport>((resolve, reject) => {
-  child.on('message', (message: { progress?: number; report?: LoadReport }) => {
-    if (message.progress !== undefined) requestsSoFar = message.progress;
-    if (message.report) resolve(message.report);
-  });
-  child.on('exit', (code) => reject(new Error(`the load generator exited with ${code} before reporting`)));
-});
+process.stdout.write(`soak: ${seconds} s, about ${rate} requests/s over ${concurrency} connections, server ${url}, database ${databasePath}\n`);
+const wrk = findExecutable('wrk');
+if (wrk === null) {
+  process.stderr.write('npm run soak needs wrk, the load generator: sudo apt-get install wrk\n');
+  process.exit(1);
+}
+const report = await runWrk(
+  wrk,
+  { url, script: 'soak.lua', args: [String(rate), String(concurrency)], threads: 1, seconds, connections: concurrency, timeoutSeconds: 10 },
+  null,
+  `Bearer ${roomy.key}`,
+  { SOAK_FREE_AUTHORIZATION: `Bearer ${free.key}` },
+);
 
 clearInterval(sampler);
 clearInterval(flushTimer);
@@ -173,13 +185,14 @@ const liveChange = (lastLive - firstLive) / firstLive;
 const liveFlat = liveChange <= 0.1;
 const p99 = delayMs(wholeRun.percentile(99));
 const servedErrors = report.statuses['500'] ?? 0;
+const answered = Object.values(report.statuses).reduce((sum, n) => sum + n, 0);
 
 const lines = [
   '',
-  `requests        ${report.total} in ${report.seconds.toFixed(1)} s (${(report.total / report.seconds).toFixed(0)}/s); client latency p50 ${report.latencyP50Ms.toFixed(1)} ms, p99 ${report.latencyP99Ms.toFixed(1)} ms`,
+  `requests        ${answered} in ${report.durationS.toFixed(1)} s (${(answered / report.durationS).toFixed(0)}/s); client latency p50 ${report.latencyMs.p50.toFixed(1)} ms, p99 ${report.latencyMs.p99.toFixed(1)} ms`,
   `statuses        ${Object.entries(report.statuses).sort().map(([status, count]) => `${status}: ${count}`).join(', ')}`,
   `codes           ${Object.entries(report.codes).sort().map(([code, count]) => `${code}: ${count}`).join(', ')}`,
-  `transport       ${report.transportErrors} connection errors (expected only for refused bodies), ${report.skipped} requests skipped at the in-flight cap`,
+  `transport       ${report.errors} connection errors (expected only for refused bodies and malformed requests), ${report.timeouts} timeouts`,
   `rss             first ${window} s mean ${firstRss.toFixed(1)} MiB, last ${window} s mean ${lastRss.toFixed(1)} MiB (${change >= 0 ? '+' : ''}${(change * 100).toFixed(1)} %), max ${Math.max(...samples.map((sample) => sample.rssMiB)).toFixed(1)} MiB`,
   `heap used       first ${window} s mean ${firstHeap.toFixed(1)} MiB, last ${window} s mean ${lastHeap.toFixed(1)} MiB (${heapChange >= 0 ? '+' : ''}${(heapChange * 100).toFixed(1)} %); reserved at the end ${samples.at(-1)!.heapTotalMiB.toFixed(1)} MiB, young generation ${samples.at(-1)!.newSpaceMiB.toFixed(0)} MiB`,
   `live heap       after a full collection every 10 s: first ${window} s mean ${firstLive.toFixed(1)} MiB, last ${window} s mean ${lastLive.toFixed(1)} MiB (${liveChange >= 0 ? '+' : ''}${(liveChange * 100).toFixed(1)} %)`,

@@ -1,14 +1,14 @@
 /**
- * The workloads of `npm run bench`, in one table. Each says what every connection sends, twice:
- * as a wrk Lua script in bench/wrk/ with its arguments, and as autocannon requests for the
- * fallback. Both servers get exactly the same requests (the baseline ignores what they ask for);
- * only the service's answers differ.
+ * The workloads of `npm run bench`, in one table. Each says what every connection sends: a wrk
+ * Lua script in bench/wrk/ with its arguments, and the same sequence as plain requests, which the
+ * bench sends once before a load (each must answer 2xx) and the tests compare with what wrk sent.
+ * Both servers get exactly the same requests (the baseline ignores what they ask for); only the
+ * service's answers differ.
  *
  * To add a workload: add a row to WORKLOADS. A fixed sequence of requests needs no new script
  * (`gets`, `creates` and `mix` below); one that reacts to answers (an ETag to send back in
- * If-Match) gets its own script with a response() hook, and autocannon requests with `onResponse`.
+ * If-Match) gets its own script with a response() hook.
  */
-import type autocannon from 'autocannon';
 import { encodeCursor } from '../src/api/cursor.ts';
 
 export interface WorkloadFixture {
@@ -16,19 +16,22 @@ export interface WorkloadFixture {
   pets: number;
   /** The id after which a `status=sold` page near the end of the table starts. */
   deepSoldAfterId: number;
-  /** `Authorization` header value sent with every request. */
-  authorization: string;
+}
+
+/** One request of a sequence; the bench key's `Authorization` header is added to every one. */
+export interface BenchRequest {
+  method: 'GET' | 'POST' | 'PATCH';
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
 }
 
 /** What the connections send. */
 export interface Drive {
   /** The script's file name in bench/wrk/ and its arguments (its init(args)). */
   wrk: { script: string; args: string[] };
-  /**
-   * The same sequence for autocannon, each connection in order, over and over. A new array of
-   * new objects per call: autocannon stores each request's encoded bytes (Host included) on it.
-   */
-  autocannon(): autocannon.Request[];
+  /** The requests each connection sends, in order, over and over. */
+  sequence: BenchRequest[];
 }
 
 interface WorkloadRow {
@@ -48,13 +51,13 @@ const GET_IDS = 256;
 
 /** The workloads, in the order they run and are shown. */
 export const WORKLOADS = [
-  { name: 'list20', label: 'GET /v1/pets?limit=20', target: 0.8, drive: (f) => gets(f, ['/v1/pets?limit=20']) },
-  { name: 'list100', label: 'GET /v1/pets?limit=100', target: null, drive: (f) => gets(f, ['/v1/pets?limit=100']) },
+  { name: 'list20', label: 'GET /v1/pets?limit=20', target: 0.8, drive: () => gets(['/v1/pets?limit=20']) },
+  { name: 'list100', label: 'GET /v1/pets?limit=100', target: null, drive: () => gets(['/v1/pets?limit=100']) },
   {
     name: 'deep',
     label: 'GET /v1/pets?limit=20&status=sold&cursor=<deep>',
     target: 0.8,
-    drive: (f) => gets(f, [`/v1/pets?limit=20&status=sold&cursor=${encodeCursor(f.deepSoldAfterId)}`]),
+    drive: (f) => gets([`/v1/pets?limit=20&status=sold&cursor=${encodeCursor(f.deepSoldAfterId)}`]),
   },
   {
     name: 'get',
@@ -62,12 +65,12 @@ export const WORKLOADS = [
     target: 0.8,
     // Ids spread over the whole table (fixed seed, so every run asks for the same ones): the
     // service reads a different row each time, as real traffic would make it.
-    drive: (f) => gets(f, spreadIds(f.pets, GET_IDS).map((id) => `/v1/pets/${id}`)),
+    drive: (f) => gets(spreadIds(f.pets, GET_IDS).map((id) => `/v1/pets/${id}`)),
   },
-  { name: 'create', label: 'POST /v1/pets (durable)', target: 0.5, drive: (f) => creates(f) },
-  { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, drive: (f) => mix(f, 9, '/v1/pets?limit=20') },
-  // Reads while pets change. It runs last: it changes statuses, which the deep
-  // workload's cursor was chosen from.
+  { name: 'create', label: 'POST /v1/pets (durable)', target: 0.5, drive: () => ({ wrk: { script: 'create.lua', args: [NEW_PET_BODY] }, sequence: [create()] }) },
+  { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, drive: () => mix(9, '/v1/pets?limit=20') },
+  // Reads while pets change. It runs last: it changes statuses, which the deep workload's
+  // cursor was chosen from.
   { name: 'patchmix', label: 'mix 90% GET limit=20 or by id / 10% PATCH', target: null, drive: (f) => patchMix(f) },
 ] as const satisfies readonly WorkloadRow[];
 
@@ -92,26 +95,15 @@ export function buildWorkloads(fixture: WorkloadFixture, names: readonly Workloa
 }
 
 /** GET each path in turn. */
-function gets(fixture: WorkloadFixture, paths: string[]): Drive {
-  return {
-    wrk: { script: 'get.lua', args: paths },
-    autocannon: () => paths.map((path) => get(fixture, path)),
-  };
-}
-
-/** POST a new pet, every time. */
-function creates(fixture: WorkloadFixture): Drive {
-  return {
-    wrk: { script: 'create.lua', args: [NEW_PET_BODY] },
-    autocannon: () => [create(fixture)],
-  };
+function gets(paths: string[]): Drive {
+  return { wrk: { script: 'get.lua', args: paths }, sequence: paths.map(get) };
 }
 
 /** `reads` GETs of `path`, then one create: the writes spread evenly in time. */
-function mix(fixture: WorkloadFixture, reads: number, path: string): Drive {
+function mix(reads: number, path: string): Drive {
   return {
     wrk: { script: 'mix.lua', args: [String(reads), path, NEW_PET_BODY] },
-    autocannon: () => [...Array.from({ length: reads }, () => get(fixture, path)), create(fixture)],
+    sequence: [...Array.from({ length: reads }, () => get(path)), create()],
   };
 }
 
@@ -133,34 +125,20 @@ function patchMix(fixture: WorkloadFixture): Drive {
   ]);
   return {
     wrk: { script: 'patchmix.lua', args: lines },
-    autocannon: () => lines.map((line) => {
-      const [method, path, body] = line.split(' ') as [string, string, string | undefined];
-      return method === 'GET' ? get(fixture, path) : change(fixture, path, body!);
+    sequence: lines.map((line) => {
+      const [method, path, body] = line.split(' ') as ['GET' | 'PATCH', string, string | undefined];
+      if (method === 'GET') return get(path);
+      return { method, path, headers: { 'content-type': 'application/merge-patch+json', 'if-match': '*' }, body: body! };
     }),
   };
 }
 
-/** The PATCH of patchmix, as patchmix.lua sends it. */
-function change(fixture: WorkloadFixture, path: string, body: string): autocannon.Request {
-  return {
-    method: 'PATCH',
-    path,
-    headers: { authorization: fixture.authorization, 'content-type': 'application/merge-patch+json', 'if-match': '*' },
-    body,
-  };
+function get(path: string): BenchRequest {
+  return { method: 'GET', path, headers: {} };
 }
 
-function get(fixture: WorkloadFixture, path: string): autocannon.Request {
-  return { method: 'GET', path, headers: { authorization: fixture.authorization } };
-}
-
-function create(fixture: WorkloadFixture): autocannon.Request {
-  return {
-    method: 'POST',
-    path: '/v1/pets',
-    headers: { authorization: fixture.authorization, 'content-type': 'application/json' },
-    body: NEW_PET_BODY,
-  };
+function create(): BenchRequest {
+  return { method: 'POST', path: '/v1/pets', headers: { 'content-type': 'application/json' }, body: NEW_PET_BODY };
 }
 
 /** `count` ids from 1 to `pets`, the same in every run. */

@@ -61,6 +61,15 @@ export interface WrkResult {
   timeouts: number;
   /** The latencies as measured, over every response. */
   latencyMs: Latency;
+  /** The same as a histogram ([microseconds, count]), so that runs of several wrk can be merged. */
+  histogramUs: Array<[number, number]>;
+  /** Bytes of the answers read (status line, headers and bodies). */
+  bytesRead: number;
+  /** Mean size of the requests sent, bytes (as wrk formats them, bench/wrk/bench.lua). */
+  requestBytes: number;
+  /** Answers by status and by error code, when the script counts them (the soak's). */
+  statuses: Record<string, number>;
+  codes: Record<string, number>;
   /** wrk's own p99, after its correction for coordinated omission (see rawHistogram). */
   correctedP99Ms: number;
   /** CPU time the wrk process used, in clock ticks. */
@@ -76,6 +85,9 @@ interface WrkDone {
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
   wrkLatencyUs: { p50: number; p99: number; max: number };
   cpuTicks: number;
+  requestBytes: number;
+  statuses: Record<string, number>;
+  codes: Record<string, number>;
   histogramUs: Array<[number, number]>;
 }
 
@@ -108,25 +120,42 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
   if (measured !== done.requests - done.errors.timeout) {
     throw new Error(`wrk's latency histogram holds ${measured} responses once uncorrected, but wrk counted ${done.requests} and ${done.errors.timeout} timeouts`);
   }
-  const ms = (us: number) => us / 1000;
   return {
     durationS: done.durationUs / 1e6,
     responses: done.requests,
     non2xx: done.errors.status,
     errors: done.errors.connect + done.errors.read + done.errors.write,
     timeouts: done.errors.timeout,
-    latencyMs: measured === 0
-      ? { p50: Number.NaN, p90: Number.NaN, p99: Number.NaN, mean: Number.NaN, max: Number.NaN }
-      : {
-          p50: ms(percentile(raw, 50)),
-          p90: ms(percentile(raw, 90)),
-          p99: ms(percentile(raw, 99)),
-          mean: ms(raw.reduce((sum, [us, count]) => sum + us * count, 0) / measured),
-          max: ms(raw.at(-1)![0]),
-        },
-    correctedP99Ms: ms(done.wrkLatencyUs.p99),
+    latencyMs: latencyOf(raw),
+    histogramUs: raw,
+    bytesRead: done.bytes,
+    requestBytes: done.requestBytes,
+    statuses: done.statuses,
+    codes: done.codes,
+    correctedP99Ms: done.wrkLatencyUs.p99 / 1000,
     cpuTicks: done.cpuTicks,
   };
+}
+
+/** The latency figures of a histogram of measured latencies, in milliseconds; NaN when empty. */
+export function latencyOf(histogram: Histogram): Latency {
+  const count = histogram.reduce((sum, [, n]) => sum + n, 0);
+  if (count === 0) return { p50: Number.NaN, p90: Number.NaN, p99: Number.NaN, mean: Number.NaN, max: Number.NaN };
+  const ms = (us: number) => us / 1000;
+  return {
+    p50: ms(percentile(histogram, 50)),
+    p90: ms(percentile(histogram, 90)),
+    p99: ms(percentile(histogram, 99)),
+    mean: ms(histogram.reduce((sum, [us, n]) => sum + us * n, 0) / count),
+    max: ms(histogram.at(-1)![0]),
+  };
+}
+
+/** The histograms of several runs as one (counts added per microsecond). */
+export function mergeHistograms(histograms: readonly Histogram[]): Array<[number, number]> {
+  const counts = new Map<number, number>();
+  for (const histogram of histograms) for (const [us, n] of histogram) counts.set(us, (counts.get(us) ?? 0) + n);
+  return [...counts].sort((a, b) => a[0] - b[0]);
 }
 
 /**
@@ -142,8 +171,7 @@ export function correctionInterval(durationUs: number, requests: number, connect
  * Undoes wrk's correction for coordinated omission. wrk (stats_correct in stats.c) adds, for
  * every response that took n >= 2e microseconds, one sample at each of n - e, n - 2e, ... above e:
  * the requests a constant-rate client would have sent meanwhile. The bench is a closed loop (each
- * connection sends its next request when the answer came) and reports what it measured, as the
- * autocannon fallback does. Since every sample at m > e came with one at m - e, the corrected
+ * connection sends its next request when the answer came) and reports what it measured. Since every sample at m > e came with one at m - e, the corrected
  * count at m + e is exactly what was added at m: raw(m) = corrected(m) - corrected(m + e) above e.
  */
 export function rawHistogram(corrected: Histogram, interval: number): Array<[number, number]> {
@@ -175,14 +203,14 @@ export function percentile(histogram: Histogram, p: number, rankOffset = 0): num
 }
 
 /**
- * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` reaches the
- * scripts through the environment, never the command line.
+ * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` (and any
+ * other key, in `env`) reaches the scripts through the environment, never the command line.
  */
-export function runWrk(wrk: string, run: WrkRun, cpus: readonly number[] | null, authorization: string): Promise<WrkResult> {
+export function runWrk(wrk: string, run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
   const [command, args] = onCpus(cpus, wrk, wrkArgs(run));
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
-      env: { PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },
+      env: { ...env, PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -1,6 +1,7 @@
 -- What every workload script of `npm run bench` shares (loaded by each with dofile):
 --   bench.send(requests): what each request of the load is, built once;
---   done(): the run's figures as one JSON line on stdout, which bench/wrk.ts reads.
+--   done(): the run's figures as one JSON line on stdout, which bench/wrk.ts reads, with the
+--   mean size of the requests sent (each thread's state keeps it; done() asks the first).
 -- wrk runs one Lua state per thread and another for setup() and done().
 
 bench = {}
@@ -25,13 +26,17 @@ function bench.send(specs)
     local spec = specs[1]
     wrk.method, wrk.path, wrk.body = spec.method, spec.path, spec.body
     for name, value in pairs(headers(spec)) do wrk.headers[name] = value end
+    -- The bytes of the request wrk will build from these fields: the same call, wrk.format().
+    request_bytes = #wrk.format()
     return
   end
-  local requests = {}
+  local requests, total = {}, 0
   for i, spec in ipairs(specs) do
     requests[i] = wrk.format(spec.method, spec.path, headers(spec), spec.body)
+    total = total + #requests[i]
   end
   local count, at = #requests, 0
+  request_bytes = total / count
   -- wrk decides after init() whether the script makes its own requests: a global request().
   request = function()
     at = at % count + 1
@@ -72,13 +77,30 @@ local function histogram(latency)
   return "[" .. table.concat(entries, ",") .. "]"
 end
 
+-- The threads, so that done() can read what their states measured.
+local threads = {}
+function setup(thread) threads[#threads + 1] = thread end
+
+-- The answers the threads counted in a table named `name` (scripts with a response() hook, the
+-- soak's: by status and by error code), as a JSON object.
+local function counted(name)
+  local total, parts = {}, {}
+  for _, thread in ipairs(threads) do
+    for key, count in pairs(thread:get(name) or {}) do total[key] = (total[key] or 0) + count end
+  end
+  for key, count in pairs(total) do parts[#parts + 1] = string.format('"%s":%d', key, count) end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
     '{"bench":"wrk-done","durationUs":%d,"requests":%d,"bytes":%d,' ..
     '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
-    '"wrkLatencyUs":{"p50":%d,"p99":%d,"max":%d},"cpuTicks":%d,"histogramUs":%s}\n',
+    '"wrkLatencyUs":{"p50":%d,"p99":%d,"max":%d},"cpuTicks":%d,"requestBytes":%.1f,' ..
+    '"statuses":%s,"codes":%s,"histogramUs":%s}\n',
     summary.duration, summary.requests, summary.bytes,
     e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency.max, cpu_ticks(), histogram(latency)))
+    latency:percentile(50), latency:percentile(99), latency.max, cpu_ticks(), threads[1]:get("request_bytes") or 0,
+    counted("statuses"), counted("codes"), histogram(latency)))
 end

@@ -48,22 +48,28 @@ test('a CPU list names single CPUs and ranges', () => {
   assert.throws(() => parseCpuList('0-1,a'), /not a CPU list/);
 });
 
-const pin = { pin: true, serverCpus: null, generatorCpus: null };
+const found = { pin: true, tasksetFound: true };
 
-test('the servers get the first allowed CPU and the generator the next, unless told otherwise', () => {
-  assert.deepEqual(choosePinning([0, 1], pin, true), { pinning: { server: [0], generator: [1] }, note: 'servers on CPU 0, generator on CPU 1' });
-  assert.deepEqual(choosePinning([2, 5, 7], pin, true).pinning, { server: [2], generator: [5] });
-  assert.deepEqual(choosePinning([0, 1, 2, 3], { ...pin, serverCpus: [2, 3] }, true).pinning, { server: [2, 3], generator: [0] });
-  assert.deepEqual(choosePinning([0, 1, 2, 3], { ...pin, generatorCpus: [0, 1] }, true).pinning, { server: [2], generator: [0, 1] });
-  assert.throws(() => choosePinning([0, 1], { ...pin, serverCpus: [1, 4, 5] }, true), /--server-cpus: this process may only use CPUs 0,1, not 4,5/);
-  assert.throws(() => choosePinning([0, 1], { ...pin, serverCpus: [0, 1] }, true), /no CPU is left for the generator: the servers have 0,1/);
-  assert.throws(() => choosePinning([0, 1, 2], { pin: true, serverCpus: [0, 1], generatorCpus: [1, 2] }, true), /both have 1/);
+test('the servers get the first allowed CPUs, the generator as many of the next ones', () => {
+  assert.deepEqual(choosePinning([0, 1], 1, found), { pinning: { server: [0], generator: [1] }, note: 'servers on CPU 0, generator on CPU 1', shared: false });
+  assert.deepEqual(choosePinning([2, 5, 7], 1, found).pinning, { server: [2], generator: [5] });
+  assert.deepEqual(choosePinning([0, 1, 2, 3, 4, 5], 2, found).pinning, { server: [0, 1], generator: [2, 3] });
+  assert.deepEqual(choosePinning([0, 1, 2], 2, found).pinning, { server: [0, 1], generator: [2] });
+});
+
+test('when the servers take every core, the generator shares them and the note says so', () => {
+  assert.deepEqual(choosePinning([0, 1], 2, found), {
+    pinning: { server: [0, 1], generator: [0, 1] },
+    note: 'servers on CPU 0,1, the generator SHARES them (no core left for it)',
+    shared: true,
+  });
+  assert.deepEqual(choosePinning([0, 1], 4, found).pinning, { server: [0, 1], generator: [0, 1] });
 });
 
 test('with one core, without taskset or with --no-pin nothing is pinned, and the note says why', () => {
-  assert.deepEqual(choosePinning([0], pin, true), { pinning: null, note: 'not pinned: only 1 core, which the server and the generator share' });
-  assert.deepEqual(choosePinning([0, 1], pin, false), { pinning: null, note: 'not pinned: taskset not found (apt-get install util-linux)' });
-  assert.deepEqual(choosePinning([0, 1], { ...pin, pin: false }, true), { pinning: null, note: 'not pinned (--no-pin)' });
+  assert.deepEqual(choosePinning([0], 1, found), { pinning: null, note: 'not pinned: only 1 core, which the servers and the generator share', shared: true });
+  assert.deepEqual(choosePinning([0, 1], 1, { pin: true, tasksetFound: false }).note, 'not pinned: taskset not found (apt-get install util-linux)');
+  assert.deepEqual(choosePinning([0, 1], 1, { pin: false, tasksetFound: true }).note, 'not pinned (--no-pin)');
 });
 
 test('a pinned command runs through taskset, which keeps the process id', () => {

@@ -2,10 +2,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseBenchOptions } from '../../bench/options.ts';
 
-test('with no options the bench runs every workload with the issue\'s settings, pinned, with the generator found', () => {
+test('with no options the bench runs the comparison of every workload with the default settings, pinned', () => {
   assert.deepEqual(parseBenchOptions([], '/out'), {
     pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, metrics: false,
-    generator: null, pin: true, serverCpus: null, generatorCpus: null, quietWaitSeconds: 180,
+    pin: true, quietWaitSeconds: 180, cores: null, scaleOut: null, model: false,
     out: '/out', help: false,
   });
 });
@@ -23,22 +23,24 @@ test('numbers are positive integers, with _ separators allowed', () => {
   assert.throws(() => parseBenchOptions(['--petz', '1'], '/out'), /Unknown option '--petz'/);
 });
 
-test('--generator names wrk or autocannon', () => {
-  assert.equal(parseBenchOptions(['--generator', 'wrk'], '/out').generator, 'wrk');
-  assert.equal(parseBenchOptions(['--generator=autocannon'], '/out').generator, 'autocannon');
-  assert.throws(() => parseBenchOptions(['--generator', 'ab'], '/out'), /--generator: unknown generator "ab"; known: wrk, autocannon/);
-});
-
-test('the cores are chosen as CPU lists that do not overlap, and not with --no-pin', () => {
-  const chosen = parseBenchOptions(['--server-cpus', '2-3', '--generator-cpus', '0'], '/out');
-  assert.deepEqual([chosen.pin, chosen.serverCpus, chosen.generatorCpus], [true, [2, 3], [0]]);
+test('there is one load generator: the options to choose another or its cores are gone', () => {
+  for (const gone of ['--generator', '--server-cpus', '--generator-cpus']) {
+    assert.throws(() => parseBenchOptions([gone, 'wrk'], '/out'), /Unknown option/, gone);
+  }
   assert.equal(parseBenchOptions(['--no-pin'], '/out').pin, false);
-  assert.throws(() => parseBenchOptions(['--server-cpus', '0-1', '--generator-cpus', '1,2'], '/out'), /must not share a CPU, both have 1/);
-  assert.throws(() => parseBenchOptions(['--no-pin', '--server-cpus', '1'], '/out'), /--no-pin cannot be combined/);
-  assert.throws(() => parseBenchOptions(['--server-cpus=one'], '/out'), /--server-cpus must be a CPU list such as 1 or 0-1,4, got "one"/);
 });
 
 test('--quiet-wait 0 measures at once, however busy the machine', () => {
   assert.equal(parseBenchOptions(['--quiet-wait', '0'], '/out').quietWaitSeconds, 0);
   assert.throws(() => parseBenchOptions(['--quiet-wait', '1h'], '/out'), /--quiet-wait must be an integer/);
+});
+
+test('the cores, scale-out and model runs are options of the one bench, with their counts as lists', () => {
+  assert.deepEqual(parseBenchOptions(['--cores', '4,1,2,2'], '/out').cores, [1, 2, 4]);
+  assert.deepEqual(parseBenchOptions(['--scale-out'], '/out').scaleOut, [1, 2]);
+  assert.deepEqual(parseBenchOptions(['--scale-out', '--instances', '3,1'], '/out').scaleOut, [1, 3]);
+  assert.equal(parseBenchOptions(['--model'], '/out').model, true);
+  assert.throws(() => parseBenchOptions(['--cores', '0,2'], '/out'), /--cores must be an integer from 1 to 256, got "0"/);
+  assert.throws(() => parseBenchOptions(['--cores', '1-4'], '/out'), /--cores must be an integer/);
+  assert.throws(() => parseBenchOptions(['--instances', '2'], '/out'), /--instances goes with --scale-out/);
 });

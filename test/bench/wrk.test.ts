@@ -32,6 +32,9 @@ function doneLine(raw: Histogram, run: { durationUs: number; connections: number
     errors: { connect: 0, read: run.read ?? 0, write: 0, status: run.status ?? 0, timeout: run.timeout ?? 0 },
     wrkLatencyUs: { p50: percentile(corrected, 50), p99: percentile(corrected, 99), max: corrected.at(-1)![0] },
     cpuTicks: 321,
+    requestBytes: 150.5,
+    statuses: {},
+    codes: {},
     histogramUs: corrected,
   });
 }
@@ -54,6 +57,11 @@ test('a run\'s figures are read from the done() line: counts, and the latencies 
       timeouts: 0,
       latencyMs: { p50: 1.5, p90: 2, p99: 30, mean: 1.91, max: 30 },
       // Corrected, the 120 added samples push the 99th percentile of 1120 to the slow ones' shadow.
+      histogramUs: raw,
+      bytesRead: 100_000,
+      requestBytes: 150.5,
+      statuses: {},
+      codes: {},
       correctedP99Ms: 30,
       cpuTicks: 321,
     },
@@ -117,29 +125,37 @@ interface Seen {
   path: string;
   authorization: string | undefined;
   contentType: string | undefined;
+  ifMatch: string | undefined;
   body: string;
 }
 
 /** A server that records what it is sent and answers 200, or `status(request)`. */
 async function recordingServer(t: import('node:test').TestContext, status: (request: IncomingMessage) => number = () => 200) {
   const seen: Seen[] = [];
+  /** Each request's size on the wire, rebuilt from what Node parsed: request line, headers, body. */
+  const bytes: number[] = [];
   const server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
+      const body = Buffer.concat(chunks);
       seen.push({
         method: request.method!,
         path: request.url!,
         authorization: request.headers.authorization,
         contentType: request.headers['content-type'],
-        body: Buffer.concat(chunks).toString('utf8'),
+        ifMatch: request.headers['if-match'],
+        body: body.toString('utf8'),
       });
+      let size = `${request.method} ${request.url} HTTP/1.1\r\n\r\n`.length + body.length;
+      for (let i = 0; i < request.rawHeaders.length; i += 2) size += `${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}\r\n`.length;
+      bytes.push(size);
       response.writeHead(status(request), { 'content-type': 'application/json' }).end('[]');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, bytes };
 }
 
 /** Skips a test that needs wrk on a machine without it, but fails it in CI (common.md). */
@@ -150,24 +166,26 @@ function needsWrk(t: import('node:test').TestContext): boolean {
   return false;
 }
 
-test('every workload\'s wrk script sends exactly the requests of its autocannon sequence, in the same proportions', async (t) => {
+test('every workload\'s wrk script sends exactly the requests of its sequence, in the same proportions, and counts their bytes', async (t) => {
   if (!needsWrk(t)) return;
-  const fixture = { pets: 1000, deepSoldAfterId: 600, authorization: 'Bearer pk_test_wrkscripts' };
+  const fixture = { pets: 1000, deepSoldAfterId: 600 };
+  const authorization = 'Bearer pk_test_wrkscripts';
   const workloads = buildWorkloads(fixture);
   assert.deepEqual(workloads.map((workload) => workload.name), WORKLOADS.map((row) => row.name));
   // All at once: each wrk runs its one second alongside the others.
   await Promise.all(workloads.map(async (workload) => {
     const server = await recordingServer(t);
-    const result = await runWrk(wrk!, { url: server.url, script: workload.wrk.script, args: workload.wrk.args, threads: 1, seconds: 1, connections: 2, timeoutSeconds: 10 }, null, fixture.authorization);
+    const result = await runWrk(wrk!, { url: server.url, script: workload.wrk.script, args: workload.wrk.args, threads: 1, seconds: 1, connections: 2, timeoutSeconds: 10 }, null, authorization);
     assert.ok(result.responses > 0, workload.name);
     assert.deepEqual([result.non2xx, result.errors, result.timeouts], [0, 0, 0], workload.name);
 
-    const expected = workload.autocannon().map((request): Seen => ({
-      method: request.method!,
-      path: request.path!,
-      authorization: (request.headers as Record<string, string>).authorization,
-      contentType: (request.headers as Record<string, string>)['content-type'],
-      body: request.body === undefined ? '' : String(request.body),
+    const expected = workload.sequence.map((request): Seen => ({
+      method: request.method,
+      path: request.path,
+      authorization,
+      contentType: request.headers['content-type'],
+      ifMatch: request.headers['if-match'],
+      body: request.body ?? '',
     }));
     const key = (request: Seen) => JSON.stringify(request);
     const sent = new Map<string, number>();
@@ -180,13 +198,17 @@ test('every workload\'s wrk script sends exactly the requests of its autocannon 
     for (const [request, count] of wanted) {
       assert.ok(Math.abs(sent.get(request)! - passes * count) <= count + 1, `${workload.name}: ${sent.get(request)} of ${request} in ${server.seen.length}`);
     }
+    // The mean request size wrk reports is the one the server received (the sequence's mean;
+    // what was seen stops mid-sequence, hence the 2 % margin).
+    const seenMean = server.bytes.reduce((sum, size) => sum + size, 0) / server.bytes.length;
+    assert.ok(Math.abs(result.requestBytes - seenMean) <= seenMean * 0.02, `${workload.name}: wrk says ${result.requestBytes} bytes a request, the server saw ${seenMean}`);
   }));
 });
 
 test('wrk counts the answers of 400 and more as non-2xx, and its figures add up on a real run', async (t) => {
   if (!needsWrk(t)) return;
   const server = await recordingServer(t, (request) => (request.method === 'POST' ? 503 : 200));
-  const mix = buildWorkloads({ pets: 10, deepSoldAfterId: 0, authorization: '' }, ['mix'])[0]!;
+  const mix = buildWorkloads({ pets: 10, deepSoldAfterId: 0 }, ['mix'])[0]!;
   const result = await runWrk(wrk!, { url: server.url, script: mix.wrk.script, args: mix.wrk.args, threads: 1, seconds: 1, connections: 3, timeoutSeconds: 10 }, null, '');
   const posts = server.seen.filter((request) => request.method === 'POST').length;
   // wrk stops with up to one request per connection unanswered.
@@ -195,4 +217,7 @@ test('wrk counts the answers of 400 and more as non-2xx, and its figures add up 
   assert.equal(server.seen[0]!.authorization, undefined, 'no Authorization header when the bench has none');
   assert.ok(result.latencyMs.p50 > 0 && result.latencyMs.p50 <= result.latencyMs.p99 && result.latencyMs.p99 <= result.latencyMs.max);
   assert.ok(result.cpuTicks >= 0);
+  // Every answer is a status line, a few headers and `[]`: wrk counted all their bytes.
+  const perAnswer = result.bytesRead / result.responses;
+  assert.ok(perAnswer > 'HTTP/1.1 200 OK\r\n\r\n[]'.length && perAnswer < 300, `${perAnswer} bytes an answer`);
 });

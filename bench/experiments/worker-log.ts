@@ -1,5 +1,6 @@
+// Experiment: a worker thread's access log through process.stdout against straight to fd 1 (docs/deployment.md, Logs).
 /**
- * `node_modules/.bin/node bench/worker-log.ts stdout|fd | cat > /dev/null`:
+ * `node_modules/.bin/node bench/experiments/worker-log.ts stdout|fd | cat > /dev/null`:
  * what a worker thread's access log costs written through its own `process.stdout` (every write
  * is posted to the main thread, which writes it) or straight to fd 1 with `fdWriter`. A worker
  * writes 200,000 access lines, 50 per event-loop turn; the figures are printed on stderr at exit:
@@ -7,7 +8,7 @@
  * (with WORKERS the main thread is the limiter of every worker), and the process's CPU time.
  */
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { fdWriter } from '../src/http/access-log.ts';
+import { fdWriter } from '../../src/http/access-log.ts';
 
 const LINE = '{"time":"2026-11-23T03:29:39.490Z","level":"info","requestId":"0a4a5dda-08b3-4b7f-b530-1ec270bd4102","method":"GET","path":"/v1/pets","status":200,"durationMs":0.604,"keyId":"key_9b399e3dc12dc3e1"}\n';
 const PER_TURN = 50;
@@ -16,7 +17,7 @@ const TURNS = 4000;
 if (isMainThread) {
   const mode = process.argv[2];
   if (mode !== 'stdout' && mode !== 'fd') {
-    process.stderr.write('Usage: node bench/worker-log.ts stdout|fd | cat > /dev/null\n');
+    process.stderr.write('Usage: node bench/experiments/worker-log.ts stdout|fd | cat > /dev/null\n');
     process.exit(2);
   }
   const cpu = process.cpuUsage();

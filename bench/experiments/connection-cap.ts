@@ -1,3 +1,4 @@
+// Experiment: the CPU time the per-address connection cap adds to each new connection (274-849 ns; docs/performance.md).
 /**
  * What the per-address connection cap costs: the work it adds to each new connection,
  * measured in isolation, since it adds nothing per request. That work is the peer address's
@@ -5,9 +6,9 @@
  * A load test on a shared 2-core machine cannot see a cost this small; `npm run bench` on a
  * quiet machine is the check that nothing moved.
  *
- *   node_modules/.bin/node bench/connection-cap.ts
+ *   node_modules/.bin/node bench/experiments/connection-cap.ts
  */
-import { peerAddress } from '../src/http/client-address.ts';
+import { peerAddress } from '../../src/http/client-address.ts';
 
 const ITERATIONS = 2_000_000;
 const ROUNDS = 5;

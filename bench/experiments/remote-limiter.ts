@@ -1,5 +1,6 @@
+// Experiment: a WORKERS rate-limit decision through the main thread, latency and CPU per take (about 2.3 us of CPU; docs/deployment.md).
 /**
- * `node_modules/.bin/node bench/remote-limiter.ts`: what a worker's rate-limit
+ * `node_modules/.bin/node bench/experiments/remote-limiter.ts`: what a worker's rate-limit
  * decision costs when the limiter is in the main thread (WORKERS above 1), against the in-memory
  * take of one process. One worker thread takes tokens through the real remote limiter and limiter
  * host: one take at a time (a round trip each), then 50 at once per event-loop turn (one message
@@ -8,11 +9,11 @@
  * meanwhile); CPU time per take, both threads together, is what a take costs the machine.
  */
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
-import { createLimiter } from '../src/limits/limiter.ts';
-import { createConnectionGate } from '../src/http/connection-gate.ts';
-import { createLimiterHost } from '../src/cluster/limiter-host.ts';
-import { createRemoteLimiter } from '../src/cluster/remote-limiter.ts';
-import type { PrimaryMessage, WorkerMessage } from '../src/cluster/protocol.ts';
+import { createLimiter } from '../../src/limits/limiter.ts';
+import { createConnectionGate } from '../../src/http/connection-gate.ts';
+import { createLimiterHost } from '../../src/cluster/limiter-host.ts';
+import { createRemoteLimiter } from '../../src/cluster/remote-limiter.ts';
+import type { PrimaryMessage, WorkerMessage } from '../../src/cluster/protocol.ts';
 
 const LIMITS = { perMinute: 10_000_000, perDay: 100_000_000 };
 const SEQUENTIAL = 20_000;

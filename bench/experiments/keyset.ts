@@ -1,17 +1,25 @@
+// Experiment: keyset pagination's last page costs what its first does (0.97 and 1.00 at 10,000 pets; docs/performance.md).
 /**
+ *   node_modules/.bin/node bench/experiments/keyset.ts [PETS]
+ *
  * "Cost that does not grow with the data": the first page of a traversal against
  * the page at its end, same limit, timed twice: over HTTP against the running service (one
  * keep-alive connection, requests one at a time, first and last alternating so that drift
  * hits both alike), and in this process against the pets store alone, where the SQL is the
- * only difference and HTTP noise cannot hide it.
+ * only difference and HTTP noise cannot hide it. test/storage/sqlite/pets-store.test.ts checks
+ * the query plan that makes it so.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { encodeCursor } from '../src/api/cursor.ts';
-import { createPetsStore } from '../src/storage/sqlite/pets-store.ts';
-import type { PetStatus } from '../src/storage/pets.ts';
-import { idBeforeLast } from './seed.ts';
-import { median } from './report.ts';
+import { encodeCursor } from '../../src/api/cursor.ts';
+import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import type { PetStatus } from '../../src/storage/pets.ts';
+import { startServer } from '../processes.ts';
+import { idBeforeLast, seedDatabase } from '../seed.ts';
+import { median } from '../report.ts';
 
 export interface KeysetCase {
   label: string;
@@ -108,4 +116,25 @@ function timeRequest(agent: Agent, url: string, headers: Record<string, string>)
     req.on('error', reject);
     req.end();
   });
+}
+
+if (import.meta.main) {
+  const pets = Number(process.argv[2] ?? 10_000);
+  const dir = mkdtempSync(join(tmpdir(), 'pets-keyset-'));
+  const databasePath = join(dir, 'pets.db');
+  const { key } = seedDatabase(databasePath, pets);
+  const service = await startServer({
+    name: 'service',
+    args: [join(import.meta.dirname, '..', '..', 'src', 'main.ts')],
+    env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', APP_ENV: 'production', LOG_LEVEL: 'info', DATABASE_PATH: databasePath },
+    timeoutMs: 10_000,
+  });
+  try {
+    for (const keysetCase of (await checkKeyset({ url: service.url, key, databasePath, pets })).cases) {
+      process.stdout.write(`${keysetCase.label}: last page / first page ${keysetCase.http.ratio.toFixed(2)} over HTTP, ${keysetCase.store.ratio.toFixed(2)} in the store\n`);
+    }
+  } finally {
+    await service.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -1,7 +1,8 @@
+// Experiment: creates per second with and without group commit, at 1 and 50 clients (docs/decisions/0001-durable-writes-and-group-commit.md).
 /**
  * Creates per second with and without group commit, at 1 and 50 concurrent clients.
  *
- *   node bench/creates.ts [--seconds 5] [--rounds 3] [--dir PATH]
+ *   node_modules/.bin/node bench/experiments/creates.ts [--seconds 5] [--rounds 3] [--dir PATH]
  *
  * For each setting the service runs in a child process (so the client does not share its event
  * loop or core) on a fresh file database in `--dir` (default: the OS temporary directory, which
@@ -38,12 +39,12 @@ else await main();
 
 /** The child: the real service over a file database, reporting transactions over IPC. */
 async function serve(groupCommit: boolean, databasePath: string): Promise<void> {
-  const { openDatabase } = await import('../src/storage/sqlite/database.ts');
-  const { createLogger } = await import('../src/http/access-log.ts');
-  const { createPetsStore } = await import('../src/storage/sqlite/pets-store.ts');
-  const { createService } = await import('../src/service/service.ts');
-  const { openStores } = await import('../src/storage/sqlite/stores.ts');
-  const { systemClock } = await import('../src/clock.ts');
+  const { openDatabase } = await import('../../src/storage/sqlite/database.ts');
+  const { createLogger } = await import('../../src/http/access-log.ts');
+  const { createPetsStore } = await import('../../src/storage/sqlite/pets-store.ts');
+  const { createService } = await import('../../src/service/service.ts');
+  const { openStores } = await import('../../src/storage/sqlite/stores.ts');
+  const { systemClock } = await import('../../src/clock.ts');
   const db = openDatabase(databasePath);
   const real = createPetsStore(db);
   let transactions = 0;

@@ -1,0 +1,194 @@
+/**
+ * The runs past the comparison: the service alone, on SQLite with WORKERS=N (--cores) or on
+ * PostgreSQL with N instances on one database (--scale-out), every workload after a warm-up,
+ * measured once. The servers get the first cores (one per worker or instance), wrk and
+ * PostgreSQL the next ones, or share them when none is left. Beside throughput, each run keeps
+ * what the capacity model needs (bench/model.ts): the CPU of every process, the SQLite file's
+ * commits, PostgreSQL's statements and WAL writes, the bytes on the client's sockets.
+ */
+import { closeSync, fdatasyncSync, openSync, rmSync, writeSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { serviceEnv, type BenchContext } from './context.ts';
+import { choosePinning, findExecutable, pinProcess } from './cpu.ts';
+import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
+import { countersBetween, startBenchPostgres, type BenchPostgres, type PostgresCounters } from './postgres.ts';
+import { startServer, type ServerProcess } from './processes.ts';
+import { count, fixed, NOISE_CORES, percent, textTable } from './report.ts';
+import { readCommitCounter } from './seed.ts';
+import { startCommand } from './start-command.ts';
+import type { Workload, WorkloadName } from './workloads.ts';
+
+const ROOT = resolve(import.meta.dirname, '..');
+
+export type Engine = 'sqlite' | 'postgres';
+
+export interface Configuration {
+  engine: Engine;
+  /** Server processes (PostgreSQL only: one SQLite file is served by one process). */
+  instances: number;
+  /** WORKERS of each (SQLite only). */
+  workers: number;
+}
+
+export function describe(configuration: Configuration): string {
+  return configuration.engine === 'sqlite'
+    ? `SQLite, ${configuration.workers === 1 ? '1 process' : `WORKERS=${configuration.workers}`}`
+    : `PostgreSQL, ${configuration.instances} instance${configuration.instances === 1 ? '' : 's'}`;
+}
+
+/** The configurations that --cores, --scale-out and --model ask for, each once, SQLite first. */
+export function configurationsFor(options: { cores: number[] | null; scaleOut: number[] | null; model: boolean }): Configuration[] {
+  const workers = new Set([...(options.cores ?? []), ...(options.model ? [1, 2] : [])]);
+  const instances = new Set([...(options.scaleOut ?? []), ...(options.model ? [1, 2] : [])]);
+  return [
+    ...[...workers].sort((a, b) => a - b).map((n): Configuration => ({ engine: 'sqlite', instances: 1, workers: n })),
+    ...[...instances].sort((a, b) => a - b).map((n): Configuration => ({ engine: 'postgres', instances: n, workers: 1 })),
+  ];
+}
+
+export interface ScalingRow {
+  configuration: Configuration;
+  workload: WorkloadName;
+  result: LoadResult;
+  /** Whether wrk (and PostgreSQL) shared the servers' cores. */
+  shared: boolean;
+  /** Commits on the SQLite file during the load; null on PostgreSQL. */
+  commits: number | null;
+  /** PostgreSQL's counters during the load; null on SQLite. */
+  postgres: PostgresCounters | null;
+}
+
+/** Measures every workload in every configuration; PostgreSQL is started for the first that needs it. */
+export async function runScaling(context: BenchContext, workloads: Workload[], configurations: Configuration[]): Promise<ScalingRow[]> {
+  let postgres: BenchPostgres | null = null;
+  const rows: ScalingRow[] = [];
+  try {
+    for (const configuration of configurations) {
+      if (configuration.engine === 'postgres' && postgres === null) {
+        context.progress('starting a throwaway PostgreSQL cluster ...');
+        postgres = await startBenchPostgres(context.options.pets);
+      }
+      rows.push(...(await runConfiguration(context, workloads, configuration, postgres)));
+    }
+  } finally {
+    await postgres?.remove();
+  }
+  return rows;
+}
+
+async function runConfiguration(context: BenchContext, workloads: Workload[], configuration: Configuration, postgres: BenchPostgres | null): Promise<ScalingRow[]> {
+  const { options, progress } = context;
+  const cores = configuration.instances * configuration.workers;
+  const { pinning, note, shared } = choosePinning(context.cpus, cores, { pin: options.pin, tasksetFound: findExecutable('taskset') !== null });
+  progress(`${describe(configuration)}: ${note}${postgres !== null && pinning !== null ? '; PostgreSQL with the generator' : ''}`);
+  // This process reads the servers' logs and samples /proc during the loads: with wrk, and so is PostgreSQL.
+  if (pinning !== null) pinProcess(process.pid, pinning.generator);
+  if (configuration.engine === 'postgres' && pinning !== null) postgres!.pin(pinning.generator);
+  const connections = options.connections * configuration.workers;
+  const servers = await startServers(context, configuration, connections, pinning?.server ?? null, postgres);
+  const authorization = `Bearer ${configuration.engine === 'sqlite' ? context.database.key : postgres!.key}`;
+  await checkWorkloads(servers[0]!.url, workloads, authorization);
+  const target = { urls: servers.map((server) => server.url), pids: servers.map((server) => server.pid), ...(postgres === null ? {} : { extraTicks: postgres.ticks }) };
+  const setup = (seconds: number) => ({ wrk: context.wrk, pinning, seconds, connections, authorization });
+
+  const measure = async (workload: Workload): Promise<ScalingRow> => {
+    await context.quiet(target.pids);
+    const commitsBefore = configuration.engine === 'sqlite' ? readCommitCounter(context.database.path) : 0;
+    const countersBefore = configuration.engine === 'postgres' ? await postgres!.counters() : null;
+    const result = await runLoad(target, workload, setup(options.seconds));
+    return {
+      configuration,
+      workload: workload.name,
+      result,
+      shared,
+      // Modulo 2^32, as the counter is.
+      commits: configuration.engine === 'sqlite' ? (readCommitCounter(context.database.path) - commitsBefore) >>> 0 : null,
+      postgres: countersBefore === null ? null : countersBetween(countersBefore, await postgres!.counters()),
+    };
+  };
+  const rows: ScalingRow[] = [];
+  for (const workload of workloads) {
+    if (options.warmup > 0) await runLoad(target, workload, setup(options.warmup));
+    let row = await measure(workload);
+    // Disturbed by other processes: measured again, up to twice; the least disturbed is kept.
+    for (let again = 0; again < 2 && row.result.cpu.other > NOISE_CORES; again++) {
+      progress(`  ${workload.name}: other processes took ${fixed(row.result.cpu.other)} cores; measuring again`);
+      const next = await measure(workload);
+      if (next.result.cpu.other < row.result.cpu.other) row = next;
+    }
+    rows.push(row);
+    progress(`  ${workload.name}: ${describeRow(row)}`);
+  }
+  await stopServers(context, servers);
+  return rows;
+}
+
+/** The configuration's servers, started as `npm start` starts the service, on `cpus` when pinned. */
+async function startServers(context: BenchContext, configuration: Configuration, connections: number, cpus: number[] | null, postgres: BenchPostgres | null): Promise<ServerProcess[]> {
+  const database: Record<string, string> = configuration.engine === 'sqlite'
+    ? { DATABASE_PATH: context.database.path, WORKERS: String(configuration.workers) }
+    : { DATABASE_URL: postgres!.url };
+  const npmStart = startCommand(ROOT);
+  const servers: ServerProcess[] = [];
+  for (let i = 0; i < configuration.instances; i++) {
+    const args = [...npmStart.nodeOptions, npmStart.entry];
+    servers.push(await startServer({ name: 'service', args, env: serviceEnv(context, connections, database), timeoutMs: 30_000, cpus }));
+    context.children.push(servers.at(-1)!);
+  }
+  return servers;
+}
+
+async function stopServers(context: BenchContext, servers: ServerProcess[]): Promise<void> {
+  for (const server of servers) {
+    const code = await server.stop();
+    if (code !== 0) context.progress(`  the service exited with code ${code}: ${server.stderrTail()}`);
+    context.children.splice(context.children.indexOf(server), 1);
+  }
+}
+
+function describeRow({ result }: ScalingRow): string {
+  const { cpu } = result;
+  return `${count(result.rps)} req/s, p99 ${fixed(result.latencyMs.p99)} ms, server ${fixed(cpu.server)} cores, PostgreSQL ${fixed(cpu.postgres)}, ` +
+    `wrk ${fixed(cpu.generator)}, other ${fixed(cpu.other)}` + (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '');
+}
+
+/** Every configuration and workload, with its speed-up over the engine's first configuration. */
+export function formatScaling(rows: readonly ScalingRow[]): string {
+  const headings = ['configuration', 'workload', 'req/s', 'x first', 'p99 ms', 'server cores', 'PostgreSQL cores', 'wrk core %', 'other', 'note'];
+  const table = rows.map((row) => {
+    const first = rows.find((other) => other.workload === row.workload && other.configuration.engine === row.configuration.engine)!;
+    const { result } = row;
+    return [
+      describe(row.configuration), row.workload, count(result.rps), fixed(result.rps / first.result.rps), fixed(result.latencyMs.p99),
+      fixed(result.cpu.server), row.postgres === null ? '-' : fixed(result.cpu.postgres),
+      result.cpu.generatorCore === null ? '-' : percent(result.cpu.generatorCore), fixed(result.cpu.other),
+      [row.shared ? 'wrk shares the servers\' cores' : '', result.non2xx + result.errors > 0 ? `${result.non2xx} non-2xx, ${result.errors} errors` : ''].filter(Boolean).join('; '),
+    ];
+  });
+  return `${textTable(headings, table, [false, false, true, true, true, true, true, true, true, false])}\n\n` +
+    'server cores: CPU of the service\'s processes, all threads; wrk core %: the busiest of wrk\'s cores, whatever ran on it\n' +
+    '(over 90 %: wrk may have been the limit, unless it shared the servers\' cores); other: cores used by other processes (noise).\n';
+}
+
+/**
+ * How long this machine's disk takes to make a small write durable (a 4 KiB append and
+ * fdatasync, as a WAL commit does), median of `times`, in microseconds, in `dir`.
+ */
+export function measureFlushUs(dir: string, times = 200): number {
+  const path = join(dir, 'flush-probe');
+  const fd = openSync(path, 'w');
+  const page = Buffer.alloc(4096, 7);
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < times; i++) {
+      const started = performance.now();
+      writeSync(fd, page);
+      fdatasyncSync(fd);
+      samples.push((performance.now() - started) * 1000);
+    }
+  } finally {
+    closeSync(fd);
+    rmSync(path, { force: true });
+  }
+  return samples.sort((a, b) => a - b)[times >> 1]!;
+}
