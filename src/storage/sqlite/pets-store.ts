@@ -5,20 +5,22 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { transaction } from './database.ts';
 import { dataVersion } from './data-version.ts';
+import { createItemIsolation } from './item-savepoints.ts';
+import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
 import type { ChangeOutcome, CreationResult, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';
 
 /** The SQLite pets store answers synchronously. */
 export interface SqlitePetsStore extends PetsStore {
-  /** Pets without an Idempotency-Key never meet a conflict (seeding, tests). */
-  insertMany(pets: readonly NewPet[]): Pet[];
-  insertMany(pets: readonly PetCreation[]): CreationResult[];
+  /** Pets without an Idempotency-Key never meet a conflict (seeding, tests), but may fail alone. */
+  insertMany(pets: readonly NewPet[]): ItemOutcome<Pet>[];
+  insertMany(pets: readonly PetCreation[]): ItemOutcome<CreationResult>[];
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
   purgeIdempotencyRecords(now: number, limit: number): number;
   get(id: bigint): Pet | null;
   list(options: ListOptions): Pet[];
-  changeMany(changes: readonly PetChange[]): ChangeOutcome[];
+  changeMany(changes: readonly PetChange[]): ItemOutcome<ChangeOutcome>[];
   revision(): PetsRevision;
 }
 
@@ -98,11 +100,14 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   const externalVersion = dataVersion(db);
   const journal = journalOf(db);
 
-  function insertMany(pets: readonly PetCreation[]): CreationResult[] {
+  const isolate = createItemIsolation(db);
+
+  // Each creation in its own savepoint: one whose statement fails is rolled back alone.
+  function insertMany(pets: readonly PetCreation[]): ItemOutcome<CreationResult>[] {
     return transaction(db, () => {
       let first = 0;
       let last = 0;
-      const results = pets.map((creation): CreationResult => {
+      const results = pets.map((creation) => isolate((): CreationResult => {
         const record = creation.idempotency;
         // Several server threads (WORKERS) or processes may write this file: another one may
         // have stored this key since the caller's lookup. BEGIN IMMEDIATE holds the write lock,
@@ -126,11 +131,12 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
             ttl: IDEMPOTENCY_TTL_MS,
           });
           // No live record was found just above, in this transaction, so the upsert must write:
-          // should that ever break, the batch fails rather than overwrite a live record.
+          // should that ever break, this creation fails (rolled back alone) rather than
+          // overwrite a live record.
           if (changes !== 1) throw new Error('a live idempotency record already exists for this key');
         }
         return pet;
-      });
+      }));
       // AUTOINCREMENT ids are above every id ever used, so the batch is one range.
       if (first !== 0) record(journal, first, last);
       return results;
@@ -173,11 +179,11 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
     },
     changeMany(changes) {
       return transaction(db, () =>
-        changes.map((change) => {
+        changes.map((change) => isolate(() => {
           const outcome = apply(change);
           if (outcome.kind === 'updated' || outcome.kind === 'deleted') record(journal, Number(change.id), Number(change.id));
           return outcome;
-        }),
+        })),
       );
     },
     revision() {
