@@ -261,11 +261,14 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
       { ...pet('Bad', 0n), idempotency: remembering('key_a', 'k2') }, // violates the CHECK
       pet('Plain'),
       { ...pet('Good'), idempotency: remembering('key_a', 'k1') },
+      // Its pet is inserted, then building its answer fails: the pet goes with it.
+      { ...pet('Unanswered'), idempotency: { ...remembering('key_a', 'k3'), respond: () => { throw new TypeError('no answer'); } } },
     ]);
     const stored = await pets.list({ afterId: 0n, status: undefined, limit: 10 });
     assert.deepEqual(stored.map((p) => p.name), ['Earlier', 'Good', 'Plain']);
     const good = `{"id":${stored[1]!.id}}`;
-    assert.deepEqual(outcomes.map(summary), [`replays {"id":${earlier!.id}}`, 'Good', 'failed', 'Plain', `replays ${good}`]);
+    assert.deepEqual(outcomes.map(summary), [`replays {"id":${earlier!.id}}`, 'Good', 'failed', 'Plain', `replays ${good}`, 'failed']);
+    assert.ok(isItemFailure(outcomes[5]!) && outcomes[5].error instanceof TypeError, 'the item\'s own error');
     assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', T0))?.response.body, good);
     assert.equal(await pets.findIdempotencyRecord('key_a', 'k2', T0), null, 'the failed creation left no record');
     const [retried] = await insert(pets, [{ ...pet('Bad, fixed'), idempotency: remembering('key_a', 'k2') }]);

@@ -1,12 +1,12 @@
 /**
  * Each item of a batched write its own unit of success or failure (see src/lib/item-outcome.ts)
- * on PostgreSQL, where a savepoint costs a round trip: a batch first runs the cheap way, its
+ * on PostgreSQL, where a savepoint costs a round trip. A batch first runs the cheap way, its
  * items together in as few statements as it can, with every conflict resolved before or by the
  * statements (a lock not granted, a record already there, a version check in the WHERE) rather
  * than raised as an error. Only when that fails for a reason other than the database's (a
  * constraint that validation should have caught, a bug) is the transaction rolled back and the
  * batch run again, one item at a time, each in its own savepoint, so that the failing item is
- * rolled back alone and the others commit.
+ * rolled back alone and the others commit. (SQLite does the same: sqlite/item-savepoints.ts.)
  *
  * Measured on the development machine (batches of 50 creates): about 0.35 ms as one statement,
  * 4.2 ms with a savepoint per item (three round trips each), 1.0 ms with a PL/pgSQL exception

@@ -3,9 +3,8 @@
  * domain values, so another storage engine can stand behind the same functions.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { transaction } from './database.ts';
 import { dataVersion } from './data-version.ts';
-import { createItemIsolation } from './item-savepoints.ts';
+import { createBatchRunner } from './item-savepoints.ts';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
 import type { ChangeOutcome, CreationResult, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
@@ -81,7 +80,7 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
     RETURNING ${COLUMNS}`);
   const remove = db.prepare('DELETE FROM pets WHERE id = :id AND version = coalesce(:expected, version)');
   // An expired record that the purge has not reached yet is replaced; a live one never is (the
-  // WHERE makes the upsert change nothing, which insertMany turns into a failed transaction).
+  // WHERE makes the upsert change nothing, which insertMany turns into a failed creation).
   const remember = db.prepare(`
     INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
     VALUES (:apiKeyId, :key, :fingerprint, :status, :headers, :body, :createdAt)
@@ -100,11 +99,11 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   const externalVersion = dataVersion(db);
   const journal = journalOf(db);
 
-  const isolate = createItemIsolation(db);
+  const batch = createBatchRunner(db);
 
-  // Each creation in its own savepoint: one whose statement fails is rolled back alone.
+  // Should a creation fail, the batch runs again with each in a savepoint: it fails alone.
   function insertMany(pets: readonly PetCreation[]): ItemOutcome<CreationResult>[] {
-    return transaction(db, () => {
+    return batch((isolate) => {
       let first = 0;
       let last = 0;
       const results = pets.map((creation) => isolate((): CreationResult => {
@@ -178,7 +177,7 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
       return rows.map(toPet);
     },
     changeMany(changes) {
-      return transaction(db, () =>
+      return batch((isolate) =>
         changes.map((change) => isolate(() => {
           const outcome = apply(change);
           if (outcome.kind === 'updated' || outcome.kind === 'deleted') record(journal, Number(change.id), Number(change.id));

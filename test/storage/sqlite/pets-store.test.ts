@@ -27,7 +27,7 @@ test('insertMany returns the pets with increasing ids and stores int64 exactly',
   assert.equal(pets.get(9223372036854775807n), null);
 });
 
-test('a creation whose statement fails is rolled back alone, in its savepoint; the batch commits the others', () => {
+test('a creation whose statement fails fails alone (the batch runs again, each creation in a savepoint); the others are committed', () => {
   const { db, pets } = store();
   const [a, b, c] = pets.insertMany([
     { name: 'a', categoryId: 1n, status: 'available' },
