@@ -9,11 +9,21 @@
  * once, and items submitted meanwhile gather into the next batch, which leaves as soon as one
  * returns. The slower the database answers, the larger the batches: one round trip serves many
  * requests instead of each paying its own.
+ *
+ * A batch is one transaction, but each item is its own unit of success or failure (see
+ * item-outcome.ts): `commit` returns one outcome per item, and an item that failed on its own is
+ * answered with its own error while the others get their results. Only when `commit` itself
+ * fails (the database did, and nothing was written) does every item of the batch get that error.
  */
+import { isItemFailure, type ItemOutcome } from './item-outcome.ts';
 
 export interface GroupCommitOptions<T, R> {
-  /** Commits the items all or nothing and returns one result per item, in order. */
-  commit(items: readonly T[]): R[] | Promise<R[]>;
+  /**
+   * Commits the items in one transaction and returns one outcome per item, in order: a result,
+   * or an ItemFailure for an item rolled back alone. Throws (or rejects) only when nothing of
+   * the batch was written.
+   */
+  commit(items: readonly T[]): ItemOutcome<R>[] | Promise<ItemOutcome<R>[]>;
   /** When false, each item is committed alone as it is submitted (to measure the difference). */
   enabled?: boolean;
   /** Most items in one commit, so that one batch cannot hold the event loop for long. */
@@ -25,7 +35,10 @@ export interface GroupCommitOptions<T, R> {
 }
 
 export interface GroupCommit<T, R> {
-  /** Resolves with the item's result once its batch is committed; rejects if the batch fails. */
+  /**
+   * Resolves with the item's result once its batch is committed; rejects with the item's own
+   * error if it failed alone, or with the batch's if the whole batch failed.
+   */
   submit(item: T): Promise<R>;
 }
 
@@ -33,6 +46,12 @@ interface Waiting<T, R> {
   item: T;
   resolve(result: R): void;
   reject(error: unknown): void;
+}
+
+/** Answers one submitter with its item's own outcome. */
+function answer<T, R>(waiting: Waiting<T, R>, outcome: ItemOutcome<R>): void {
+  if (isItemFailure(outcome)) waiting.reject(outcome.error);
+  else waiting.resolve(outcome);
 }
 
 export const DEFAULT_MAX_BATCH = 1000;
@@ -59,8 +78,8 @@ export function createGroupCommit<T, R>({
     }
   };
 
-  const settle = (batch: readonly Waiting<T, R>[], results: R[]) => {
-    batch.forEach((waiting, index) => waiting.resolve(results[index]!));
+  const settle = (batch: readonly Waiting<T, R>[], outcomes: ItemOutcome<R>[]) => {
+    batch.forEach((waiting, index) => answer(waiting, outcomes[index]!));
   };
   // The transaction rolled back: nobody in the batch is stored, so everybody hears of it.
   const fail = (batch: readonly Waiting<T, R>[], error: unknown) => {
@@ -73,7 +92,7 @@ export function createGroupCommit<T, R>({
     queue = queue.length <= maxBatch ? [] : queue.slice(maxBatch);
     request();
     if (batch.length === 0) return;
-    let results: R[] | Promise<R[]>;
+    let results: ItemOutcome<R>[] | Promise<ItemOutcome<R>[]>;
     try {
       results = commit(batch.map((waiting) => waiting.item));
     } catch (error) {
@@ -98,7 +117,7 @@ export function createGroupCommit<T, R>({
     submit(item) {
       if (!enabled) {
         try {
-          return Promise.resolve(commit([item])).then((results) => results[0]!);
+          return Promise.resolve(commit([item])).then(([outcome]) => (isItemFailure(outcome!) ? Promise.reject(outcome.error) : outcome!));
         } catch (error) {
           return Promise.reject(error);
         }

@@ -34,9 +34,10 @@ export interface IdempotencyRecord {
 
 /**
  * A creation that the store did not make because its Idempotency-Key was taken meanwhile: by a
- * request still being processed (on another instance or in the same batch), or by one that has finished (`record`).
- * Only a database written by several processes or threads meets these (PostgreSQL instances,
- * SQLite with WORKERS); SQLite reports only `recorded`, since its writers take turns.
+ * request still being processed on another instance (`in_flight`), or by one that has finished
+ * (`recorded`), which may be an earlier creation of the same batch, committed with it. Outside
+ * one batch, only a database written by several processes or threads meets these (PostgreSQL
+ * instances, SQLite with WORKERS); SQLite reports only `recorded`, since its writers take turns.
  */
 export type IdempotencyConflict =
   | { conflict: 'in_flight' }

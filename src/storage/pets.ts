@@ -4,6 +4,7 @@
  * only when they get a promise, so the synchronous engine pays nothing for the other.
  */
 import type { MaybePromise } from '../lib/maybe-promise.ts';
+import type { ItemOutcome } from '../lib/item-outcome.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
 
 /** Where a pet stands in the store. */
@@ -63,11 +64,14 @@ export type CreationResult = Pet | IdempotencyConflict;
 export interface PetsStore {
   /**
    * Inserts the pets, and the idempotency record of each creation that has one, in one
-   * transaction (all or none), and returns the pets with their ids (or, for a creation whose
-   * Idempotency-Key was taken meanwhile, the conflict). Returns only once the transaction is
-   * committed and durable.
+   * transaction, and returns one outcome per creation, in order: the pet with its id; the
+   * conflict, for a creation whose Idempotency-Key was taken meanwhile (by another writer, or by
+   * an earlier creation of the same batch, which it then replays); or an ItemFailure, for a
+   * creation whose own statement failed and was rolled back alone. Returns only once the
+   * transaction is committed and durable; throws only when the database failed and nothing of
+   * the batch was written.
    */
-  insertMany(pets: readonly PetCreation[]): MaybePromise<CreationResult[]>;
+  insertMany(pets: readonly PetCreation[]): MaybePromise<ItemOutcome<CreationResult>[]>;
   /** The live (younger than 24 h at `now`) record of an API key's Idempotency-Key, or null. */
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
   /** Deletes up to `limit` records that have expired at `now`, oldest first; returns how many. */
@@ -77,10 +81,11 @@ export interface PetsStore {
   list(options: ListOptions): MaybePromise<Pet[]>;
   /**
    * Applies the changes in one transaction (durable when it returns, like insertMany) and
-   * returns one outcome per change, in order. Every update bumps the version, even one that
-   * sets the values the pet already has: that is what makes "exactly one of two" hold.
+   * returns one outcome per change, in order, or an ItemFailure for a change whose own statement
+   * failed and was rolled back alone. Every update bumps the version, even one that sets the
+   * values the pet already has: that is what makes "exactly one of two" hold.
    */
-  changeMany(changes: readonly PetChange[]): MaybePromise<ChangeOutcome[]>;
+  changeMany(changes: readonly PetChange[]): MaybePromise<ItemOutcome<ChangeOutcome>[]>;
   /**
    * Where the pets stand now, for caches of answers about them (see PetsRevision); null when
    * the engine cannot tell cheaply (PostgreSQL, written by other instances): nothing is cached.

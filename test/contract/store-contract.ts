@@ -7,8 +7,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UnknownAccountError, type KeysStore, type NewKey } from '../../src/storage/keys.ts';
-import type { NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
+import type { ChangeOutcome, CreationResult, NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
 import type { IdempotencyWrite } from '../../src/storage/idempotency.ts';
+import { allSucceeded, isItemFailure, type ItemOutcome } from '../../src/lib/item-outcome.ts';
 import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../src/storage/idempotency.ts';
 
@@ -20,6 +21,8 @@ export interface OpenedStores {
 export interface StoreContractOptions {
   /** Fresh, empty stores for one test (development keys); closed by the engine when the test ends. */
   open(t: { after(fn: () => unknown): void }): Promise<OpenedStores>;
+  /** An error as the engine's driver throws it when the database cannot be written (disk full, connection lost). */
+  databaseFailure(): Error;
 }
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -35,11 +38,19 @@ function remembering(apiKeyId: string, key: string, createdAt = T0): Idempotency
 }
 
 async function insert(pets: PetsStore, creations: Parameters<PetsStore['insertMany']>[0]): Promise<Pet[]> {
-  return (await pets.insertMany(creations)) as Pet[];
+  return allSucceeded(await pets.insertMany(creations)) as Pet[];
+}
+
+/** An outcome as the cases compare it: a pet's name, a conflict, a change's kind, or 'failed'. */
+function summary(outcome: ItemOutcome<CreationResult | ChangeOutcome>): string {
+  if (isItemFailure(outcome)) return 'failed';
+  if ('conflict' in outcome) return outcome.conflict === 'recorded' ? `replays ${outcome.record.response.body}` : outcome.conflict;
+  if ('kind' in outcome) return outcome.kind;
+  return outcome.name;
 }
 
 /** Registers every case of the contract as a test. */
-export function runStoreContract({ open }: StoreContractOptions): void {
+export function runStoreContract({ open, databaseFailure }: StoreContractOptions): void {
   // Keys -------------------------------------------------------------------------------------
 
   test('a created key is found by its plain key, by id and in the list, with its plan numbers', async (t) => {
@@ -247,11 +258,79 @@ export function runStoreContract({ open }: StoreContractOptions): void {
     assert.ok(again!.id > tom!.id, 'a deleted id is never reused');
   });
 
-  test('a failing batch stores neither pets nor idempotency records', async (t) => {
+  // Each creation and change of a batch succeeds or fails on its own (src/lib/item-outcome.ts).
+
+  test('creations with one Idempotency-Key in one batch: the first is made, the others replay it, and the rest of the batch is stored', async (t) => {
     const { pets } = await open(t);
+    const outcomes = await pets.insertMany([
+      { ...pet('Rex'), idempotency: remembering('key_a', 'k1') },
+      pet('Tom'),
+      { ...pet('Rex'), idempotency: remembering('key_a', 'k1') },
+      { ...pet('Kit'), idempotency: remembering('key_a', 'k2') },
+      { ...pet('Rex'), idempotency: remembering('key_a', 'k1', T0 + 1) },
+    ]);
+    const stored = await pets.list({ afterId: 0n, status: undefined, limit: 10 });
+    assert.deepEqual(stored.map((p) => p.name), ['Rex', 'Tom', 'Kit'], 'one Rex');
+    const rex = `{"id":${stored[0]!.id}}`;
+    assert.deepEqual(outcomes.map(summary), ['Rex', 'Tom', `replays ${rex}`, 'Kit', `replays ${rex}`]);
+    assert.deepEqual(outcomes[2], { conflict: 'recorded', record: { fingerprint: 'fp-k1', createdAt: T0, response: { status: 201, headers: { Location: `/v1/pets/${stored[0]!.id}` }, body: rex } } });
+    assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', T0))?.response.body, rex);
+  });
+
+  test('a creation whose statement fails is refused alone; conflicts are answered, and the rest of its batch is stored with its records', async (t) => {
+    const { pets } = await open(t);
+    const [earlier] = await insert(pets, [{ ...pet('Earlier'), idempotency: remembering('key_a', 'k0') }]);
+    const outcomes = await pets.insertMany([
+      { ...pet('Earlier'), idempotency: remembering('key_a', 'k0', T0 + 1) },
+      { ...pet('Good'), idempotency: remembering('key_a', 'k1') },
+      { ...pet('Bad', 0n), idempotency: remembering('key_a', 'k2') }, // violates the CHECK
+      pet('Plain'),
+      { ...pet('Good'), idempotency: remembering('key_a', 'k1') },
+      // Its pet is inserted, then building its answer fails: the pet goes with it.
+      { ...pet('Unanswered'), idempotency: { ...remembering('key_a', 'k3'), respond: () => { throw new TypeError('no answer'); } } },
+    ]);
+    const stored = await pets.list({ afterId: 0n, status: undefined, limit: 10 });
+    assert.deepEqual(stored.map((p) => p.name), ['Earlier', 'Good', 'Plain']);
+    const good = `{"id":${stored[1]!.id}}`;
+    assert.deepEqual(outcomes.map(summary), [`replays {"id":${earlier!.id}}`, 'Good', 'failed', 'Plain', `replays ${good}`, 'failed']);
+    assert.ok(isItemFailure(outcomes[5]!) && outcomes[5].error instanceof TypeError, 'the item\'s own error');
+    assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', T0))?.response.body, good);
+    assert.equal(await pets.findIdempotencyRecord('key_a', 'k2', T0), null, 'the failed creation left no record');
+    const [retried] = await insert(pets, [{ ...pet('Bad, fixed'), idempotency: remembering('key_a', 'k2') }]);
+    assert.equal(retried!.name, 'Bad, fixed', 'its key is free for a retry');
+
+    const plain = await pets.insertMany([pet('One'), pet('Two', 0n), pet('Three')]);
+    assert.deepEqual(plain.map(summary), ['One', 'failed', 'Three'], 'a batch without keys too');
+    assert.deepEqual((await pets.list({ afterId: BigInt(retried!.id), status: undefined, limit: 10 })).map((p) => p.name), ['One', 'Three']);
+  });
+
+  test('a change whose statement fails is refused alone; the other changes of its batch, conflicts included, are applied', async (t) => {
+    const { pets } = await open(t);
+    const [rex, tom, kit] = await insert(pets, [pet('Rex'), pet('Tom'), pet('Kit')]);
+    const [rexId, tomId, kitId] = [BigInt(rex!.id), BigInt(tom!.id), BigInt(kit!.id)];
+    const outcomes = await pets.changeMany([
+      { kind: 'update', id: rexId, patch: { name: 'Rex II' }, expectedVersion: 1 },
+      { kind: 'update', id: tomId, patch: { name: 'Tom II', categoryId: 0n }, expectedVersion: null }, // violates the CHECK
+      { kind: 'update', id: rexId, patch: { name: 'Rex III' }, expectedVersion: 1 },
+      { kind: 'delete', id: kitId, expectedVersion: null },
+      { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: null },
+      { kind: 'update', id: tomId, patch: { status: 'sold' }, expectedVersion: 1 },
+    ]);
+    assert.deepEqual(outcomes.map(summary), ['updated', 'failed', 'version_mismatch', 'deleted', 'not_found', 'updated']);
+    assert.deepEqual(await pets.list({ afterId: 0n, status: undefined, limit: 10 }), [
+      { ...rex!, name: 'Rex II', version: 2 },
+      { ...tom!, status: 'sold', version: 2 },
+    ]);
+  });
+
+  test('a failure of the database itself fails the whole batch: the store throws and nothing is written', async (t) => {
+    const { pets } = await open(t);
+    const failure = databaseFailure();
+    const failing: IdempotencyWrite<Pet> = { ...remembering('key_a', 'k2'), respond: () => { throw failure; } };
     await assert.rejects(async () => pets.insertMany([
       { ...pet('Good'), idempotency: remembering('key_a', 'k1') },
-      pet('Bad', 0n),
+      pet('Plain'),
+      { ...pet('Doomed'), idempotency: failing },
     ]));
     assert.deepEqual(await pets.list({ afterId: 0n, status: undefined, limit: 10 }), []);
     assert.equal(await pets.findIdempotencyRecord('key_a', 'k1', T0), null);

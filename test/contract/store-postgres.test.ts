@@ -1,5 +1,4 @@
 /** The storage contract (test/contract/store-contract.ts) on a real PostgreSQL, one database per test. */
-import {  } from 'node:test';
 import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import { createPetsStore } from '../../src/storage/postgres/pets-store.ts';
 import { describeWithPostgres, openTestDatabase } from '../support/postgres.ts';
@@ -12,5 +11,7 @@ describeWithPostgres('the storage contract on PostgreSQL', (cluster) => {
       const { sql } = await openTestDatabase(t, cluster());
       return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql) };
     },
+    // As the driver reports a connection that PostgreSQL closed (a restart, a terminated backend).
+    databaseFailure: () => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
   });
 });

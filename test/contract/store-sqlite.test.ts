@@ -10,4 +10,5 @@ runStoreContract({
     t.after(() => db.close());
     return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db) };
   },
+  databaseFailure: () => Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 }),
 });

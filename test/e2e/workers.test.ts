@@ -153,14 +153,23 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     }
   });
 
-  test('20 concurrent creates with one Idempotency-Key over both workers create exactly one pet; the others replay it or are told it is in flight', async () => {
+  test('20 concurrent creates with one Idempotency-Key over both workers create exactly one pet; the others replay it or are told it is in flight; creates beside them are all stored', async () => {
     const key = newKey({ perMinute: 100_000, perDay: 100_000 });
     for (let round = 0; round < 5; round++) {
       const name = `Idem ${round}`;
       const body = JSON.stringify({ name, categoryId: 7 });
+      // Two other clients' creates (one with a key of its own) go in the same burst, into the
+      // same batches: another request's conflict must not touch them.
+      const beside = [null, `beside-${round}`].map((idempotencyKey, i) => connections[(i * 11 + round + 3) % CONNECTIONS]!.send('/v1/pets', {
+        method: 'POST', body: JSON.stringify({ name: `Beside ${round}`, categoryId: 1 }),
+        headers: { ...auth(key), 'content-type': 'application/json', ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}) },
+      }));
       const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => connections[(i * 7 + round) % CONNECTIONS]!.send('/v1/pets', {
         method: 'POST', body, headers: { ...auth(key), 'content-type': 'application/json', 'idempotency-key': `one-key-${round}` },
       })));
+      assert.deepEqual((await Promise.all(beside)).map((answer) => answer.status), [201, 201]);
+      const besideRows = db.prepare('SELECT count(*) AS n FROM pets WHERE name = ?').get(`Beside ${round}`) as { n: number };
+      assert.equal(besideRows.n, 2, `round ${round}: both creates beside the race are stored`);
       const firsts = answers.filter((answer) => answer.status === 201 && answer.headers['idempotent-replayed'] === undefined);
       assert.equal(firsts.length, 1, `round ${round}: one creation answered as such`);
       for (const answer of answers) {
@@ -227,7 +236,7 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     assert.equal(byWorker[0]! + byWorker[1]!, total);
     // The first test sent one /healthz per connection, the cap test CAP more and one after.
     assert.ok(valueOf(exposition, 'http_requests_total', { method: 'GET', route: '/healthz', status: '200' }) >= CONNECTIONS + 1);
-    assert.equal(valueOf(exposition, 'pets_created_total'), 6, 'five idempotent creates and the PATCH test\'s pet, whichever worker made them');
+    assert.equal(valueOf(exposition, 'pets_created_total'), 16, 'five idempotent creates, the ten beside them and the PATCH test\'s pet, whichever worker made them');
     assert.ok(valueOf(exposition, 'idempotent_replays_total') > 0);
     assert.equal(valueOf(exposition, 'rate_limit_rejections_total', { code: 'temporarily_banned' }), 151 + 1 + 2);
     const verdict = promtoolCheckMetrics(t, text);

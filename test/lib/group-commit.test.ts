@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createGroupCommit } from '../../src/lib/group-commit.ts';
+import { ItemFailure } from '../../src/lib/item-outcome.ts';
 
 /** A schedule the test runs by hand, so a "turn" ends exactly when the test says. */
 function manualSchedule() {
@@ -70,6 +71,30 @@ test('a failed batch rejects every item in it with the error, and the next batch
   const retried = writer.submit(3);
   turns.runNext();
   assert.equal(await retried, 3);
+});
+
+test('an item that failed alone gets its own error; the other items of its batch get their results', async () => {
+  const turns = manualSchedule();
+  const own = new Error('item 2 failed');
+  const writer = createGroupCommit<number, number>({
+    commit: (items) => items.map((item) => (item === 2 ? new ItemFailure(own) : item * 10)),
+    schedule: turns.schedule,
+  });
+  const answers = [1, 2, 3].map((item) => writer.submit(item).catch((error: unknown) => error));
+  turns.runNext();
+  assert.deepEqual(await Promise.all(answers), [10, own, 30]);
+});
+
+test('an asynchronous commit and a disabled group commit answer an item that failed alone the same way', async () => {
+  const own = new Error('item 2 failed');
+  const commit = async (items: readonly number[]) => items.map((item) => (item === 2 ? new ItemFailure(own) : item * 10));
+  const turns = manualSchedule();
+  const batched = createGroupCommit<number, number>({ commit, schedule: turns.schedule });
+  const answers = [1, 2, 3].map((item) => batched.submit(item).catch((error: unknown) => error));
+  turns.runNext();
+  assert.deepEqual(await Promise.all(answers), [10, own, 30]);
+  const alone = createGroupCommit<number, number>({ commit, enabled: false });
+  assert.deepEqual(await Promise.all([1, 2, 3].map((item) => alone.submit(item).catch((error: unknown) => error))), [10, own, 30]);
 });
 
 test('a batch holds at most maxBatch items; the rest go to the next turn', async () => {

@@ -1,9 +1,11 @@
 /**
  * Changing and deleting pets. Like creations, the changes validated during one event-loop turn
  * are written in one transaction (one fsync) by group commit, and each is answered once that
- * transaction is durable; if it fails, every change in it gets the error and none is stored.
- * Inside the transaction each change is still its own statement, version check included, so a
- * batch holding two changes that expect the same version applies exactly one of them.
+ * transaction is durable. Inside the transaction each change is still its own statement, version
+ * check included, so a batch holding two changes that expect the same version applies exactly
+ * one of them, and each is its own unit of success or failure: a change whose statement fails is
+ * rolled back alone and answered with its error (500), the others are committed. Only when the
+ * database itself fails does every change of the batch get the error (503), none stored.
  */
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { ChangeOutcome, PetChange, PetsStore } from '../../storage/pets.ts';

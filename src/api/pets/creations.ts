@@ -6,7 +6,9 @@
  *
  * Only the operation's own outcome is remembered, and its only stored outcome is the 201: a
  * request refused before the operation ran (401, 429, 400, 413, 415) never gets here, and a
- * failed batch (503, 500) rolls back the record with the pet, so a retry can still succeed.
+ * failed write (a 500 for this create alone, or a 503 for its whole batch) rolls back the record
+ * with the pet, so a retry can still succeed. Each create is its own unit of success or failure
+ * in its batch: another create's conflict or failure never changes this one's answer.
  */
 import { ApiError } from '../../http/api-error.ts';
 import type { Clock } from '../../clock.ts';
@@ -53,30 +55,33 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     maxInFlight: 2,
     ...(schedule ? { schedule } : {}),
   });
-  // Keys whose first request is between its lookup and its commit, in this process (or worker
-  // thread). With one writer on the database that is all there is; with several (PostgreSQL
-  // instances, SQLite WORKERS) the store also checks the key in the batch's transaction and
-  // reports a conflict, answered below as a replay, a 422 or a 409.
+  // Keys whose request is between its lookup and its commit, in this process (or worker thread).
+  // With one writer on the database that is all there is; with several (PostgreSQL instances,
+  // SQLite WORKERS) the store also checks the key in the batch's transaction and reports a
+  // conflict, answered below as a replay, a 422 or a 409.
   const inFlight = new Set<string>();
 
   async function createIdempotent(pet: NewPet, apiKeyId: string, { key, fingerprint }: IdempotentRequest): Promise<Reply> {
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
     const slot = `${apiKeyId} ${key}`;
+    // The check and the claim are one synchronous step, before anything is awaited: a second
+    // request with the key, on this process, is refused here for as long as the first is
+    // anywhere between its lookup and its answer, and never reaches a batch beside it.
     if (inFlight.has(slot)) throw inFlightError();
-    const now = clock();
-    const found = pets.findIdempotencyRecord(apiKeyId, key, now);
-    // Await only a real promise: on SQLite the lookup and `inFlight.add` below must stay in one
-    // synchronous run, or two requests with the same key could both pass the `has` check above.
-    const record = found instanceof Promise ? await found : found;
-    if (record) return replayOrRefuse(record, fingerprint, observer);
     inFlight.add(slot);
     try {
+      const now = clock();
+      const found = pets.findIdempotencyRecord(apiKeyId, key, now);
+      // Await only a real promise (PostgreSQL): SQLite answers at once, for nothing.
+      const record = found instanceof Promise ? await found : found;
+      if (record) return replayOrRefuse(record, fingerprint, observer);
       const result = await writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: storedCreated } });
       if (!isConflict(result)) {
         observer.petCreated();
         return created(result);
       }
-      // Another instance took the key between our lookup and our commit.
+      // Another instance took the key between our lookup and our commit (or, should two creates
+      // with one key ever share a batch, the first of them did: this one replays it).
       if (result.conflict === 'in_flight') throw inFlightError();
       return replayOrRefuse(result.record, fingerprint, observer);
     } finally {

@@ -4,10 +4,12 @@
  * so a default install brings no runtime package; a deployment that wants PostgreSQL installs it.
  */
 import type postgres from 'postgres';
-import type { Sql } from 'postgres';
+import type { Sql, TransactionSql } from 'postgres';
 
 /** A connection pool (the driver's `sql` function), with no custom types. */
 export type PostgresSql = Sql<Record<string, never>>;
+/** The handle of one transaction (`sql.begin`), which can also take savepoints. */
+export type PostgresTransaction = TransactionSql<Record<string, never>>;
 export type PostgresFactory = typeof postgres;
 
 /** The driver is not installed: one line that says what to install. */

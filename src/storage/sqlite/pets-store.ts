@@ -3,22 +3,23 @@
  * domain values, so another storage engine can stand behind the same functions.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { transaction } from './database.ts';
 import { dataVersion } from './data-version.ts';
+import { createBatchRunner } from './item-savepoints.ts';
+import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
 import type { ChangeOutcome, CreationResult, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';
 
 /** The SQLite pets store answers synchronously. */
 export interface SqlitePetsStore extends PetsStore {
-  /** Pets without an Idempotency-Key never meet a conflict (seeding, tests). */
-  insertMany(pets: readonly NewPet[]): Pet[];
-  insertMany(pets: readonly PetCreation[]): CreationResult[];
+  /** Pets without an Idempotency-Key never meet a conflict (seeding, tests), but may fail alone. */
+  insertMany(pets: readonly NewPet[]): ItemOutcome<Pet>[];
+  insertMany(pets: readonly PetCreation[]): ItemOutcome<CreationResult>[];
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
   purgeIdempotencyRecords(now: number, limit: number): number;
   get(id: bigint): Pet | null;
   list(options: ListOptions): Pet[];
-  changeMany(changes: readonly PetChange[]): ChangeOutcome[];
+  changeMany(changes: readonly PetChange[]): ItemOutcome<ChangeOutcome>[];
   revision(): PetsRevision;
 }
 
@@ -83,7 +84,7 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
     RETURNING ${COLUMNS}`);
   const remove = db.prepare('DELETE FROM pets WHERE id = :id AND version = coalesce(:expected, version)');
   // An expired record that the purge has not reached yet is replaced; a live one never is (the
-  // WHERE makes the upsert change nothing, which insertMany turns into a failed transaction).
+  // WHERE makes the upsert change nothing, which insertMany turns into a failed creation).
   const remember = db.prepare(`
     INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
     VALUES (:apiKeyId, :key, :fingerprint, :status, :headers, :body, :createdAt)
@@ -102,11 +103,14 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
   const externalVersion = dataVersion(db);
   const journal = journalOf(db);
 
-  function insertMany(pets: readonly PetCreation[]): CreationResult[] {
-    return transaction(db, () => {
+  const batch = createBatchRunner(db);
+
+  // Should a creation fail, the batch runs again with each in a savepoint: it fails alone.
+  function insertMany(pets: readonly PetCreation[]): ItemOutcome<CreationResult>[] {
+    return batch((isolate) => {
       let first = 0;
       let last = 0;
-      const results = pets.map((creation): CreationResult => {
+      const results = pets.map((creation) => isolate((): CreationResult => {
         const record = creation.idempotency;
         // Several server threads (WORKERS) or processes may write this file: another one may
         // have stored this key since the caller's lookup. BEGIN IMMEDIATE holds the write lock,
@@ -130,11 +134,12 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
             ttl: IDEMPOTENCY_TTL_MS,
           });
           // No live record was found just above, in this transaction, so the upsert must write:
-          // should that ever break, the batch fails rather than overwrite a live record.
+          // should that ever break, this creation fails (rolled back alone) rather than
+          // overwrite a live record.
           if (changes !== 1) throw new Error('a live idempotency record already exists for this key');
         }
         return pet;
-      });
+      }));
       // AUTOINCREMENT ids are above every id ever used, so the batch is one range.
       if (first !== 0) record(journal, first, last);
       return results;
@@ -176,12 +181,12 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
       return rows.map(toPet);
     },
     changeMany(changes) {
-      return transaction(db, () =>
-        changes.map((change) => {
+      return batch((isolate) =>
+        changes.map((change) => isolate(() => {
           const outcome = apply(change);
           if (outcome.kind === 'updated' || outcome.kind === 'deleted') record(journal, Number(change.id), Number(change.id));
           return outcome;
-        }),
+        })),
       );
     },
     revision() {

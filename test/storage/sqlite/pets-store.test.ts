@@ -5,6 +5,7 @@ import { migrate, openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { MIGRATIONS } from '../../../src/storage/sqlite/migrations.ts';
 import { createPetsStore, JOURNAL_LENGTH } from '../../../src/storage/sqlite/pets-store.ts';
 import { isConflict, type Pet, type PetChange, type PetPatch } from '../../../src/storage/pets.ts';
+import { allSucceeded, isItemFailure } from '../../../src/lib/item-outcome.ts';
 import type { IdempotencyWrite } from '../../../src/storage/idempotency.ts';
 import { petETag } from '../../../src/api/pets/json.ts';
 
@@ -15,10 +16,10 @@ function store() {
 
 test('insertMany returns the pets with increasing ids and stores int64 exactly', () => {
   const { pets } = store();
-  const created = pets.insertMany([
+  const created = allSucceeded(pets.insertMany([
     { name: 'a', categoryId: 9223372036854775807n, status: 'available' },
     { name: 'b', categoryId: 2n, status: 'sold' },
-  ]);
+  ]));
   assert.deepEqual(created.map((pet) => pet.id), [1, 2]);
   assert.deepEqual(pets.get(1n), { id: 1, name: 'a', categoryId: 9223372036854775807n, status: 'available', version: 1 });
   assert.deepEqual(created.map((pet) => pet.version), [1, 1]);
@@ -26,13 +27,16 @@ test('insertMany returns the pets with increasing ids and stores int64 exactly',
   assert.equal(pets.get(9223372036854775807n), null);
 });
 
-test('insertMany is all or nothing', () => {
+test('a creation whose statement fails fails alone (the batch runs again, each creation in a savepoint); the others are committed', () => {
   const { db, pets } = store();
-  assert.throws(() => pets.insertMany([
+  const [a, b, c] = pets.insertMany([
     { name: 'a', categoryId: 1n, status: 'available' },
     { name: 'b', categoryId: 0n, status: 'available' }, // violates the CHECK
-  ]));
-  assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 0);
+    { name: 'c', categoryId: 1n, status: 'available' },
+  ]);
+  assert.ok(isItemFailure(b!) && (b.error as { errcode?: number }).errcode === 275, 'SQLITE_CONSTRAINT_CHECK (275), as thrown');
+  assert.deepEqual([a, c].map((pet) => (pet as Pet).name), ['a', 'c']);
+  assert.deepEqual(pets.list({ afterId: 0n, status: undefined, limit: 10 }).map((pet) => pet.name), ['a', 'c']);
   assert.equal(db.isTransaction, false);
 });
 
@@ -49,7 +53,7 @@ test('ids are never reused, even after the newest row is deleted', () => {
   const { db, pets } = store();
   pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available' }]);
   db.exec('DELETE FROM pets');
-  assert.equal(pets.insertMany([{ name: 'b', categoryId: 1n, status: 'available' }])[0]!.id, 2);
+  assert.equal(allSucceeded(pets.insertMany([{ name: 'b', categoryId: 1n, status: 'available' }]))[0]!.id, 2);
 });
 
 test('a status-filtered page is served by the (status, id) index, not a scan', () => {
@@ -87,14 +91,28 @@ test('a record is found for 24 h and not from the instant it expires', () => {
   assert.equal(pets.findIdempotencyRecord('key_a', 'k', 1000 + DAY), null);
 });
 
-test('a failing insertMany leaves neither pets nor idempotency records', () => {
+test('a creation that fails leaves neither its pet nor its record; the others of the batch keep theirs', () => {
   const { db, pets } = store();
-  assert.throws(() => pets.insertMany([
+  const outcomes = pets.insertMany([
     { name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k1', 1000) },
     { name: 'b', categoryId: 0n, status: 'available', idempotency: remembered('k2', 1000) }, // violates the CHECK
-  ]));
+  ]);
+  assert.deepEqual(outcomes.map(isItemFailure), [false, true]);
+  assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 1);
+  assert.deepEqual((db.prepare('SELECT idempotency_key FROM idempotency_keys').all() as { idempotency_key: string }[]).map((row) => row.idempotency_key), ['k1']);
+});
+
+test('a failure that means the database cannot be written fails the whole batch: nothing is stored', () => {
+  const { db, pets } = store();
+  const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+  const failing: IdempotencyWrite<Pet> = { ...remembered('k2', 1000), respond: () => { throw full; } };
+  assert.throws(() => pets.insertMany([
+    { name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k1', 1000) },
+    { name: 'b', categoryId: 1n, status: 'available', idempotency: failing },
+  ]), full);
   assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 0);
   assert.equal((db.prepare('SELECT count(*) AS n FROM idempotency_keys').get() as { n: number }).n, 0);
+  assert.equal(db.isTransaction, false);
 });
 
 test('an expired record not yet purged is replaced; a live one is reported as recorded, even within one batch', () => {
@@ -102,19 +120,19 @@ test('an expired record not yet purged is replaced; a live one is reported as re
   pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k', 1000, 'old') }]);
   pets.insertMany([{ name: 'b', categoryId: 1n, status: 'available', idempotency: remembered('k', 1000 + DAY, 'new') }]);
   assert.equal(pets.findIdempotencyRecord('key_a', 'k', 1000 + DAY)!.fingerprint, 'new');
-  const [plain, conflict] = pets.insertMany([
+  const [plain, conflict] = allSucceeded(pets.insertMany([
     { name: 'c', categoryId: 1n, status: 'available' },
     { name: 'd', categoryId: 1n, status: 'available', idempotency: remembered('k', 2000 + DAY, 'newer') },
-  ]);
+  ]));
   assert.equal((plain as Pet).name, 'c');
   assert.equal(isConflict(conflict!) && conflict.conflict === 'recorded' && conflict.record.fingerprint, 'new');
   assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 3);
   // The caller's in-flight set keeps one key out of two creations of a batch; were it to fail,
   // the second would still find the first's record, not store a second pet.
-  const [one, two] = pets.insertMany([
+  const [one, two] = allSucceeded(pets.insertMany([
     { name: 'e', categoryId: 1n, status: 'available', idempotency: remembered('k2', 3000 + DAY, 'one') },
     { name: 'f', categoryId: 1n, status: 'available', idempotency: remembered('k2', 3000 + DAY, 'two') },
-  ]);
+  ]));
   assert.equal((one as Pet).name, 'e');
   assert.equal(isConflict(two!) && two.conflict === 'recorded' && two.record.fingerprint, 'one');
   assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 4);
@@ -166,7 +184,7 @@ test('an update that sets the values the pet already has still bumps the version
 
 test('with an expected version, a change applies only to that version, and of two expecting it exactly one applies', () => {
   const { pets } = withPets();
-  const outcomes = pets.changeMany([update(1n, { status: 'pending' }, 1), update(1n, { status: 'sold' }, 1), remove(1n, 1)]);
+  const outcomes = allSucceeded(pets.changeMany([update(1n, { status: 'pending' }, 1), update(1n, { status: 'sold' }, 1), remove(1n, 1)]));
   assert.deepEqual(outcomes.map((outcome) => outcome.kind), ['updated', 'version_mismatch', 'version_mismatch']);
   assert.deepEqual(pets.get(1n), { id: 1, name: 'p1', categoryId: 1n, status: 'pending', version: 2 });
   assert.deepEqual(pets.changeMany([remove(1n, 2)]), [{ kind: 'deleted' }]);
@@ -174,7 +192,7 @@ test('with an expected version, a change applies only to that version, and of tw
 
 test('changes of a pet that does not exist, or no longer does, are not_found; nothing is written', () => {
   const { db, pets } = withPets();
-  assert.deepEqual(pets.changeMany([remove(2n), remove(2n), update(2n, { name: 'x' }), update(2n, { name: 'x' }, 1), update(99n, { name: 'x' }), remove(-1n)]).map((outcome) => outcome.kind), [
+  assert.deepEqual(allSucceeded(pets.changeMany([remove(2n), remove(2n), update(2n, { name: 'x' }), update(2n, { name: 'x' }, 1), update(99n, { name: 'x' }), remove(-1n)])).map((outcome) => outcome.kind), [
     'deleted', 'not_found', 'not_found', 'not_found', 'not_found', 'not_found',
   ]);
   assert.deepEqual((db.prepare('SELECT id, version FROM pets ORDER BY id').all() as { id: number; version: number }[]).map((row) => ({ ...row })), [
@@ -187,13 +205,16 @@ test('a deleted pet is gone from lookups and lists, and its id is never given ag
   pets.changeMany([remove(3n), remove(2n)]);
   assert.equal(pets.get(3n), null);
   assert.deepEqual(pets.list({ afterId: 0n, status: undefined, limit: 10 }).map((pet) => pet.id), [1]);
-  assert.equal(pets.insertMany([{ name: 'new', categoryId: 1n, status: 'available' }])[0]!.id, 4);
+  assert.equal(allSucceeded(pets.insertMany([{ name: 'new', categoryId: 1n, status: 'available' }]))[0]!.id, 4);
 });
 
-test('changeMany is all or nothing: a failing statement rolls back the changes before it', () => {
+test('a change whose statement fails is rolled back alone; the changes around it are committed', () => {
   const { db, pets } = withPets();
-  assert.throws(() => pets.changeMany([update(1n, { name: 'kept?' }), update(2n, { categoryId: 0n })])); // violates the CHECK
-  assert.deepEqual(pets.get(1n), { id: 1, name: 'p1', categoryId: 1n, status: 'available', version: 1 });
+  const outcomes = pets.changeMany([update(1n, { name: 'kept' }), update(2n, { name: 'not kept', categoryId: 0n }), remove(3n)]); // 0 violates the CHECK
+  assert.deepEqual(outcomes.map((outcome) => (isItemFailure(outcome) ? 'failed' : outcome.kind)), ['updated', 'failed', 'deleted']);
+  assert.deepEqual(pets.get(1n), { id: 1, name: 'kept', categoryId: 1n, status: 'available', version: 2 });
+  assert.deepEqual(pets.get(2n), { id: 2, name: 'p2', categoryId: 2n, status: 'available', version: 1 });
+  assert.equal(pets.get(3n), null);
   assert.equal(db.isTransaction, false);
 });
 
@@ -226,13 +247,20 @@ test('the journal remembers the last JOURNAL_LENGTH writes; older revisions are 
   assert.equal(pets.writtenSince(start, 0n, 1), true);
 });
 
-test('a failed write is journaled all the same: a spurious miss is harmless, a missed change is not', () => {
+test('the writes of a batch with a failed item are journaled; a failed write journaled all the same is harmless', () => {
   const { pets } = withPets();
   const start = pets.revision().writes;
-  assert.throws(() => pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available' }, { name: 'b', categoryId: 0n, status: 'available' }]));
-  assert.equal(pets.writtenSince(start, 3n, Infinity), false, 'the batch failed before it was journaled');
-  assert.throws(() => pets.changeMany([update(1n, { name: 'x' }), update(2n, { categoryId: 0n })]));
-  assert.equal(pets.writtenSince(start, 0n, 1), true, 'the change of pet 1 was journaled before the batch failed');
+  pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available' }, { name: 'b', categoryId: 0n, status: 'available' }]);
+  assert.equal(pets.writtenSince(start, 3n, Infinity), true, 'pet a, stored beside the failed b');
+  const afterInsert = pets.revision().writes;
+  pets.changeMany([update(1n, { name: 'x' }), update(2n, { categoryId: 0n })]);
+  assert.equal(pets.writtenSince(afterInsert, 0n, 1), true, 'the change of pet 1, committed beside the failed one');
+  assert.equal(pets.writtenSince(afterInsert, 1n, 2), false, 'the failed change of pet 2 is no write');
+  const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+  const afterChange = pets.revision().writes;
+  const failing: IdempotencyWrite<Pet> = { ...remembered('k', 1000), respond: () => { throw full; } };
+  assert.throws(() => pets.insertMany([{ name: 'c', categoryId: 1n, status: 'available', idempotency: failing }]));
+  assert.equal(pets.writtenSince(afterChange, 0n, Infinity), false, 'the batch failed before it was journaled');
 });
 
 test('migration 4 gives every existing pet version 1, and remembered creations the ETag they had', () => {
