@@ -11,6 +11,7 @@ import { toErrorReply } from './errors.ts';
 import { databaseUnavailableOf, type DatabaseErrorOf } from '../storage/errors.ts';
 import { INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE } from '../http/bearer.ts';
 import { clientAddress } from '../http/client-address.ts';
+import type { ProxyTrust } from '../http/trusted-proxies.ts';
 import { requestId } from '../http/request-id.ts';
 import type { Logger } from '../http/access-log.ts';
 import { ANONYMOUS_LIMITS, type Limits } from '../limits/plans.ts';
@@ -59,7 +60,8 @@ export interface AppDeps {
   pets: PetsOperationsDeps['pets'];
   createPet: PetsOperationsDeps['createPet'];
   changePet: PetsOperationsDeps['changePet'];
-  trustProxy?: boolean;
+  /** Whose X-Forwarded-For is read (`TRUST_PROXY`, compiled by http/trusted-proxies.ts). */
+  trustProxy?: boolean | ProxyTrust;
   /** The serialised OpenAPI document served at /v1/openapi.json, when there is one. */
   openapi?: string;
   generateRequestId?: () => string;

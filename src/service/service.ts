@@ -17,6 +17,7 @@ import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
 import { buildOpenApiDocument, serializeOpenApiDocument } from '../api/openapi/document.ts';
 import { createCors } from '../http/cors.ts';
+import { proxyTrust } from '../http/trusted-proxies.ts';
 import type { Stores } from '../storage/stores.ts';
 
 export type ServiceConfig = Pick<
@@ -65,6 +66,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const pets = overrides.pets ?? stores.pets;
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const keyHashOf = createConnectionKeyHasher(config.appEnv);
+  const proxies = proxyTrust(config.trustProxy);
   const app = createApp({
     clock,
     logger,
@@ -78,7 +80,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
     changePet: createPetChanges({ pets, groupCommit }),
     databaseErrorOf: stores.databaseErrorOf,
     ...(stores.health ? { health: stores.health } : {}),
-    trustProxy: config.trustProxy,
+    trustProxy: proxies,
     openapi,
     observer,
     docs,
@@ -89,7 +91,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {
     app,
-    server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }),
+    server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, proxies, ...server, rawHeaders }),
     stores,
     openapi: overrides.openapi ?? openapi,
   };
