@@ -13,6 +13,7 @@ import { INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE } f
 import { clientAddress } from '../http/client-address.ts';
 import type { ProxyTrust } from '../http/trusted-proxies.ts';
 import { requestId } from '../http/request-id.ts';
+import { closeIfBodyUnread } from '../http/request-body.ts';
 import type { Logger } from '../http/access-log.ts';
 import { ANONYMOUS_LIMITS, type Limits } from '../limits/plans.ts';
 import type { Decision } from '../limits/buckets.ts';
@@ -262,7 +263,8 @@ export function createApp(deps: AppDeps): App {
       delete headers['Content-Length'];
       delete headers['Content-Type'];
     }
-    if (draining) headers.Connection = 'close';
+    // An answer that left the body unread closes the connection rather than wait for that body.
+    if (closeIfBodyUnread(req) || draining) headers.Connection = 'close';
     res.writeHead(reply.status, headers);
     res.end(reply.body);
     const elapsedMs = performance.now() - exchange.started;

@@ -290,6 +290,39 @@ test('with TRUST_PROXY=true every peer stays capped: a proxy must be listed to b
   for (const connection of held) connection.socket.destroy();
 });
 
+for (const [name, request] of [
+  ['401 without a key', 'POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{'],
+  ['404 on no route', 'POST /v1/nothing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer KEY\r\nContent-Length: 10000\r\n\r\n{'],
+  ['415 on a wrong media type', 'POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer KEY\r\nContent-Type: text/plain\r\nContent-Length: 10000\r\n\r\n{'],
+  ['405 on the API reference', 'POST /docs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n'],
+] as const) {
+  test(`a slow body nobody will read is not drained: after a ${name}, the connection is closed, not held until the body ends`, { timeout: 10_000 }, async (t) => {
+    // Node used to read and discard the rest to keep the connection alive: a byte every 2 s held
+    // it for the whole 30 s request timeout.
+    const server = await startTestServer(t);
+    const connection = await openRaw(server.url);
+    connection.write(request.replace('KEY', server.key));
+    const response = await connection.response;
+    assert.ok([401, 404, 405, 415].includes(response.status), String(response.status));
+    assert.equal(response.headers.connection, 'close');
+    // The client keeps its body coming; the server has closed the connection all the same.
+    connection.trickle('x'.repeat(50), 100);
+    await connection.closed;
+  });
+}
+
+test('a client still sending a body it was answered early for reads the answer: the close lingers instead of resetting', async (t) => {
+  const server = await startTestServer(t);
+  const connection = await openRaw(server.url);
+  connection.write('POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 16384\r\n\r\n');
+  const response = await connection.response;
+  assert.equal(response.status, 401);
+  // The rest of the body arrives after the answer: still read (and dropped), never a reset.
+  connection.write('x'.repeat(16_384));
+  await connection.closed;
+  assert.match(connection.received(), /missing_api_key/);
+});
+
 for (const framing of ['declared', 'chunked'] as const) {
   test(`a ${framing} body of 64 MB is refused with 413 and the connection closed after reading at most a few hundred KiB`, async (t) => {
     const server = await startTestServer(t, { server: FAST });
