@@ -68,13 +68,26 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
-  const [{ DriverMissingError }, { connectPostgres, migratePostgres }, { openStores }] = await Promise.all([
+  const [{ DriverMissingError }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }] = await Promise.all([
     import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
+    import('./storage/postgres/availability.ts'),
   ]);
   try {
-    const sql = await connectPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
-    await migratePostgres(sql);
-    return { name: 'postgres', stores: openStores(sql, options), memoryLimiter: null, close: () => sql.end({ timeout: 5 }) };
+    const open = await postgresPools(config.databaseUrl, { poolSize: config.databasePoolSize });
+    const initial = open();
+    await migratePostgres(initial);
+    // From now on a PostgreSQL that cannot be reached is 503 at once, and recovered from at once.
+    const availability = watchAvailability({
+      open,
+      initial,
+      changed: (up, reason) => logger.event(up ? { level: 'info', event: 'database_reachable' } : { level: 'error', event: 'database_unreachable', reason }),
+    });
+    return {
+      name: 'postgres',
+      stores: openStores(availability.sql, { ...options, availability }),
+      memoryLimiter: null,
+      close: () => availability.end({ timeout: 5 }),
+    };
   } catch (error) {
     if (error instanceof DriverMissingError) fail(error.message);
     if (error instanceof DatabaseUnavailableError) fail(`cannot reach the PostgreSQL database of DATABASE_URL (${error.reason})`);
