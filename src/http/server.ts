@@ -9,6 +9,7 @@ import type { Logger } from './access-log.ts';
 import { answerAndClose, answerClientErrors, rawErrorResponses } from './client-errors.ts';
 import { admitConnections, createConnectionGate, type ConnectionGate } from './connection-gate.ts';
 import type { ProxyTrust } from './trusted-proxies.ts';
+import { trackIdleConnections } from './idle-connections.ts';
 
 // Not `import ... from 'node:http'`: Node's ES-module view of node:http reads every export once,
 // and the WebSocket getters among them load undici, the fetch client; that cost about 35 ms of
@@ -111,6 +112,7 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
     proxies: typeof proxies === 'object' ? proxies : null,
   });
   answerClientErrors(server, { logger, rawErrorResponse, lingerMs: limits.lingerMs });
+  trackIdleConnections(server);
   return server;
 }
 

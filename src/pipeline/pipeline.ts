@@ -91,7 +91,7 @@ const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', header
  */
 const UNLIMITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/docs']);
 
-/** The answer to a request that arrives on an open connection after shutdown began. */
+/** The answer of /healthz once shutdown began. */
 const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
 
 /**
@@ -153,8 +153,8 @@ export function createApp(deps: AppDeps): App {
     // Malformed HTTP is answered like Node's own parse errors: before anything else.
     if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
     const isApi = path === '/v1' || path.startsWith('/v1/');
-    // A /v1 request is limited first, so even this 503 tells the caller where it stands.
-    if (draining && !isApi) throw shuttingDown();
+    // Draining: requests are served (with Connection: close), but a load balancer is told to stop.
+    if (draining && path === '/healthz') throw shuttingDown();
     if (!isApi) return outsideApi(req, exchange, method, search);
 
     // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
@@ -183,8 +183,6 @@ export function createApp(deps: AppDeps): App {
     // 2. Rate limiting: every request that gets here counts, whatever its outcome.
     const limited = limit(apiKey ? keyCaller(apiKey.id) : addressCaller(clientAddress(req, trustProxy)), apiKey ?? ANONYMOUS_LIMITS, exchange);
     if (limited) await limited;
-
-    if (draining) throw shuttingDown();
 
     if (open) return runPublic(open, exchange, req, search);
 

@@ -58,3 +58,32 @@ test('worker threads (WORKERS=2) read their modules from the same cache', async 
   const second = await startAndStop(dir, { ...env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' });
   assert.match(second.stderr, /retrieving transpile cache for StrippedTypeScript \S*\/src\/cluster\/worker\.ts\.\.\.success/);
 });
+
+test('npm start passes SIGTERM on to the server: it drains, exits 0, and the port is free', { timeout: 20_000, skip: process.env.npm_execpath === undefined ? 'run through npm (npm test) to test npm start' : false }, async (t) => {
+  // npm ran the script through sh, which died of the SIGTERM npm passed on, and the server was
+  // left running and listening without anyone to stop it.
+  const dir = checkout(t);
+  const { spawn } = await import('node:child_process');
+  const { symlinkSync } = await import('node:fs');
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  const npm = spawn(process.execPath, [process.env.npm_execpath!, 'start'], {
+    cwd: dir,
+    env: { PATH: `${join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`, APP_ENV: 'production', DATABASE_PATH: ':memory:', PORT: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => npm.kill('SIGKILL'));
+  let stdout = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    npm.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      const match = /"event":"listening","url":"([^"]+)"/.exec(stdout);
+      if (match) resolve(match[1]!);
+    });
+    npm.once('exit', (code) => reject(new Error(`npm exited ${code}`)));
+  });
+  assert.equal((await fetch(`${url}/healthz`, { headers: { connection: 'close' } })).status, 200);
+  npm.kill('SIGTERM');
+  assert.deepEqual(await once(npm, 'exit'), [0, null]);
+  assert.match(stdout, /"event":"stopped"/, 'the server drained and stopped');
+  await assert.rejects(fetch(`${url}/healthz`), 'nothing listens any more');
+});
