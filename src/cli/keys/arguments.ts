@@ -16,8 +16,11 @@ export const USAGE = `Usage: npm run --silent keys -- <command>
 
 Commands:
   create --plan PLAN [--label TEXT] [--per-minute N --per-day N] [--expires ISO-TIME] [--json]
+         [--create-database]
       Create a key and print it once. PLAN is ${PLAN_NAMES.join(', ')};
       --per-minute and --per-day are required for enterprise and only for enterprise.
+      --create-database: the database may be new (a new file, or PostgreSQL without the schema);
+      without it a database that does not exist yet is refused, as every other command does.
   list [--json]
       List every key (never the key itself).
   revoke ID
@@ -40,6 +43,8 @@ export type KeysCommand =
       perDay: number | undefined;
       expiresAt: number | null;
       json: boolean;
+      /** `--create-database`: a database that does not exist yet may be created. */
+      createDatabase: boolean;
     }
   | { name: 'list'; json: boolean }
   | { name: 'revoke'; id: string }
@@ -62,7 +67,7 @@ interface CommandSpec {
 
 const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   create: {
-    options: { plan: 'string', label: 'string', 'per-minute': 'string', 'per-day': 'string', expires: 'string', json: 'boolean' },
+    options: { plan: 'string', label: 'string', 'per-minute': 'string', 'per-day': 'string', expires: 'string', json: 'boolean', 'create-database': 'boolean' },
     positionals: [],
   },
   list: { options: { json: 'boolean' }, positionals: [] },
@@ -117,7 +122,7 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
       if ([...label].length > MAX_LABEL_LENGTH || CONTROL.test(label)) {
         throw new UsageError(`--label must be at most ${MAX_LABEL_LENGTH} characters, without control characters`);
       }
-      return { name, plan: planName, label, perMinute, perDay, expiresAt, json };
+      return { name, plan: planName, label, perMinute, perDay, expiresAt, json, createDatabase: values.has('create-database') };
     }
     case 'list':
       return { name, json };
