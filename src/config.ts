@@ -46,6 +46,12 @@ export interface Config {
   logLevel: LogLevel;
   /** The port of the `/metrics` listener (on `host`), or null for none. */
   metricsPort: number | null;
+  /**
+   * `ALLOWED_HOSTS`: the host names (lower case, no port) the API answers to besides IP
+   * addresses and localhost, or null (unset: the API answers any Host). The metrics listener
+   * always checks Host, against these names.
+   */
+  allowedHosts: readonly string[] | null;
   /** `CORS_ALLOWED_ORIGINS`: `*`, a list of exact origins, or null (unset: no CORS header ever). */
   corsAllowedOrigins: AllowedOrigins | null;
   /**
@@ -121,6 +127,7 @@ export function loadConfig(env: Env, machine: Machine = { availableParallelism }
     maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', 1, MAX_CONNECTIONS, 64),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     metricsPort: metricsPort(env, port),
+    allowedHosts: hostNames(env, 'ALLOWED_HOSTS'),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
     workers: workers(env, machine, { databaseUrl, databasePath }),
   };
@@ -288,6 +295,17 @@ function host(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, `${name} must be an IP address or a host name, got ${got(raw)}`);
   }
   return raw;
+}
+
+/** Comma-separated host names, written without scheme, port or path (`pets.example,api.pets.example`). */
+function hostNames(env: Env, name: string): readonly string[] | null {
+  const raw = read(env, name);
+  if (raw === undefined) return null;
+  const names = raw.split(',').map((entry) => entry.trim().toLowerCase().replace(/\.$/, ''));
+  for (const entry of names) {
+    if (!HOST_NAME.test(entry)) throw new ConfigError(name, `${name} must be comma-separated host names such as pets.example (no scheme, port or path), got ${got(entry)}`);
+  }
+  return [...new Set(names)];
 }
 
 function postgresUrl(env: Env, name: string): string | null {

@@ -19,6 +19,7 @@ import { ConfigError, configWarnings, loadConfig, type Config } from './config.t
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger, errorName, fdWriter, type Logger } from './http/access-log.ts';
 import { createHttpServer } from './http/server.ts';
+import { allowedHosts } from './http/allowed-hosts.ts';
 import type { App } from './http/server.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
 import { DatabaseUnavailableError } from './storage/errors.ts';
@@ -190,7 +191,8 @@ async function runProcess(config: Config): Promise<void> {
   });
 
   // The metrics listener (if any) is up before the API's: once "listening" is logged, both are.
-  const metricsServer = observed === null ? null : createHttpServer(observed.app, logger);
+  // Always checked: a DNS-rebinding page in a browser on this network could otherwise read /metrics.
+  const metricsServer = observed === null ? null : createHttpServer(observed.app, logger, { hostCheck: allowedHosts(config.allowedHosts ?? []) });
   if (metricsServer !== null) {
     const bound = await listen(metricsServer, { port: config.metricsPort!, host: config.host }).catch((error: Error & { code?: string }) =>
       fail(listenFailure(config.host, config.metricsPort!, error.code ?? error.name)));

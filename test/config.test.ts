@@ -32,9 +32,17 @@ test('an empty environment gives every default of the contract', () => {
     maxConnectionsPerAddress: 64,
     logLevel: 'info',
     metricsPort: null,
+    allowedHosts: null,
     corsAllowedOrigins: null,
     workers: 1,
   });
+});
+
+test('ALLOWED_HOSTS is comma-separated host names, lower-cased, without scheme, port or path', () => {
+  assert.deepEqual(loadConfig({ ALLOWED_HOSTS: 'Pets.Example, api.pets.example.,pets.example' }).allowedHosts, ['pets.example', 'api.pets.example']);
+  for (const value of ['https://pets.example', 'pets.example:443', 'pets.example/v1', '*.pets.example', 'pets.example,', ' ']) {
+    assertRefused({ ALLOWED_HOSTS: value }, 'ALLOWED_HOSTS');
+  }
 });
 
 test('an empty variable counts as unset', () => {

@@ -10,6 +10,7 @@ import { answerAndClose, answerClientErrors, rawErrorResponses } from './client-
 import { admitConnections, createConnectionGate, type ConnectionGate } from './connection-gate.ts';
 import type { ProxyTrust } from './trusted-proxies.ts';
 import { trackIdleConnections } from './idle-connections.ts';
+import { checkingHost, type HostCheck } from './allowed-hosts.ts';
 
 // Not `import ... from 'node:http'`: Node's ES-module view of node:http reads every export once,
 // and the WebSocket getters among them load undici, the fetch client; that cost about 35 ms of
@@ -75,11 +76,13 @@ export interface ServerOptions {
   connectionGate?: ConnectionGate;
   /** The proxies of `TRUST_PROXY` (a list): exempt from the per-address cap. `true` exempts nobody. */
   proxies?: boolean | ProxyTrust;
+  /** Which Host values are answered (`ALLOWED_HOSTS`, allowed-hosts.ts); absent: any. */
+  hostCheck?: HostCheck;
 }
 
 /** Creates (does not start) the HTTP server around the app. */
 export function createHttpServer(app: App, logger: Logger, options: ServerOptions = {}): Server {
-  const { rawHeaders = {}, connectionGate, proxies, ...limitOptions } = options;
+  const { rawHeaders = {}, connectionGate, proxies, hostCheck, ...limitOptions } = options;
   const limits = { ...SERVER_LIMITS, ...definedOnly(limitOptions) };
   const gate: ConnectionGate = connectionGate ?? createConnectionGate(limits);
   const rawErrorResponse = rawErrorResponses(rawHeaders);
@@ -93,7 +96,9 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
       // The app answers a missing Host with 400 in the Error shape; Node's answer has no body.
       requireHostHeader: false,
     },
-    app.handle,
+    hostCheck === undefined
+      ? app.handle
+      : checkingHost(hostCheck, app.handle, () => logger.event({ level: 'warn', event: 'client_error', code: 'bad_request', nodeCode: 'HOST' })),
   );
 
   // RFC 9110 section 10.1.1 lets a server ignore an expectation it does not know; Node would

@@ -18,6 +18,7 @@ import { createHttpServer, type ServerOptions } from '../http/server.ts';
 import { buildOpenApiDocument, serializeOpenApiDocument } from '../api/openapi/document.ts';
 import { createCors } from '../http/cors.ts';
 import { proxyTrust } from '../http/trusted-proxies.ts';
+import { allowedHosts } from '../http/allowed-hosts.ts';
 import type { Stores } from '../storage/stores.ts';
 
 export type ServiceConfig = Pick<
@@ -27,7 +28,7 @@ export type ServiceConfig = Pick<
   // Optional so that the service can be built without them (tests, bench). An absent
   // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
   // server's default.
-  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts'>>;
 
 export interface ServiceDeps<S extends Stores = Stores> {
   /** The storage engine's stores (storage/sqlite/stores.ts or storage/postgres/stores.ts). */
@@ -91,7 +92,15 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {
     app,
-    server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, proxies, ...server, rawHeaders }),
+    server: createHttpServer(app, logger, {
+      maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+      proxies,
+      // Unset, the API answers any Host: nothing is built from it, and what a rebinding page could
+      // read without a key (/docs, /healthz, the OpenAPI document) is public anyway.
+      ...(config.allowedHosts ? { hostCheck: allowedHosts(config.allowedHosts) } : {}),
+      ...server,
+      rawHeaders,
+    }),
     stores,
     openapi: overrides.openapi ?? openapi,
   };
