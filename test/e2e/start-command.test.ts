@@ -87,3 +87,25 @@ test('npm start passes SIGTERM on to the server: it drains, exits 0, and the por
   assert.match(stdout, /"event":"stopped"/, 'the server drained and stopped');
   await assert.rejects(fetch(`${url}/healthz`), 'nothing listens any more');
 });
+
+test('a fresh clone starts without a permissions warning: the repository tracks no data/ folder, and the first start creates it 0700', async (t) => {
+  // git created a tracked data/ (it held a placeholder) with 0755, and every start warned.
+  const { spawnSync, spawn } = await import('node:child_process');
+  const tracked = spawnSync('git', ['ls-files', '--', 'data'], { cwd: ROOT, encoding: 'utf8' });
+  if (tracked.status === 0) assert.equal(tracked.stdout, '', 'nothing under data/ is tracked, so a clone has no data/ folder');
+  const dir = checkout(t);
+  const child = spawn(process.execPath, ['src/start.js'], { cwd: dir, env: { PATH: process.env.PATH ?? '', PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let stdout = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      if (stdout.includes('"event":"listening"')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}`)));
+  });
+  child.kill('SIGTERM');
+  await once(child, 'exit');
+  assert.equal(statSync(join(dir, 'data')).mode & 0o777, 0o700);
+  assert.doesNotMatch(stdout, /database_permissions/);
+});
