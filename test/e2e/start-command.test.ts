@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { startMain, tempDir } from '../support/main-process.ts';
@@ -108,4 +108,21 @@ test('a fresh clone starts without a permissions warning: the repository tracks 
   await once(child, 'exit');
   assert.equal(statSync(join(dir, 'data')).mode & 0o777, 0o700);
   assert.doesNotMatch(stdout, /database_permissions/);
+});
+
+test('the set-up commands raise no alarm on an older system Node: npm is not told to warn, and the server itself refuses another Node in one line', async (t) => {
+  // package.json's engines field made `npm install` on the system Node 20 print EBADENGINE,
+  // although every npm script runs the pinned Node 24.
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { engines?: unknown; devDependencies: Record<string, string> };
+  assert.equal(pkg.engines, undefined);
+  assert.match(pkg.devDependencies.node!, /^24\./, 'the pinned Node that every script runs');
+  const { spawnSync } = await import('node:child_process');
+  const system = spawnSync('/usr/bin/node', ['--version'], { encoding: 'utf8' });
+  if (system.status !== 0 || system.stdout.startsWith('v24.')) {
+    t.skip('no older system Node at /usr/bin/node to start the server with');
+    return;
+  }
+  const started = spawnSync('/usr/bin/node', ['src/start.js'], { cwd: ROOT, encoding: 'utf8', env: { PATH: process.env.PATH ?? '', PORT: '0' } });
+  assert.equal(started.status, 1);
+  assert.match(started.stderr, /^the service needs Node 24 \(this is Node \d+\.[^\n]+node_modules\/\.bin\/node[^\n]*\n$/);
 });
