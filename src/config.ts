@@ -27,6 +27,8 @@ export interface Config {
   appEnv: AppEnv;
   /** A file path, or `:memory:`. Unused when `databaseUrl` is set. */
   databasePath: string;
+  /** `DATABASE_PATH` was not set: the file is in the service's own `data/` folder. */
+  databasePathIsDefault: boolean;
   /** `postgres://` or `postgresql://` URL: PostgreSQL instead of SQLite (contract 1.1, scale-out). */
   databaseUrl: string | null;
   /** Most connections each instance opens to PostgreSQL (`DATABASE_POOL_SIZE`). */
@@ -34,7 +36,11 @@ export interface Config {
   /** Absolute http(s) URL ending in `/v1`, or null when not configured. */
   publicBaseUrl: string | null;
   stagingBaseUrl: string | null;
-  trustProxy: boolean;
+  /**
+   * `TRUST_PROXY`: false; true (any peer's last X-Forwarded-For hop, the old meaning); or the
+   * addresses and CIDR ranges of the proxies whose X-Forwarded-For is read (see http/trusted-proxies.ts).
+   */
+  trustProxy: boolean | readonly string[];
   rateLimitBanThreshold: number;
   rateLimitBanSeconds: number;
   /** Open connections one client address may hold at once (`MAX_CONNECTIONS_PER_ADDRESS`). */
@@ -42,6 +48,12 @@ export interface Config {
   logLevel: LogLevel;
   /** The port of the `/metrics` listener (on `host`), or null for none. */
   metricsPort: number | null;
+  /**
+   * `ALLOWED_HOSTS`: the host names (lower case, no port) the API answers to besides IP
+   * addresses and localhost, or null (unset: the API answers any Host). The metrics listener
+   * always checks Host, against these names.
+   */
+  allowedHosts: readonly string[] | null;
   /** `CORS_ALLOWED_ORIGINS`: `*`, a list of exact origins, or null (unset: no CORS header ever). */
   corsAllowedOrigins: AllowedOrigins | null;
   /**
@@ -107,16 +119,18 @@ export function loadConfig(env: Env, machine: Machine = { availableParallelism }
     host: host(env, 'HOST', '127.0.0.1'),
     appEnv,
     databasePath,
+    databasePathIsDefault: read(env, 'DATABASE_PATH') === undefined,
     databaseUrl,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 1, MAX_POOL_SIZE, DEFAULT_POOL_SIZE),
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL'),
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL'),
-    trustProxy: boolean(env, 'TRUST_PROXY', false),
+    trustProxy: trustProxy(env, 'TRUST_PROXY'),
     rateLimitBanThreshold: integer(env, 'RATE_LIMIT_BAN_THRESHOLD', 1, MAX_BAN_THRESHOLD, 30),
     rateLimitBanSeconds: integer(env, 'RATE_LIMIT_BAN_SECONDS', 1, MAX_BAN_SECONDS, 900),
     maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', 1, MAX_CONNECTIONS, 64),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     metricsPort: metricsPort(env, port),
+    allowedHosts: hostNames(env, 'ALLOWED_HOSTS'),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
     workers: workers(env, machine, { databaseUrl, databasePath }),
   };
@@ -186,12 +200,91 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return raw as T;
 }
 
-function boolean(env: Env, name: string, fallback: boolean): boolean {
+/** Most entries in TRUST_PROXY: a deployment has a few proxies, not a network's worth of lines. */
+const MAX_TRUSTED_PROXIES = 100;
+
+/**
+ * `true`, `false`, or comma-separated IP addresses and CIDR ranges (`10.0.0.5, 10.1.0.0/16,
+ * fd00::/8`). A range's address must be its network's first (`10.1.0.0/16`, not `10.1.2.3/16`):
+ * a near miss is refused rather than widened or narrowed silently.
+ */
+function trustProxy(env: Env, name: string): boolean | readonly string[] {
   const raw = read(env, name);
-  if (raw === undefined) return fallback;
+  if (raw === undefined || raw === 'false') return false;
   if (raw === 'true') return true;
-  if (raw === 'false') return false;
-  throw new ConfigError(name, `${name} must be true or false, got ${got(raw)}`);
+  const entries = raw.split(',').map((entry) => entry.trim());
+  if (entries.length > MAX_TRUSTED_PROXIES) throw new ConfigError(name, `${name} may list at most ${MAX_TRUSTED_PROXIES} addresses or ranges, got ${entries.length}`);
+  for (const entry of entries) {
+    const problem = proxyEntryProblem(entry);
+    if (problem !== null) {
+      throw new ConfigError(name, `${name} must be true, false, or comma-separated IP addresses and CIDR ranges such as 10.0.0.5,10.1.0.0/16; ${problem}, got ${got(entry)}`);
+    }
+  }
+  return [...new Set(entries)];
+}
+
+/** Why a TRUST_PROXY entry is refused, or null for a plain address or a range written at its start. */
+function proxyEntryProblem(entry: string): string | null {
+  const slash = entry.indexOf('/');
+  const address = slash === -1 ? entry : entry.slice(0, slash);
+  const family = isIP(address);
+  if (family === 0) return 'an entry is not an IP address';
+  if (slash === -1) return null;
+  const bits = family === 4 ? 32 : 128;
+  const prefix = /^[0-9]{1,3}$/.test(entry.slice(slash + 1)) ? Number(entry.slice(slash + 1)) : Number.NaN;
+  if (!(prefix >= 0 && prefix <= bits)) return `a prefix length must be 0 to ${bits}`;
+  if (!isNetworkStart(address, family, prefix)) return 'a range must be written with its first address';
+  return null;
+}
+
+/** Whether every bit of `address` past the first `prefix` is 0. */
+function isNetworkStart(address: string, family: number, prefix: number): boolean {
+  const value = family === 4 ? address.split('.').reduce((sum, part) => (sum << 8n) | BigInt(Number(part)), 0n) : ipv6Value(address);
+  const bits = family === 4 ? 32n : 128n;
+  const hostBits = bits - BigInt(prefix);
+  return (value & ((1n << hostBits) - 1n)) === 0n;
+}
+
+/** The 128-bit value of an IPv6 address that isIP accepted (an IPv4 tail allowed). */
+function ipv6Value(address: string): bigint {
+  const groups = (part: string): bigint[] =>
+    part === '' ? [] : part.split(':').flatMap((piece) => {
+      if (!piece.includes('.')) return [BigInt(Number.parseInt(piece, 16))];
+      const [a, b, c, d] = piece.split('.').map(Number) as [number, number, number, number];
+      return [BigInt((a << 8) | b), BigInt((c << 8) | d)];
+    });
+  const zone = address.indexOf('%');
+  const plain = zone === -1 ? address : address.slice(0, zone);
+  const gap = plain.indexOf('::');
+  const all = gap === -1 ? groups(plain) : (() => {
+    const head = groups(plain.slice(0, gap));
+    const tail = groups(plain.slice(gap + 2));
+    return [...head, ...new Array<bigint>(8 - head.length - tail.length).fill(0n), ...tail];
+  })();
+  return all.reduce((sum, group) => (sum << 16n) | group, 0n);
+}
+
+/** A warning the server logs at start: a setting that works but is probably not what was meant. */
+export interface ConfigWarning {
+  event: string;
+  message: string;
+}
+
+/** Host names and addresses that only this machine can reach. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** What `config` allows that is probably a mistake; main.ts logs each at start. */
+export function configWarnings(config: Pick<Config, 'trustProxy' | 'host'>): ConfigWarning[] {
+  const warnings: ConfigWarning[] = [];
+  if (config.trustProxy === true && !isLoopback(config.host)) {
+    warnings.push({
+      event: 'trust_proxy_any_peer',
+      message: `TRUST_PROXY=true reads X-Forwarded-For from any peer, and HOST=${config.host} lets peers other than this machine connect: anyone who reaches the port directly chooses their own address. Set TRUST_PROXY to your proxies' addresses instead (see docs/reverse-proxy.md).`,
+    });
+  }
+  return warnings;
 }
 
 /** RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */
@@ -205,6 +298,17 @@ function host(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, `${name} must be an IP address or a host name, got ${got(raw)}`);
   }
   return raw;
+}
+
+/** Comma-separated host names, written without scheme, port or path (`pets.example,api.pets.example`). */
+function hostNames(env: Env, name: string): readonly string[] | null {
+  const raw = read(env, name);
+  if (raw === undefined) return null;
+  const names = raw.split(',').map((entry) => entry.trim().toLowerCase().replace(/\.$/, ''));
+  for (const entry of names) {
+    if (!HOST_NAME.test(entry)) throw new ConfigError(name, `${name} must be comma-separated host names such as pets.example (no scheme, port or path), got ${got(entry)}`);
+  }
+  return [...new Set(names)];
 }
 
 function postgresUrl(env: Env, name: string): string | null {

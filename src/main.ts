@@ -15,10 +15,11 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { getCompileCacheDir } from 'node:module';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { ConfigError, loadConfig, type Config } from './config.ts';
+import { ConfigError, configWarnings, loadConfig, type Config } from './config.ts';
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger, errorName, fdWriter, type Logger } from './http/access-log.ts';
 import { createHttpServer } from './http/server.ts';
+import { allowedHosts } from './http/allowed-hosts.ts';
 import type { App } from './http/server.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
 import { DatabaseUnavailableError } from './storage/errors.ts';
@@ -62,19 +63,32 @@ interface Engine {
 async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   const options = { appEnv: config.appEnv, clock: systemClock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds };
   if (config.databaseUrl === null) {
-    const db = openServerDatabase(config.databasePath, (fields) => logger.event(fields));
+    const db = openServerDatabase(config.databasePath, (fields) => logger.event(fields), { ownFolder: config.databasePathIsDefault });
     const stores = openSqliteStores(db, options);
     return { name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, close: async () => closeDatabase(db) };
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
-  const [{ DriverMissingError }, { connectPostgres, migratePostgres }, { openStores }] = await Promise.all([
+  const [{ DriverMissingError }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }] = await Promise.all([
     import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
+    import('./storage/postgres/availability.ts'),
   ]);
   try {
-    const sql = await connectPostgres(config.databaseUrl, { poolSize: config.databasePoolSize });
-    await migratePostgres(sql);
-    return { name: 'postgres', stores: openStores(sql, options), memoryLimiter: null, close: () => sql.end({ timeout: 5 }) };
+    const open = await postgresPools(config.databaseUrl, { poolSize: config.databasePoolSize });
+    const initial = open();
+    await migratePostgres(initial);
+    // From now on a PostgreSQL that cannot be reached is 503 at once, and recovered from at once.
+    const availability = watchAvailability({
+      open,
+      initial,
+      changed: (up, reason) => logger.event(up ? { level: 'info', event: 'database_reachable' } : { level: 'error', event: 'database_unreachable', reason }),
+    });
+    return {
+      name: 'postgres',
+      stores: openStores(availability.sql, { ...options, availability }),
+      memoryLimiter: null,
+      close: () => availability.end({ timeout: 5 }),
+    };
   } catch (error) {
     if (error instanceof DriverMissingError) fail(error.message);
     if (error instanceof DatabaseUnavailableError) fail(`cannot reach the PostgreSQL database of DATABASE_URL (${error.reason})`);
@@ -144,6 +158,7 @@ async function runProcess(config: Config): Promise<void> {
   // Worker threads write their own lines straight to fd 1, so the primary does too (whole lines).
   const write = config.workers > 1 ? fdWriter(1, LOG_BUFFER_BYTES, systemClock) : boundedWriter(process.stdout, LOG_BUFFER_BYTES, systemClock);
   const logger = createLogger({ level: config.logLevel, clock: systemClock, write });
+  for (const warning of configWarnings(config)) logger.event({ level: 'warn', ...warning });
   // A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
   process.on('uncaughtException', (error) => {
     logger.event({ level: 'error', event: 'crash', error: errorName(error) });
@@ -180,7 +195,8 @@ async function runProcess(config: Config): Promise<void> {
   });
 
   // The metrics listener (if any) is up before the API's: once "listening" is logged, both are.
-  const metricsServer = observed === null ? null : createHttpServer(observed.app, logger);
+  // Always checked: a DNS-rebinding page in a browser on this network could otherwise read /metrics.
+  const metricsServer = observed === null ? null : createHttpServer(observed.app, logger, { hostCheck: allowedHosts(config.allowedHosts ?? []) });
   if (metricsServer !== null) {
     const bound = await listen(metricsServer, { port: config.metricsPort!, host: config.host }).catch((error: Error & { code?: string }) =>
       fail(listenFailure(config.host, config.metricsPort!, error.code ?? error.name)));

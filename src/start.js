@@ -13,9 +13,17 @@
  * The folder is node_modules/.cache/animal-adoption-store (private, see compile-cache.js);
  * NODE_COMPILE_CACHE=dir chooses another, NODE_DISABLE_COMPILE_CACHE=1 turns it off.
  */
-import { flushCompileCache } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import { enablePrivateCompileCache } from './compile-cache.js';
+// Checked before anything else is loaded: the pinned Node 24 is node_modules/.bin/node, and the
+// system's may be older (npm runs on it). An older Node would fail on the first TypeScript file
+// with a stack trace; this says what to run instead, in one line.
+const major = Number(process.versions.node.split('.')[0]);
+if (major !== 24) {
+  process.stderr.write(`the service needs Node 24 (this is Node ${process.versions.node}); run it with node_modules/.bin/node, which npm install brings, or npm start\n`);
+  process.exit(1);
+}
+const { flushCompileCache } = await import('node:module');
+const { fileURLToPath } = await import('node:url');
+const { enablePrivateCompileCache } = await import('./compile-cache.js');
 
 enablePrivateCompileCache(fileURLToPath(new URL('../node_modules/.cache/animal-adoption-store', import.meta.url)));
 await import('./main.ts');

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { ConfigError, configWarnings, loadConfig } from '../src/config.ts';
 
 /** Asserts that `env` is refused with a one-line ConfigError naming `variable`. */
 function assertRefused(env: Record<string, string>, variable: string): void {
@@ -22,6 +22,7 @@ test('an empty environment gives every default of the contract', () => {
     host: '127.0.0.1',
     appEnv: 'development',
     databasePath: 'data/development.db',
+    databasePathIsDefault: true,
     databaseUrl: null,
     databasePoolSize: 8,
     publicBaseUrl: null,
@@ -32,9 +33,17 @@ test('an empty environment gives every default of the contract', () => {
     maxConnectionsPerAddress: 64,
     logLevel: 'info',
     metricsPort: null,
+    allowedHosts: null,
     corsAllowedOrigins: null,
     workers: 1,
   });
+});
+
+test('ALLOWED_HOSTS is comma-separated host names, lower-cased, without scheme, port or path', () => {
+  assert.deepEqual(loadConfig({ ALLOWED_HOSTS: 'Pets.Example, api.pets.example.,pets.example' }).allowedHosts, ['pets.example', 'api.pets.example']);
+  for (const value of ['https://pets.example', 'pets.example:443', 'pets.example/v1', '*.pets.example', 'pets.example,', ' ']) {
+    assertRefused({ ALLOWED_HOSTS: value }, 'ALLOWED_HOSTS');
+  }
 });
 
 test('an empty variable counts as unset', () => {
@@ -149,10 +158,28 @@ for (const name of ['PUBLIC_BASE_URL', 'STAGING_BASE_URL'] as const) {
   });
 }
 
-test('TRUST_PROXY is true or false', () => {
+test('TRUST_PROXY is true, false, or a list of the proxies\' addresses and CIDR ranges', () => {
   assert.equal(loadConfig({ TRUST_PROXY: 'true' }).trustProxy, true);
   assert.equal(loadConfig({ TRUST_PROXY: 'false' }).trustProxy, false);
-  for (const value of ['1', 'yes', 'TRUE', 'on']) assertRefused({ TRUST_PROXY: value }, 'TRUST_PROXY');
+  assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.5' }).trustProxy, ['10.0.0.5']);
+  assert.deepEqual(loadConfig({ TRUST_PROXY: ' 10.0.0.5, 10.1.0.0/16,fd00::/8 ,::1,10.0.0.5' }).trustProxy, ['10.0.0.5', '10.1.0.0/16', 'fd00::/8', '::1']);
+  assert.deepEqual(loadConfig({ TRUST_PROXY: '0.0.0.0/0' }).trustProxy, ['0.0.0.0/0']);
+  for (const value of ['1', 'yes', 'TRUE', 'on', 'proxy.example', '10.0.0.5:80', '10.1.2.3/16', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/', '10.0.0.0/x', '10.0.0.5,', 'true,10.0.0.5']) {
+    assertRefused({ TRUST_PROXY: value }, 'TRUST_PROXY');
+  }
+  assertRefused({ TRUST_PROXY: Array.from({ length: 101 }, (_, i) => `10.0.0.${i}`).join(',') }, 'TRUST_PROXY');
+});
+
+test('TRUST_PROXY=true with a HOST other hosts can reach is a warning at start; a list, or loopback, is not', () => {
+  const warned = (env: Record<string, string>) => configWarnings(loadConfig(env)).map((warning) => warning.event);
+  assert.deepEqual(warned({ TRUST_PROXY: 'true', HOST: '0.0.0.0' }), ['trust_proxy_any_peer']);
+  assert.deepEqual(warned({ TRUST_PROXY: 'true', HOST: '10.0.0.7' }), ['trust_proxy_any_peer']);
+  assert.deepEqual(warned({ TRUST_PROXY: 'true', HOST: '::' }), ['trust_proxy_any_peer']);
+  assert.deepEqual(warned({ TRUST_PROXY: 'true' }), []);
+  assert.deepEqual(warned({ TRUST_PROXY: 'true', HOST: '::1' }), []);
+  assert.deepEqual(warned({ TRUST_PROXY: 'true', HOST: 'localhost' }), []);
+  assert.deepEqual(warned({ TRUST_PROXY: '10.0.0.5', HOST: '0.0.0.0' }), []);
+  assert.deepEqual(warned({ HOST: '0.0.0.0' }), []);
 });
 
 test('RATE_LIMIT_BAN_THRESHOLD is an integer from 1 to 10000', () => {

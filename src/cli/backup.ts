@@ -8,8 +8,8 @@
  * when `DATABASE_URL` is set: this command copies SQLite files only. Every error is one line
  * on stderr; success is one line on stdout.
  */
-import { existsSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { ConfigError, loadConfig } from '../config.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type Output } from './exit-codes.ts';
@@ -35,6 +35,31 @@ export interface BackupCliIo {
 
 /** Bad arguments: exit code 2. */
 class UsageError extends Error {}
+
+/**
+ * What `file` is to the live database at `databasePath` when it is one of that database's own
+ * names (the database, its `-journal`, `-wal` or `-shm`, or a super-journal `-mjXXXXXXXX`), or
+ * null. Compared in the real folder, so `./data/../data/x.db-journal` is caught too. A copy named
+ * `<DATABASE_PATH>-journal` was taken by SQLite for a hot journal: `keys revoke` then failed
+ * with "database is locked", and the next start deleted it.
+ */
+function liveFileName(databasePath: string, file: string): string | null {
+  const real = (path: string) => {
+    try {
+      return `${realpathSync(dirname(resolve(path)))}/${basename(path)}`;
+    } catch {
+      return resolve(path);
+    }
+  };
+  const live = real(databasePath);
+  const target = real(file);
+  if (target === live) return 'the live database itself';
+  if (!target.startsWith(`${live}-`)) return null;
+  const suffix = target.slice(live.length);
+  if (['-journal', '-wal', '-shm'].includes(suffix)) return `the live database's ${suffix} file`;
+  if (/^-mj[0-9A-Fa-f]{8}$/.test(suffix)) return "a super-journal name of the live database";
+  return null;
+}
 
 /** The FILE argument, or 'help'. Throws UsageError. */
 function parseArgs(argv: readonly string[]): { file: string } | 'help' {
@@ -77,10 +102,12 @@ export async function runBackupCli(argv: readonly string[], env: Readonly<Record
     if (!existsSync(databasePath)) throw new Error(`no database at ${databasePath} (DATABASE_PATH); set the server's APP_ENV and DATABASE_PATH`);
     const { file } = parsed;
     if (existsSync(file)) throw new BackupExistsError(file);
+    const family = liveFileName(databasePath, file);
+    if (family !== null) throw new Error(`${file} is ${family}: SQLite would take a copy there for part of the live database; choose a name of its own`);
     if (!statSync(dirname(file), { throwIfNoEntry: false })?.isDirectory()) throw new Error(`the folder of ${file} does not exist`);
     source = new DatabaseSync(databasePath, { readOnly: true });
     source.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    const pages = await backupDatabase(source, file);
+    const pages = await backupDatabase(source, file, { scratchIn: dirname(resolve(databasePath)) });
     io.stdout.write(`Backed up ${databasePath} to ${file} (${pages} pages)\n`);
     return EXIT_OK;
   } catch (error) {

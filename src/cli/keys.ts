@@ -138,8 +138,8 @@ export async function executeKeysCommand(command: KeysCommand, context: KeysCliC
 
 /**
  * The whole command line: arguments, then the environment, then the database (the SQLite file,
- * created with its folder if missing, private to this account, or the PostgreSQL of
- * DATABASE_URL, migrated if needed). Arguments come first so that a typo creates no file. Any
+ * or the PostgreSQL of DATABASE_URL, migrated if needed; one that does not exist yet only with
+ * `create --create-database`, which creates the file and its folder private to this account). Arguments come first so that a typo creates no file. Any
  * failure is one line on stderr and an exit code.
  */
 export async function runKeysCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: KeysCliIo): Promise<number> {
@@ -153,7 +153,7 @@ export async function runKeysCli(argv: readonly string[], env: Readonly<Record<s
   let close: () => unknown = () => {};
   try {
     const config = loadConfig(env);
-    const opened = await openKeys(config);
+    const opened = await openKeys(config, { create: command.name === 'create' && command.createDatabase });
     close = opened.close;
     return await executeKeysCommand(command, { keys: opened.keys, clock, stdout, stderr });
   } catch (error) {

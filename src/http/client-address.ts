@@ -5,22 +5,48 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { isIPv6 } from 'node:net';
+import type { ProxyTrust } from './trusted-proxies.ts';
+
+/** Most `X-Forwarded-For` hops walked through trusted proxies; a longer chain is someone's junk. */
+const MAX_TRUSTED_HOPS = 16;
 
 /**
- * The client's address, normalised (see `normalizeAddress`): the socket's peer, or with
- * `trustProxy` the last hop of X-Forwarded-For (the one our own proxy appended; earlier hops are
- * the client's word). A last hop that is not an IP address counts as the peer (the proxy), so no
- * spelling of an address, and no junk, opens a fresh bucket.
+ * The client's address, normalised (see `normalizeAddress`):
+ * - without trust (`false`), or when the socket's peer is not a listed proxy: the peer itself,
+ *   whatever X-Forwarded-For says (anyone who reaches the port directly is the client);
+ * - with `true` (any peer; the old meaning): the last hop of X-Forwarded-For;
+ * - with a list, from a listed peer: the hops are read from the right, skipping those that are
+ *   listed proxies too, and the first one that is not is the client.
+ * A hop that is not an IP address counts as the proxy that wrote it down, so no spelling of an
+ * address, and no junk, opens a fresh bucket.
  */
-export function clientAddress(req: IncomingMessage, trustProxy: boolean): string {
-  if (trustProxy) {
-    const forwarded = req.headers['x-forwarded-for'];
-    if (typeof forwarded === 'string') {
-      const hop = normalizeAddress(forwarded.slice(forwarded.lastIndexOf(',') + 1).trim());
-      if (hop !== null) return hop;
-    }
+export function clientAddress(req: IncomingMessage, trust: boolean | ProxyTrust): string {
+  if (trust === false) return peerAddress(req.socket);
+  const forwarded = req.headers['x-forwarded-for'];
+  if (typeof forwarded !== 'string') return peerAddress(req.socket);
+  if (trust === true) return normalizeAddress(forwarded.slice(forwarded.lastIndexOf(',') + 1).trim()) ?? peerAddress(req.socket);
+  if (!trust.trustsPeer(req.socket)) return peerAddress(req.socket);
+  let client = peerAddress(req.socket);
+  let end = forwarded.length;
+  for (let hops = 0; hops < MAX_TRUSTED_HOPS && end > 0; hops++) {
+    const start = forwarded.lastIndexOf(',', end - 1) + 1;
+    const hop = forwarded.slice(start, end).trim();
+    const normalized = normalizeAddress(hop);
+    if (normalized === null) return client;
+    client = normalized;
+    if (!trust.trustsAddress(plainAddress(hop))) return client;
+    end = start - 1;
   }
-  return peerAddress(req.socket);
+  return client;
+}
+
+/** The IP address of a hop that `normalizeAddress` accepted, without brackets, port or zone. */
+function plainAddress(hop: string): string {
+  let address = hop;
+  if (address.startsWith('[')) address = address.slice(1, address.indexOf(']'));
+  else if (address.indexOf(':') !== -1 && address.indexOf(':') === address.lastIndexOf(':')) address = address.slice(0, address.indexOf(':'));
+  const zone = address.indexOf('%');
+  return zone === -1 ? address : address.slice(0, zone);
 }
 
 /** The socket's peer address, normalised; `unknown` once the socket is gone. */

@@ -10,6 +10,15 @@ import type { Socket } from 'node:net';
 import type { Logger } from './access-log.ts';
 import { peerAddress } from './client-address.ts';
 import { answerAndClose, type RawErrorResponse } from './client-errors.ts';
+import type { ProxyTrust } from './trusted-proxies.ts';
+
+/**
+ * The address under which the connections of every listed proxy (`TRUST_PROXY` with a list) are
+ * counted: not an IP address, so no client's can be spelled like it, and exempt from the
+ * per-address cap, since every client of the proxy arrives through it (the proxy's clients are
+ * limited per forwarded address, per request). The server's total cap still counts them.
+ */
+export const TRUSTED_PROXY = 'trusted-proxy';
 
 /** Log fields of a refused connection: the count that was full. */
 export type ConnectionRefusal = { openConnections: number } | { openConnectionsFromAddress: number };
@@ -37,7 +46,7 @@ export function createConnectionGate(caps: { maxConnections: number; maxConnecti
       if (served >= caps.maxConnections) return { openConnections: served };
       const fromAddress = servedByAddress.get(address) ?? 0;
       // The address itself is not logged: the access log holds no client addresses either.
-      if (fromAddress >= caps.maxConnectionsPerAddress) return { openConnectionsFromAddress: fromAddress };
+      if (fromAddress >= caps.maxConnectionsPerAddress && address !== TRUSTED_PROXY) return { openConnectionsFromAddress: fromAddress };
       served++;
       servedByAddress.set(address, fromAddress + 1);
       return null;
@@ -58,10 +67,12 @@ export interface AdmissionOptions {
   /** The server's own cap; Node's is set to twice it, as a backstop. */
   maxConnections: number;
   lingerMs: number;
+  /** The listed proxies (`TRUST_PROXY` with a list), counted as TRUSTED_PROXY; absent: none. */
+  proxies?: ProxyTrust | null;
 }
 
 /** Puts `gate` in front of `server`'s HTTP parser: every new connection is admitted or refused first. */
-export function admitConnections(server: Server, { gate, logger, rawErrorResponse, maxConnections, lingerMs }: AdmissionOptions): void {
+export function admitConnections(server: Server, { gate, logger, rawErrorResponse, maxConnections, lingerMs, proxies = null }: AdmissionOptions): void {
   // The connection caps. Node's own `server.maxConnections` closes the connection without a
   // word, so the http connection listener is wrapped instead: over a cap, a connection gets a
   // raw `503 unavailable` and is closed, and never reaches the HTTP parser. Node's cap stays as
@@ -81,7 +92,7 @@ export function admitConnections(server: Server, { gate, logger, rawErrorRespons
     httpConnectionListener.call(server, socket);
   };
   server.on('connection', (socket: Socket) => {
-    const address = peerAddress(socket);
+    const address = proxies?.trustsPeer(socket) ? TRUSTED_PROXY : peerAddress(socket);
     const verdict = gate.admit(address);
     if (!(verdict instanceof Promise)) {
       if (verdict === null) serve(socket, address);

@@ -34,6 +34,42 @@ const INTEGER_LITERAL = /^-?(?:0|[1-9][0-9]*)$/;
  */
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+/** How long, and how much more, a connection closed on an unread body reads (and drops): see below. */
+export const UNREAD_BODY_LINGER_MS = 1_000;
+const UNREAD_BODY_LINGER_BYTES = 64 * 1024;
+
+/**
+ * Whether an answer written now leaves the request's body unread, and if so, arranges for the
+ * connection to close after that answer. True for an answer that never needed the body (a 401,
+ * 404 or 429, a 413, a 415) while the body is still arriving: to keep the connection alive, Node
+ * would otherwise read and discard the rest, and a body sent a byte every few seconds held the
+ * connection for up to the 30 s request timeout (200 keyless slow bodies kept every backend
+ * connection of a proxy busy). The caller sends `Connection: close`.
+ *
+ * Node then closes the socket as soon as the answer is written, and a client still sending its
+ * body would get a reset that can make its TCP stack discard the answer unread. So the close
+ * lingers instead: our side is shut, what still arrives is read and dropped, and the socket is
+ * destroyed once the client closes too, or after UNREAD_BODY_LINGER_MS or 64 KiB more, whatever
+ * it does.
+ */
+export function closeIfBodyUnread(req: IncomingMessage, lingerMs = UNREAD_BODY_LINGER_MS): boolean {
+  if (req.complete) return false;
+  // `destroySoon` is what node:http calls on a connection whose answer said `Connection: close`.
+  const socket = req.socket as IncomingMessage['socket'] & { destroySoon?: () => void };
+  socket.destroySoon = () => {
+    socket.end();
+    // At most a body's worth more is read: a client pushing megabytes is cut at once.
+    const readLimit = socket.bytesRead + UNREAD_BODY_LINGER_BYTES;
+    socket.on('data', () => {
+      if (socket.bytesRead > readLimit) socket.destroy();
+    });
+    const timer = setTimeout(() => socket.destroy(), lingerMs);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  };
+  return true;
+}
+
 /** True when the request declares, or clearly has, a body of zero bytes. */
 function declaresEmptyBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];

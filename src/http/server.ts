@@ -8,6 +8,9 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from './access-log.ts';
 import { answerAndClose, answerClientErrors, rawErrorResponses } from './client-errors.ts';
 import { admitConnections, createConnectionGate, type ConnectionGate } from './connection-gate.ts';
+import type { ProxyTrust } from './trusted-proxies.ts';
+import { trackIdleConnections } from './idle-connections.ts';
+import { checkingHost, type HostCheck } from './allowed-hosts.ts';
 
 // Not `import ... from 'node:http'`: Node's ES-module view of node:http reads every export once,
 // and the WebSocket getters among them load undici, the fetch client; that cost about 35 ms of
@@ -71,11 +74,15 @@ export interface ServerOptions {
    * one port (WORKERS, src/cluster/) share one gate in another thread, which answers later.
    */
   connectionGate?: ConnectionGate;
+  /** The proxies of `TRUST_PROXY` (a list): exempt from the per-address cap. `true` exempts nobody. */
+  proxies?: boolean | ProxyTrust;
+  /** Which Host values are answered (`ALLOWED_HOSTS`, allowed-hosts.ts); absent: any. */
+  hostCheck?: HostCheck;
 }
 
 /** Creates (does not start) the HTTP server around the app. */
 export function createHttpServer(app: App, logger: Logger, options: ServerOptions = {}): Server {
-  const { rawHeaders = {}, connectionGate, ...limitOptions } = options;
+  const { rawHeaders = {}, connectionGate, proxies, hostCheck, ...limitOptions } = options;
   const limits = { ...SERVER_LIMITS, ...definedOnly(limitOptions) };
   const gate: ConnectionGate = connectionGate ?? createConnectionGate(limits);
   const rawErrorResponse = rawErrorResponses(rawHeaders);
@@ -89,7 +96,9 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
       // The app answers a missing Host with 400 in the Error shape; Node's answer has no body.
       requireHostHeader: false,
     },
-    app.handle,
+    hostCheck === undefined
+      ? app.handle
+      : checkingHost(hostCheck, app.handle, () => logger.event({ level: 'warn', event: 'client_error', code: 'bad_request', nodeCode: 'HOST' })),
   );
 
   // RFC 9110 section 10.1.1 lets a server ignore an expectation it does not know; Node would
@@ -103,8 +112,12 @@ export function createHttpServer(app: App, logger: Logger, options: ServerOption
     answerAndClose(socket, rawErrorResponse('bad_request', 'This server is not a proxy; CONNECT is not supported.'), limits.lingerMs);
   });
 
-  admitConnections(server, { gate, logger, rawErrorResponse, maxConnections: limits.maxConnections, lingerMs: limits.lingerMs });
+  admitConnections(server, {
+    gate, logger, rawErrorResponse, maxConnections: limits.maxConnections, lingerMs: limits.lingerMs,
+    proxies: typeof proxies === 'object' ? proxies : null,
+  });
   answerClientErrors(server, { logger, rawErrorResponse, lingerMs: limits.lingerMs });
+  trackIdleConnections(server);
   return server;
 }
 

@@ -31,6 +31,8 @@ const EVICTION_PROBES = 32;
  * start over.
  */
 const SWEEP_STEPS = 2;
+/** Most client addresses the limiter tracks, in memory (SQLite) or in rate_limit_callers (PostgreSQL). */
+export const MAX_ANONYMOUS_CALLERS = 100_000;
 
 export interface LimiterOptions {
   clock: Clock;
@@ -153,7 +155,7 @@ interface CallerState extends PoolEntry<CallerState> {
  */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { clock, banThreshold, banSeconds } = options;
-  const maxAnonymousCallers = options.maxAnonymousCallers ?? 100_000;
+  const maxAnonymousCallers = options.maxAnonymousCallers ?? MAX_ANONYMOUS_CALLERS;
   if (!Number.isSafeInteger(banThreshold) || banThreshold < 1) {
     throw new RangeError(`banThreshold must be a positive integer, got ${banThreshold}`);
   }

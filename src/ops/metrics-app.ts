@@ -10,6 +10,7 @@ import type { ServerResponse } from 'node:http';
 import { ApiError, methodNotAllowed } from '../http/api-error.ts';
 import { toErrorReply, type ErrorLog } from '../pipeline/errors.ts';
 import { requestId } from '../http/request-id.ts';
+import { closeIfBodyUnread } from '../http/request-body.ts';
 import { COMMON_HEADERS, type Reply } from '../http/reply.ts';
 import type { App } from '../http/server.ts';
 import { EXPOSITION_CONTENT_TYPE, type Metrics } from './metrics.ts';
@@ -48,8 +49,10 @@ export function createMetricsApp({ metrics, log, generateRequestId = randomUUID 
       } catch (error) {
         reply = failed(error);
       }
-      if (reply instanceof Promise) reply.then((answered) => send(res, id, answered, draining), (error: unknown) => send(res, id, failed(error), draining));
-      else send(res, id, reply, draining);
+      // Nothing here reads a body: one still arriving is not waited for (see closeIfBodyUnread).
+      const close = () => closeIfBodyUnread(req) || draining;
+      if (reply instanceof Promise) reply.then((answered) => send(res, id, answered, close()), (error: unknown) => send(res, id, failed(error), close()));
+      else send(res, id, reply, close());
     },
     drain() {
       draining = true;
@@ -57,7 +60,7 @@ export function createMetricsApp({ metrics, log, generateRequestId = randomUUID 
   };
 }
 
-function send(res: ServerResponse, id: string, reply: Reply, draining: boolean): void {
+function send(res: ServerResponse, id: string, reply: Reply, close: boolean): void {
   // An answer gathered from the workers may come after the scraper hung up.
   if (res.destroyed) return;
   const headers: Record<string, string | number> = {
@@ -66,7 +69,7 @@ function send(res: ServerResponse, id: string, reply: Reply, draining: boolean):
     ...reply.headers,
     'Content-Length': Buffer.byteLength(reply.body),
   };
-  if (draining) headers.Connection = 'close';
+  if (close) headers.Connection = 'close';
   res.writeHead(reply.status, headers);
   // Node sends no body for HEAD, and keeps the GET's Content-Length.
   res.end(reply.body);

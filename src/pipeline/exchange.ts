@@ -8,6 +8,7 @@ import type { Clock } from '../clock.ts';
 import type { Logger } from '../http/access-log.ts';
 import { COMMON_HEADERS, type Reply } from '../http/reply.ts';
 import { requestId } from '../http/request-id.ts';
+import { closeIfBodyUnread } from '../http/request-body.ts';
 import type { PipelineObserver } from './observer.ts';
 
 /** Per-request state that `send` needs whatever happened before it. */
@@ -68,7 +69,8 @@ export function createSender({ clock, logger, observer, draining }: SenderDeps) 
       delete headers['Content-Length'];
       delete headers['Content-Type'];
     }
-    if (draining()) headers.Connection = 'close';
+    // An answer that left the body unread closes the connection rather than wait for that body.
+    if (closeIfBodyUnread(req) || draining()) headers.Connection = 'close';
     res.writeHead(reply.status, headers);
     res.end(reply.body);
     const elapsedMs = performance.now() - exchange.started;

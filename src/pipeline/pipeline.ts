@@ -12,6 +12,7 @@ import type { Handlers } from '../api/operations.ts';
 import { ApiError, methodNotAllowed } from '../http/api-error.ts';
 import type { Logger } from '../http/access-log.ts';
 import { clientAddress } from '../http/client-address.ts';
+import type { ProxyTrust } from '../http/trusted-proxies.ts';
 import { isPreflight, type Cors } from '../http/cors.ts';
 import type { Reply } from '../http/reply.ts';
 import type { RouteMatch } from '../http/router.ts';
@@ -38,7 +39,8 @@ export interface PipelineDeps {
   databaseErrorOf?: DatabaseErrorOf;
   /** Whether the database can be reached, for /healthz; absent means always (SQLite). */
   health?: () => boolean | Promise<boolean>;
-  trustProxy?: boolean;
+  /** Whose X-Forwarded-For is read (`TRUST_PROXY`, compiled by http/trusted-proxies.ts). */
+  trustProxy?: boolean | ProxyTrust;
   generateRequestId?: () => string;
   /** Told of every answer and refusal; default: nobody. */
   observer?: PipelineObserver;
@@ -59,7 +61,7 @@ const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', header
  */
 const UNLIMITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/docs']);
 
-/** The answer to a request that arrives on an open connection after shutdown began. */
+/** The answer of /healthz once shutdown began. */
 const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
 const noSuchPath = () => new ApiError('not_found', 'No such path.');
 
@@ -101,8 +103,8 @@ export function createPipeline(deps: PipelineDeps): App {
     // Malformed HTTP is answered like Node's own parse errors: before anything else.
     if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
     const isApi = path === '/v1' || path.startsWith('/v1/');
-    // A /v1 request is limited first, so even this 503 tells the caller where it stands.
-    if (draining && !isApi) throw shuttingDown();
+    // Draining: requests are served (with Connection: close), but a load balancer is told to stop.
+    if (draining && path === '/healthz') throw shuttingDown();
     if (!isApi) return outsideApi(req, exchange, method);
 
     // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
@@ -129,7 +131,6 @@ export function createPipeline(deps: PipelineDeps): App {
     const caller = apiKey ? keyCaller(apiKey.id) : addressCaller(clientAddress(req, trustProxy));
     const limited = takeToken(limiter, caller, apiKey ?? ANONYMOUS_LIMITS, exchange, observer);
     if (limited) await limited;
-    if (draining) throw shuttingDown();
     if (open) return run(open, exchange, req, apiKey);
 
     // 3. Authentication, then 4. routing (and the key's scope, in `run`).

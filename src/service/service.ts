@@ -19,6 +19,8 @@ import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
 import { buildOpenApiDocument, serializeOpenApiDocument } from '../api/openapi/document.ts';
 import { createCors } from '../http/cors.ts';
+import { proxyTrust } from '../http/trusted-proxies.ts';
+import { allowedHosts } from '../http/allowed-hosts.ts';
 import type { Stores } from '../storage/stores.ts';
 
 export type ServiceConfig = Pick<
@@ -28,7 +30,7 @@ export type ServiceConfig = Pick<
   // Optional so that the service can be built without them (tests, bench). An absent
   // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
   // server's default.
-  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress'>>;
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts'>>;
 
 /** What a test may replace: a store that fails, a limiter that never refuses, another document. */
 export interface ServiceOverrides {
@@ -75,6 +77,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const served = overrides.openapi ?? openapi;
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const keyHashOf = createConnectionKeyHasher(config.appEnv);
+  const proxies = proxyTrust(config.trustProxy);
   const app = createPipeline({
     clock,
     logger,
@@ -94,7 +97,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
     },
     databaseErrorOf: stores.databaseErrorOf,
     ...(stores.health ? { health: stores.health } : {}),
-    trustProxy: config.trustProxy,
+    trustProxy: proxies,
     observer,
     docs,
     cors,
@@ -103,7 +106,15 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {
     app,
-    server: createHttpServer(app, logger, { maxConnectionsPerAddress: config.maxConnectionsPerAddress, ...server, rawHeaders }),
+    server: createHttpServer(app, logger, {
+      maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+      proxies,
+      // Unset, the API answers any Host: nothing is built from it, and what a rebinding page could
+      // read without a key (/docs, /healthz, the OpenAPI document) is public anyway.
+      ...(config.allowedHosts ? { hostCheck: allowedHosts(config.allowedHosts) } : {}),
+      ...server,
+      rawHeaders,
+    }),
     stores,
     openapi: served,
   };

@@ -9,10 +9,11 @@ const ROOT = new URL('../..', import.meta.url).pathname;
 test('a start script "node [options] script" gives its node options and its script', () => {
   assert.deepEqual(parseStartScript('node src/start.js'), { nodeOptions: [], entry: 'src/start.js' });
   assert.deepEqual(parseStartScript(' node --max-semi-space-size=16  --foo src/start.js '), { nodeOptions: ['--max-semi-space-size=16', '--foo'], entry: 'src/start.js' });
+  assert.deepEqual(parseStartScript('exec node --max-semi-space-size=8 src/start.js'), { nodeOptions: ['--max-semi-space-size=8'], entry: 'src/start.js' }, 'exec: npm\'s signal reaches node');
 });
 
 test('a start script the bench could not copy exactly stops it', () => {
-  for (const script of ['', 'node', 'tsx src/main.ts', 'FOO=1 node src/start.js', 'node src/start.js --port 1', 'node src/a.js && node src/b.js', 'node "src/start.js"', 'node --x']) {
+  for (const script of ['', 'node', 'tsx src/main.ts', 'FOO=1 node src/start.js', 'node src/start.js --port 1', 'node src/a.js && node src/b.js', 'node "src/start.js"', 'node --x', 'exec', 'exec exec node src/start.js']) {
     assert.throws(() => parseStartScript(script), /start script/, script);
   }
 });

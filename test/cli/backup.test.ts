@@ -107,3 +107,43 @@ test('what cannot be backed up exits 1 with one line: no database, :memory:, a b
   }
   assert.deepEqual(readdirSync(dir).sort(), ['live.db', 'live.db-shm', 'live.db-wal', 'notes.txt'], 'no copy, no temporary file, no new database');
 });
+
+test('a name of the live database\'s own files is refused, however it is spelled: exit 1, nothing written', async (t) => {
+  // A copy written to <DATABASE_PATH>-journal was taken by SQLite for a hot journal: `keys
+  // revoke` failed with "database is locked" and the next start deleted the copy.
+  const dir = tempDir(t);
+  const { path } = liveDatabase(t, dir);
+  const { mkdirSync, symlinkSync, existsSync } = await import('node:fs');
+  mkdirSync(join(dir, 'sub'));
+  symlinkSync(dir, join(dir, 'alias'));
+  for (const file of [`${path}-journal`, join(dir, 'sub', '..', 'live.db-journal'), join(dir, 'alias', 'live.db-journal'), `${path}-mj0123ABCD`]) {
+    const result = await run([file], { DATABASE_PATH: path });
+    assert.equal(result.code, EXIT_FAILURE, file);
+    assertOneLineError(result.stderr, /live database/);
+    assert.equal(existsSync(`${path}-journal`), false);
+    assert.equal(existsSync(`${path}-mj0123ABCD`), false);
+  }
+  // A name that only begins like it is a name of its own.
+  assert.equal((await run([`${path}-backup`], { DATABASE_PATH: path })).code, EXIT_OK);
+});
+
+test('a database with a damaged page is not backed up: the copy fails its integrity check, exit 1, nothing left', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'damaged.db');
+  const db = openDatabase(path);
+  const pets = createPetsStore(db);
+  for (let i = 0; i < 20; i++) pets.insertMany(Array.from({ length: 100 }, (_, j) => ({ name: `pet ${i}-${j} ${'x'.repeat(40)}`, categoryId: 1n, status: 'available' as const })));
+  db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+  db.close();
+  // Scribble over a page in the middle of the pets table (pages are 4096 bytes).
+  const { openSync, writeSync, closeSync, statSync: stat, readdirSync: list } = await import('node:fs');
+  const pages = stat(path).size / 4096;
+  assert.ok(pages > 10, `${pages} pages`);
+  const fd = openSync(path, 'r+');
+  writeSync(fd, Buffer.alloc(4096, 0x5a), 0, 4096, Math.floor(pages / 2) * 4096);
+  closeSync(fd);
+  const result = await run([join(dir, 'copy.db')], { DATABASE_PATH: path });
+  assert.equal(result.code, EXIT_FAILURE);
+  assertOneLineError(result.stderr, /integrity check/);
+  assert.deepEqual(list(dir).filter((name) => !name.startsWith('damaged.db')), [], 'no copy and no temporary file');
+});

@@ -434,11 +434,27 @@ async function withTempDir(body: (dir: string) => Promise<void> | void): Promise
   }
 }
 
+test('runKeysCli refuses a database that does not exist, creating nothing, unless create is told --create-database', async () => {
+  // A mistyped DATABASE_PATH used to create an empty database, print "No API keys." and exit 0.
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'typo', 'prodution.db');
+    for (const args of [['list'], ['create', '--plan', 'free'], ['revoke', 'key_0123456789abcdef'], ['rotate', 'key_0123456789abcdef']]) {
+      const { io, output } = cliIo();
+      assert.equal(await runKeysCli(args, { APP_ENV: 'staging', DATABASE_PATH: path }, io), EXIT_FAILURE, args.join(' '));
+      assert.equal(output.stderr, `keys: no database at ${path} (DATABASE_PATH); set the server's APP_ENV and DATABASE_PATH (or DATABASE_URL), or pass --create-database to create keys for a new database\n`);
+      assert.equal(output.stdout, '');
+    }
+    assert.ok(!existsSync(join(dir, 'typo')), 'nothing was created');
+    const { io } = cliIo();
+    assert.equal(await runKeysCli(['list', '--create-database'], { APP_ENV: 'staging', DATABASE_PATH: path }, io), EXIT_USAGE, 'only create creates');
+  });
+});
+
 test('runKeysCli creates the database directory and works on the file', async () => {
   await withTempDir(async (dir) => {
     const path = join(dir, 'data', 'staging.db');
     const { output, io } = cliIo();
-    assert.equal(await runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, io), EXIT_OK);
+    assert.equal(await runKeysCli(['create', '--plan', 'free', '--create-database'], { APP_ENV: 'staging', DATABASE_PATH: path }, io), EXIT_OK);
     assert.ok(existsSync(path));
     const db = openDatabase(path);
     assert.ok(createKeysStore(db, { appEnv: 'staging' }).findByKey(output.stdout.trim(), Date.now()));
@@ -451,7 +467,7 @@ test('runKeysCli creates the database folder 0700 and the file 0600, as the serv
   try {
     await withTempDir(async (dir) => {
       const path = join(dir, 'data', 'staging.db');
-      assert.equal(await runKeysCli(['create', '--plan', 'free'], { APP_ENV: 'staging', DATABASE_PATH: path }, cliIo().io), EXIT_OK);
+      assert.equal(await runKeysCli(['create', '--plan', 'free', '--create-database'], { APP_ENV: 'staging', DATABASE_PATH: path }, cliIo().io), EXIT_OK);
       assert.equal((statSync(join(dir, 'data')).mode & 0o777).toString(8), '700');
       assert.equal((statSync(path).mode & 0o777).toString(8), '600');
     });
@@ -507,7 +523,7 @@ test('the real CLI creates, lists and revokes keys in a database file, with the 
     const keys = (...args: string[]) =>
       spawnSync(process.execPath, ['src/cli/keys.ts', ...args], { cwd: join(import.meta.dirname, '..', '..'), env, encoding: 'utf8' });
 
-    const created = keys('create', '--plan', 'pro', '--label', 'e2e');
+    const created = keys('create', '--plan', 'pro', '--label', 'e2e', '--create-database');
     assert.equal(created.status, 0, created.stderr);
     assert.match(created.stdout, KEY_LINE);
     const key = created.stdout.trim();

@@ -58,7 +58,11 @@ describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
     const env = { DATABASE_URL: url, APP_ENV: 'staging' };
     const keys = (...args: string[]) => run('src/cli/keys.ts', args, env);
 
-    const created = keys('create', '--plan', 'enterprise', '--per-minute', '5', '--per-day', '9', '--label', 'pg', '--json');
+    // A database no server has started on yet has no schema: refused unless told to create it.
+    const refused = keys('list');
+    assert.equal(refused.status, 1);
+    assert.match(refused.stderr, /^keys: the PostgreSQL database of DATABASE_URL has no schema yet[^\n]*--create-database[^\n]*\n$/);
+    const created = keys('create', '--plan', 'enterprise', '--per-minute', '5', '--per-day', '9', '--label', 'pg', '--json', '--create-database');
     assert.equal(created.status, 0, created.stderr);
     const issued = JSON.parse(created.stdout);
     assert.deepEqual([issued.plan, issued.perMinute, issued.perDay, issued.label], ['enterprise', 5, 9, 'pg']);

@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { startMain, tempDir } from '../support/main-process.ts';
@@ -57,4 +57,86 @@ test('worker threads (WORKERS=2) read their modules from the same cache', async 
   // Node's own debug log of the cache (pinned Node 24): only a worker thread loads worker.ts.
   const second = await startAndStop(dir, { ...env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' });
   assert.match(second.stderr, /retrieving transpile cache for StrippedTypeScript \S*\/src\/cluster\/worker\.ts\.\.\.success/);
+});
+
+test('npm start passes SIGTERM on to the server: it drains, exits 0, and the port is free', { timeout: 20_000, skip: process.env.npm_execpath === undefined ? 'run through npm (npm test) to test npm start' : false }, async (t) => {
+  // npm ran the script through sh, which died of the SIGTERM npm passed on, and the server was
+  // left running and listening without anyone to stop it.
+  const dir = checkout(t);
+  const { spawn } = await import('node:child_process');
+  const { symlinkSync } = await import('node:fs');
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  const npm = spawn(process.execPath, [process.env.npm_execpath!, 'start'], {
+    cwd: dir,
+    env: { PATH: `${join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`, APP_ENV: 'production', DATABASE_PATH: ':memory:', PORT: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => npm.kill('SIGKILL'));
+  let stdout = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    npm.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      const match = /"event":"listening","url":"([^"]+)"/.exec(stdout);
+      if (match) resolve(match[1]!);
+    });
+    npm.once('exit', (code) => reject(new Error(`npm exited ${code}`)));
+  });
+  assert.equal((await fetch(`${url}/healthz`, { headers: { connection: 'close' } })).status, 200);
+  npm.kill('SIGTERM');
+  assert.deepEqual(await once(npm, 'exit'), [0, null]);
+  assert.match(stdout, /"event":"stopped"/, 'the server drained and stopped');
+  await assert.rejects(fetch(`${url}/healthz`), 'nothing listens any more');
+});
+
+test('a fresh clone starts without a permissions warning: the data/ folder git made 0755 is made 0700 by the first start', async (t) => {
+  // The repository keeps data/ (the project's layout has it), so git creates it 0755; every start
+  // of a fresh clone used to warn about it.
+  const { spawn } = await import('node:child_process');
+  const dir = checkout(t);
+  mkdirSync(join(dir, 'data'), { mode: 0o755 });
+  chmodSync(join(dir, 'data'), 0o755);
+  writeFileSync(join(dir, 'data', '.gitkeep'), '');
+  const child = spawn(process.execPath, ['src/start.js'], { cwd: dir, env: { PATH: process.env.PATH ?? '', PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.after(() => child.kill('SIGKILL'));
+  let stdout = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      if (stdout.includes('"event":"listening"')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}`)));
+  });
+  child.kill('SIGTERM');
+  await once(child, 'exit');
+  assert.equal(statSync(join(dir, 'data')).mode & 0o777, 0o700);
+  assert.doesNotMatch(stdout, /database_permissions/);
+  assert.match(stdout, /"event":"database_folder_made_private"/);
+});
+
+test('a folder named in DATABASE_PATH is the operator\'s: it is warned about, never changed', async (t) => {
+  const folder = join(tempDir(t), 'shared');
+  mkdirSync(folder, { mode: 0o755 });
+  chmodSync(folder, 0o755);
+  const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: join(folder, 'pets.db') });
+  server.child.kill('SIGTERM');
+  await once(server.child, 'exit');
+  assert.equal(statSync(folder).mode & 0o777, 0o755);
+  assert.match(server.output().stdout, /"event":"database_permissions"/);
+});
+
+test('the set-up commands raise no alarm on an older system Node: npm is not told to warn, and the server itself refuses another Node in one line', async (t) => {
+  // package.json's engines field made `npm install` on the system Node 20 print EBADENGINE,
+  // although every npm script runs the pinned Node 24.
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { engines?: unknown; devDependencies: Record<string, string> };
+  assert.equal(pkg.engines, undefined);
+  assert.match(pkg.devDependencies.node!, /^24\./, 'the pinned Node that every script runs');
+  const { spawnSync } = await import('node:child_process');
+  const system = spawnSync('/usr/bin/node', ['--version'], { encoding: 'utf8' });
+  if (system.status !== 0 || system.stdout.startsWith('v24.')) {
+    t.skip('no older system Node at /usr/bin/node to start the server with');
+    return;
+  }
+  const started = spawnSync('/usr/bin/node', ['src/start.js'], { cwd: ROOT, encoding: 'utf8', env: { PATH: process.env.PATH ?? '', PORT: '0' } });
+  assert.equal(started.status, 1);
+  assert.match(started.stderr, /^the service needs Node 24 \(this is Node \d+\.[^\n]+node_modules\/\.bin\/node[^\n]*\n$/);
 });

@@ -247,6 +247,82 @@ test('one address holds at most maxConnectionsPerAddress connections; past it 50
   assert.ok(!server.logs.some((line) => line.includes('127.0.0.2')), 'the refused address is not logged');
 });
 
+test('a proxy listed in TRUST_PROXY is exempt from the per-address cap (its clients come through it); the total cap still holds, and a peer not listed is capped', async (t) => {
+  // Behind HAProxy every connection comes from the proxy: the 65th used to be refused, health
+  // checks included, and the proxy took the instance out.
+  if (!(await needsLoopbackRange(t))) return;
+  const server = await startTestServer(t, { config: { trustProxy: ['127.0.0.2'] }, server: { maxConnections: 12, maxConnectionsPerAddress: 4, lingerMs: 200 } });
+  const held = [];
+  for (let i = 0; i < 10; i++) {
+    const connection = await openRaw(server.url, { localAddress: '127.0.0.2' });
+    connection.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    held.push(connection);
+  }
+  const healthz = await rawRequest(server.url, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', { localAddress: '127.0.0.2' });
+  assert.equal(healthz.status, 200, 'the proxy\'s 11th connection, its health check, is served');
+  for (const connection of held) assert.equal(connection.socket.destroyed, false);
+  // Another address is still capped at 4 ...
+  const outsider = [];
+  for (let i = 0; i < 2; i++) {
+    const connection = await openRaw(server.url, { localAddress: '127.0.0.3' });
+    connection.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    outsider.push(connection);
+  }
+  // ... and the server's total of 12 holds for the proxy too.
+  const overTotal = await openRaw(server.url, { localAddress: '127.0.0.2' });
+  overTotal.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  assert.equal((await answeredWithin(overTotal.response, 2_000)).status, 503);
+  for (const connection of [...held, ...outsider]) connection.socket.destroy();
+});
+
+test('with TRUST_PROXY=true every peer stays capped: a proxy must be listed to be exempt', async (t) => {
+  if (!(await needsLoopbackRange(t))) return;
+  const server = await startTestServer(t, { config: { trustProxy: true }, server: { maxConnections: 12, maxConnectionsPerAddress: 2, lingerMs: 200 } });
+  const held = [];
+  for (let i = 0; i < 2; i++) {
+    const connection = await openRaw(server.url, { localAddress: '127.0.0.2' });
+    connection.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    held.push(connection);
+  }
+  const third = await openRaw(server.url, { localAddress: '127.0.0.2' });
+  third.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  assert.equal((await answeredWithin(third.response, 2_000)).status, 503);
+  for (const connection of held) connection.socket.destroy();
+});
+
+for (const [name, request] of [
+  ['401 without a key', 'POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{'],
+  ['404 on no route', 'POST /v1/nothing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer KEY\r\nContent-Length: 10000\r\n\r\n{'],
+  ['415 on a wrong media type', 'POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer KEY\r\nContent-Type: text/plain\r\nContent-Length: 10000\r\n\r\n{'],
+  ['405 on the API reference', 'POST /docs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n'],
+] as const) {
+  test(`a slow body nobody will read is not drained: after a ${name}, the connection is closed, not held until the body ends`, { timeout: 10_000 }, async (t) => {
+    // Node used to read and discard the rest to keep the connection alive: a byte every 2 s held
+    // it for the whole 30 s request timeout.
+    const server = await startTestServer(t);
+    const connection = await openRaw(server.url);
+    connection.write(request.replace('KEY', server.key));
+    const response = await connection.response;
+    assert.ok([401, 404, 405, 415].includes(response.status), String(response.status));
+    assert.equal(response.headers.connection, 'close');
+    // The client keeps its body coming; the server has closed the connection all the same.
+    connection.trickle('x'.repeat(50), 100);
+    await connection.closed;
+  });
+}
+
+test('a client still sending a body it was answered early for reads the answer: the close lingers instead of resetting', async (t) => {
+  const server = await startTestServer(t);
+  const connection = await openRaw(server.url);
+  connection.write('POST /v1/pets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 16384\r\n\r\n');
+  const response = await connection.response;
+  assert.equal(response.status, 401);
+  // The rest of the body arrives after the answer: still read (and dropped), never a reset.
+  connection.write('x'.repeat(16_384));
+  await connection.closed;
+  assert.match(connection.received(), /missing_api_key/);
+});
+
 for (const framing of ['declared', 'chunked'] as const) {
   test(`a ${framing} body of 64 MB is refused with 413 and the connection closed after reading at most a few hundred KiB`, async (t) => {
     const server = await startTestServer(t, { server: FAST });

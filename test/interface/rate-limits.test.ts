@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errorBody, fakeClock, startTestServer, type TestServer } from '../support/test-server.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { needsLoopbackRange, requestFrom } from '../support/loopback.ts';
 
 const LIMIT_HEADERS = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit-policy', 'ratelimit'];
 
@@ -172,6 +173,28 @@ test('with TRUST_PROXY the last X-Forwarded-For hop is the address; without it t
   const ignoring = await startTestServer(t);
   await exhaust(ignoring, null, 60, { headers: { 'x-forwarded-for': '198.51.100.1' } });
   assert.equal((await ignoring.request('/v1/pets', { key: null, headers: { 'x-forwarded-for': '198.51.100.2' } })).status, 429);
+});
+
+test('with TRUST_PROXY as a list, a peer that is not listed is limited by its own address whatever X-Forwarded-For it forges, and cannot frame another', async (t) => {
+  if (!(await needsLoopbackRange(t))) return;
+  // The listed proxy is 127.0.0.2; an outsider reaching the instance directly is 127.0.0.3.
+  const server = await startTestServer(t, { config: { trustProxy: ['127.0.0.2'], rateLimitBanThreshold: 5 } });
+  const statuses: number[] = [];
+  for (let i = 0; i < 70; i++) {
+    // A fresh forged address each time used to be a fresh bucket: 300 requests, 300 x 401.
+    const answer = await requestFrom(server.url, '127.0.0.3', { headers: { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` } });
+    statuses.push(answer.status);
+  }
+  assert.deepEqual(statuses.slice(0, 60), Array(60).fill(401), 'the outsider\'s own 60');
+  assert.ok(statuses.slice(60).every((status) => status === 429), 'then its own address is limited, then banned');
+  // The address it named (as a proxy would send the victim's request) was never touched.
+  const victim = await requestFrom(server.url, '127.0.0.2', { headers: { 'x-forwarded-for': '203.0.113.7' } });
+  assert.equal(victim.status, 401);
+  assert.equal(victim.headers['x-ratelimit-remaining'], '59');
+  // Through the listed proxy, the forwarded address is the caller.
+  for (let i = 0; i < 2; i++) await requestFrom(server.url, '127.0.0.2', { headers: { 'x-forwarded-for': '203.0.113.7' } });
+  const third = await requestFrom(server.url, '127.0.0.2', { headers: { 'x-forwarded-for': '198.51.100.1, 203.0.113.7' } });
+  assert.equal(third.headers['x-ratelimit-remaining'], '56');
 });
 
 test('repeated 429s ban the caller: temporarily_banned with Retry-After until the ban ends', async (t) => {

@@ -177,15 +177,20 @@ test('a database that cannot be written is 503 unavailable, and the server keeps
   db.close();
 });
 
-test('once draining, requests get 503 unavailable with Connection: close; /v1 ones still carry the limit headers', async (t) => {
+test('once draining, requests are still served but with Connection: close; /healthz is 503 so that a load balancer stops sending traffic', async (t) => {
+  // A 503 for every request on an open connection made clients retry what could have been
+  // served; and a load balancer must learn to stop sending traffic here.
   const server = await startTestServer(t);
   server.service.app.drain();
   const api = await server.request('/v1/pets');
-  assert.equal(api.status, 503);
-  assert.equal((await errorBody(api)).code, 'unavailable');
+  assert.equal(api.status, 200);
   assert.equal(api.headers.get('connection'), 'close');
   assert.equal(api.headers.get('x-ratelimit-remaining'), '999999');
+  const created = await server.post('/v1/pets', { name: 'Rex', categoryId: 1 });
+  assert.equal(created.status, 201);
+  assert.equal(created.headers.get('connection'), 'close');
   const health = await server.request('/healthz', { key: null });
   assert.equal(health.status, 503);
+  assert.equal((await errorBody(health)).code, 'unavailable');
   assert.equal(health.headers.get('connection'), 'close');
 });

@@ -398,3 +398,18 @@ test('the memory of 429s follows the 429s a caller got, not the ban threshold', 
   assert.ok(grown < 40 * 1024 * 1024, `heap grew ${(grown / 1048576).toFixed(1)} MiB`);
   assert.equal(limiter.size(), 2000);
 });
+
+test('the idle sweep never forgets a key whose minute bucket is only partly refilled, even when its day bucket is full again', () => {
+  // An enterprise key of 2 a minute and 1,000,000 a day: its day bucket refills one token every
+  // 86 ms, so 30 s after two requests it is full while the minute bucket holds one token. A sweep
+  // that looked at the day bucket alone forgot the key, which came back with 2 more requests.
+  const { limiter, advance } = setup();
+  const key = { perMinute: 2, perDay: 1_000_000 };
+  assert.equal(limiter.take('key:ent', key).allowed, true);
+  assert.equal(limiter.take('key:ent', key).allowed, true);
+  advance(30_000);
+  // Other callers' requests drive the sweep over every held caller, the key included, many times.
+  for (let i = 0; i < 50; i++) limiter.take(`key:other-${i % 3}`, PLANS.pro);
+  assert.equal(limiter.take('key:ent', key).allowed, true, 'the one token refilled in 30 s');
+  assert.equal(limiter.take('key:ent', key).allowed, false, 'and no more');
+});

@@ -20,9 +20,12 @@ export interface Instance {
   stop(): Promise<number | null>;
 }
 
-/** Starts `src/main.ts` with `env` (plus PATH and PORT=0) and resolves once it listens. */
-export async function startInstance(env: Record<string, string>): Promise<Instance> {
-  const child = spawn(process.execPath, ['src/main.ts'], {
+/**
+ * Starts `src/main.ts` with `env` (plus PATH and PORT=0) and resolves once it listens. `args`
+ * replace the command's arguments (the production command: `--max-semi-space-size=8 src/start.js`).
+ */
+export async function startInstance(env: Record<string, string>, args: readonly string[] = ['src/main.ts']): Promise<Instance> {
+  const child = spawn(process.execPath, [...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -170,7 +170,9 @@ function tryItForm(document: Json, entry: OperationEntry, basePath: string): Htm
   const typeId = `${id}-type`;
   let bodyField: Part = null;
   if (media.length > 0) {
-    const example = JSON.stringify(exampleOf(document, objectAt(media[0]![1], 'schema')), null, 2);
+    // A change starts from `{}`, which changes nothing: a whole example pet, sent unchanged,
+    // renamed the pet it was sent to. A create starts from the example, which only adds a pet.
+    const example = entry.method === 'POST' ? JSON.stringify(exampleOf(document, objectAt(media[0]![1], 'schema')), null, 2) : '{}';
     bodyField = [
       media.length > 1
         ? html`<div class="field"><label for="${typeId}">Content type</label><select id="${typeId}" data-in="content-type">${media.map(([type]) => html`<option>${type}</option>`)}</select></div>`

@@ -17,11 +17,13 @@ export const USAGE = `Usage: npm run --silent keys -- <command>
 
 Commands:
   create --plan PLAN [--scopes LIST] [--account ACCOUNT] [--label TEXT]
-         [--per-minute N --per-day N] [--expires ISO-TIME] [--json]
+         [--per-minute N --per-day N] [--expires ISO-TIME] [--json] [--create-database]
       Create a key and print it once. PLAN is ${PLAN_NAMES.join(', ')};
       --per-minute and --per-day are required for enterprise and only for enterprise.
       LIST is comma-separated, of ${SCOPES.join(', ')}; without it the key gets all of them.
       Without --account the key gets a new account of its own; with it, it joins that one.
+      --create-database: the database may be new (a new file, or PostgreSQL without the schema);
+      without it a database that does not exist yet is refused, as every other command does.
   list [--json]
       List every key (never the key itself).
   revoke ID
@@ -47,6 +49,8 @@ export type KeysCommand =
       perDay: number | undefined;
       expiresAt: number | null;
       json: boolean;
+      /** `--create-database`: a database that does not exist yet may be created. */
+      createDatabase: boolean;
     }
   | { name: 'list'; json: boolean }
   | { name: 'revoke'; id: string }
@@ -70,7 +74,8 @@ interface CommandSpec {
 const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   create: {
     options: {
-      plan: 'string', scopes: 'string', account: 'string', label: 'string', 'per-minute': 'string', 'per-day': 'string', expires: 'string', json: 'boolean',
+      plan: 'string', scopes: 'string', account: 'string', label: 'string', 'per-minute': 'string', 'per-day': 'string', expires: 'string',
+      json: 'boolean', 'create-database': 'boolean',
     },
     positionals: [],
   },
@@ -130,7 +135,10 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
       if (account !== undefined && (account === '' || [...account].length > MAX_LABEL_LENGTH || CONTROL.test(account))) {
         throw new UsageError(`--account must be an account id such as acct_0123456789abcdef, got ${quote(account)}`);
       }
-      return { name, plan: planName, account, scopes: parseScopes(values.get('scopes')), label, perMinute, perDay, expiresAt, json };
+      return {
+        name, plan: planName, account, scopes: parseScopes(values.get('scopes')), label, perMinute, perDay, expiresAt, json,
+        createDatabase: values.has('create-database'),
+      };
     }
     case 'list':
       return { name, json };

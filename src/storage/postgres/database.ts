@@ -5,34 +5,57 @@
 import { DatabaseUnavailableError } from '../errors.ts';
 import { loadDriver, type PostgresSql } from './driver.ts';
 import { MIGRATIONS } from './migrations.ts';
+import { CALL_TIMEOUT_MS } from './availability.ts';
 
 export interface PostgresOptions {
   /** Most connections this instance opens (`DATABASE_POOL_SIZE`). */
   poolSize: number;
-  /** Seconds to wait for a connection before a request fails with 503; default 5. */
+  /** Seconds to wait for a connection to open; default CONNECT_TIMEOUT_SECONDS. */
   connectTimeoutSeconds?: number;
 }
 
 /**
- * A pool over `url`. Nothing connects until the first query. Server notices are not printed
- * (the driver's default is console.log, which would break the one-JSON-line-per-entry log).
+ * A connection that has not opened in this long has failed. The server's requests never wait for
+ * it (availability.ts bounds every call); this frees the connection's slot for the next attempt.
  */
-export async function connectPostgres(url: string, options: PostgresOptions): Promise<PostgresSql> {
+export const CONNECT_TIMEOUT_SECONDS = 2;
+/**
+ * Seconds between a failed connection attempt and the next one of the same connection. The
+ * driver's default grows as 3^n / 100 up to 20 s, shared by the pool: after a few seconds of an
+ * outage a query waited up to 20 s for its connection's next attempt, and after PostgreSQL came
+ * back connections still waited out their back-off. Outages are handled by availability.ts, which
+ * sends nothing but one probe at a time while PostgreSQL is down; a short fixed pause is enough
+ * to keep a connection that is closed at once from spinning.
+ */
+const RECONNECT_PAUSE_SECONDS = 0.1;
+
+/**
+ * Opens pools over `url`: the driver is loaded once, then each call is a new pool. Nothing
+ * connects until the first query. Server notices are not printed (the driver's default is
+ * console.log, which would break the one-JSON-line-per-entry log).
+ */
+export async function postgresPools(url: string, options: PostgresOptions): Promise<() => PostgresSql> {
   const postgres = await loadDriver();
-  return postgres(url, {
+  return () => postgres(url, {
     max: options.poolSize,
-    connect_timeout: options.connectTimeoutSeconds ?? 5,
+    connect_timeout: options.connectTimeoutSeconds ?? CONNECT_TIMEOUT_SECONDS,
+    backoff: () => RECONNECT_PAUSE_SECONDS,
     onnotice: () => {},
     // Statements are ours and fixed: prepared once per connection, then only bound.
     prepare: true,
-    // A statement stuck behind a lock or a struggling server fails (503) well before the
-    // contract's 30 s request timeout instead of holding the request and its connection.
+    // A statement that the service stopped waiting for (availability.ts: 503 after 1 s) is stopped
+    // by PostgreSQL too, soon after, instead of holding locks for nobody.
     connection: { application_name: 'pets', statement_timeout: STATEMENT_TIMEOUT_MS },
   }) as unknown as PostgresSql;
 }
 
-/** Longest a statement of a request may run. */
-const STATEMENT_TIMEOUT_MS = 10_000;
+/** A pool over `url` (see postgresPools). */
+export async function connectPostgres(url: string, options: PostgresOptions): Promise<PostgresSql> {
+  return (await postgresPools(url, options))();
+}
+
+/** Longest a statement may run on the server: twice the longest the service waits for one. */
+const STATEMENT_TIMEOUT_MS = 2 * CALL_TIMEOUT_MS;
 
 /** Any constant; instances starting together queue on it so that one of them migrates. */
 const MIGRATION_LOCK = 0x7065_7473_6d69_67n; // "petsmig"

@@ -8,10 +8,12 @@
  * creates: while a batch is out, new takes gather into the next one.
  *
  * Nothing is held in memory: a key's state is never evicted or reset, and an instance restart
- * changes nothing. Rows idle for a day (both buckets full again) are purged in chunks.
+ * changes nothing. Rows idle for a day (both buckets full again) are purged in chunks, and the
+ * rows of client addresses are bounded (maxAnonymousCallers), as in memory on SQLite.
  */
 import type { Clock } from '../../clock.ts';
 import { assertLimits, decide, type Decision } from '../../limits/buckets.ts';
+import { MAX_ANONYMOUS_CALLERS } from '../../limits/limiter.ts';
 import type { Limits } from '../../limits/plans.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import { guard } from './database.ts';
@@ -24,6 +26,13 @@ export interface PostgresLimiterOptions {
   banSeconds: number;
   /** Batches of takes awaited at once; default 2 (one being answered while the next gathers). */
   maxInFlight?: number;
+  /**
+   * Most client addresses with a row; default MAX_ANONYMOUS_CALLERS, as in memory on SQLite. At
+   * the cap the least recently seen address that is neither banned nor being refused is forgotten
+   * for the new one; when none can be, the new address is refused (429 rate_limited), never let
+   * through unlimited. Keys are not counted.
+   */
+  maxAnonymousCallers?: number;
 }
 
 export interface PostgresLimiter {
@@ -51,7 +60,7 @@ interface TakeRow {
 const DAY_MS = 86_400_000;
 
 /** The shared limiter over a migrated database. */
-export function createLimiterStore({ sql, clock, banThreshold, banSeconds, maxInFlight = 2 }: PostgresLimiterOptions): PostgresLimiter {
+export function createLimiterStore({ sql, clock, banThreshold, banSeconds, maxInFlight = 2, maxAnonymousCallers = MAX_ANONYMOUS_CALLERS }: PostgresLimiterOptions): PostgresLimiter {
   const banMs = Math.round(banSeconds * 1000);
 
   async function commit(takes: readonly Take[]): Promise<Decision[]> {
@@ -61,7 +70,7 @@ export function createLimiterStore({ sql, clock, banThreshold, banSeconds, maxIn
         FROM take_tokens(${sql.array(takes.map((take) => take.caller))}::text[],
                          ${sql.array(takes.map((take) => take.perMinute))}::bigint[],
                          ${sql.array(takes.map((take) => take.perDay))}::bigint[],
-                         ${now}::bigint, ${banThreshold}::integer, ${banMs}::bigint)`);
+                         ${now}::bigint, ${banThreshold}::integer, ${banMs}::bigint, ${maxAnonymousCallers}::bigint)`);
     const decisions = new Array<Decision>(takes.length);
     for (const row of rows) {
       const take = takes[row.ord - 1]!;
@@ -84,11 +93,16 @@ export function createLimiterStore({ sql, clock, banThreshold, banSeconds, maxIn
       const now = clock();
       // The WHERE is checked again on each row once it is locked, so a caller that a take just
       // touched is kept.
-      const rows = await guard(() => sql`
+      // The address count's lock first, as take_tokens takes it, so that the two never wait for
+      // each other in a cycle (deleting an address updates the count).
+      const rows = await guard(() => sql.begin(async (tx) => {
+        await tx`SELECT addresses FROM rate_limit_address_count FOR UPDATE`;
+        return tx`
         DELETE FROM rate_limit_callers
          WHERE caller IN (SELECT caller FROM rate_limit_callers WHERE updated_at <= ${now - DAY_MS}::bigint ORDER BY updated_at LIMIT ${limit})
            AND updated_at <= ${now - DAY_MS}::bigint
-           AND banned_until + ${DAY_MS}::bigint <= ${now}::bigint`);
+           AND banned_until + ${DAY_MS}::bigint <= ${now}::bigint`;
+      }));
       return rows.count;
     },
   };

@@ -162,7 +162,165 @@ export const MIGRATIONS: readonly string[] = [
   END;
   $fn$;
   `,
-  // 2: accounts and scopes of keys. Every key belongs to an account (orders belong to accounts)
+  // 2: the addresses the limiter tracks are bounded, as the SQLite engine bounds them in memory:
+  // each forged or fresh address used to add a row, with no cap. A count kept by triggers, and
+  // take_tokens with the cap (a new function beside the old one, so that instances still running
+  // the previous version keep working while instances are rolled).
+  `
+  CREATE TABLE rate_limit_address_count (
+    only_row  boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    addresses bigint  NOT NULL CHECK (addresses >= 0)
+  );
+  INSERT INTO rate_limit_address_count (addresses) SELECT count(*) FROM rate_limit_callers WHERE caller LIKE 'ip:%';
+
+  CREATE FUNCTION count_addresses() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    UPDATE rate_limit_address_count SET addresses = addresses + CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE -1 END;
+    RETURN NULL;
+  END;
+  $fn$;
+  CREATE TRIGGER rate_limit_address_added AFTER INSERT ON rate_limit_callers
+    FOR EACH ROW WHEN (NEW.caller LIKE 'ip:%') EXECUTE FUNCTION count_addresses();
+  CREATE TRIGGER rate_limit_address_removed AFTER DELETE ON rate_limit_callers
+    FOR EACH ROW WHEN (OLD.caller LIKE 'ip:%') EXECUTE FUNCTION count_addresses();
+
+  -- Room for one more address: true at once under the cap; at the cap, the least recently seen
+  -- of the 32 oldest addresses that is neither banned nor being refused (a bucket under one token)
+  -- is forgotten, as src/limits/limiter.ts does in memory; false when all 32 are protected. The
+  -- caller holds the count's lock.
+  CREATE FUNCTION make_room_for_address(p_now bigint, p_max bigint) RETURNS boolean LANGUAGE plpgsql AS $fn$
+  DECLARE
+    held bigint;
+    victim text;
+  BEGIN
+    SELECT addresses INTO held FROM rate_limit_address_count FOR UPDATE;
+    IF held < p_max THEN RETURN true; END IF;
+    SELECT caller INTO victim FROM rate_limit_callers
+     WHERE caller IN (SELECT caller FROM rate_limit_callers WHERE caller LIKE 'ip:%' ORDER BY updated_at LIMIT 32)
+       AND p_now >= banned_until
+       AND least(per_minute * 60000, minute_units + greatest(0, p_now - updated_at) * per_minute) >= 60000
+       AND least(per_day * 86400000, day_units + greatest(0, p_now - updated_at) * per_day) >= 86400000
+     ORDER BY updated_at
+     LIMIT 1
+     FOR UPDATE SKIP LOCKED;
+    IF victim IS NULL THEN RETURN false; END IF;
+    DELETE FROM rate_limit_callers WHERE caller = victim;
+    RETURN true;
+  END;
+  $fn$;
+
+  CREATE FUNCTION take_tokens(
+    p_callers text[], p_per_minute bigint[], p_per_day bigint[],
+    p_now bigint, p_ban_threshold integer, p_ban_ms bigint, p_max_addresses bigint
+  ) RETURNS TABLE (ord integer, minute_units bigint, day_units bigint, updated_at bigint, code text, retry_after integer)
+  LANGUAGE plpgsql AS $fn$
+  DECLARE
+    minute_ms constant bigint := 60000;
+    day_ms    constant bigint := 86400000;
+    e record;
+    r rate_limit_callers%ROWTYPE;
+    current_caller text := NULL;
+    elapsed bigint;
+    wait_ms double precision;
+    n integer;
+    untracked boolean := false;
+  BEGIN
+    -- A batch that brings a new address takes the count's lock before any caller's row, as the
+    -- purge does, so that two batches never wait for each other in a cycle.
+    IF EXISTS (SELECT 1 FROM unnest(p_callers) AS c(caller)
+                WHERE c.caller LIKE 'ip:%' AND NOT EXISTS (SELECT 1 FROM rate_limit_callers WHERE caller = c.caller)) THEN
+      PERFORM 1 FROM rate_limit_address_count FOR UPDATE;
+    END IF;
+    FOR e IN
+      SELECT i, p_callers[i] AS caller, p_per_minute[i] AS pm, p_per_day[i] AS pd
+        FROM generate_subscripts(p_callers, 1) AS i
+       ORDER BY p_callers[i], i
+    LOOP
+      IF current_caller IS DISTINCT FROM e.caller THEN
+        IF current_caller IS NOT NULL AND NOT untracked THEN PERFORM store_caller(r); END IF;
+        current_caller := e.caller;
+        untracked := false;
+        LOOP
+          SELECT * INTO r FROM rate_limit_callers WHERE caller = e.caller FOR UPDATE;
+          EXIT WHEN FOUND;
+          -- An address the limiter cannot track is refused, never let through unlimited.
+          IF e.caller LIKE 'ip:%' AND NOT make_room_for_address(p_now, p_max_addresses) THEN
+            untracked := true;
+            EXIT;
+          END IF;
+          -- A new caller starts with full buckets. Another instance may insert it first, or
+          -- the idle purge delete it in between: then look again.
+          INSERT INTO rate_limit_callers (caller, per_minute, per_day, minute_units, day_units, updated_at)
+          VALUES (e.caller, e.pm, e.pd, e.pm * minute_ms, e.pd * day_ms, p_now)
+          ON CONFLICT (caller) DO NOTHING;
+        END LOOP;
+      END IF;
+
+      IF untracked THEN
+        ord := e.i;
+        minute_units := 0;
+        day_units := e.pd * day_ms;
+        updated_at := p_now;
+        code := 'rate_limited';
+        retry_after := greatest(1, ceil(minute_ms::numeric / e.pm / 1000))::integer;
+        RETURN NEXT;
+        CONTINUE;
+      END IF;
+
+      -- Refill to now under this request's limits (clamped to a lowered capacity).
+      elapsed := p_now - r.updated_at;
+      IF elapsed > 0 THEN
+        r.minute_units := CASE WHEN elapsed >= minute_ms THEN e.pm * minute_ms ELSE least(e.pm * minute_ms, r.minute_units + elapsed * e.pm) END;
+        r.day_units := CASE WHEN elapsed >= day_ms THEN e.pd * day_ms ELSE least(e.pd * day_ms, r.day_units + elapsed * e.pd) END;
+        r.updated_at := p_now;
+      ELSE
+        r.minute_units := least(r.minute_units, e.pm * minute_ms);
+        r.day_units := least(r.day_units, e.pd * day_ms);
+      END IF;
+      r.per_minute := e.pm;
+      r.per_day := e.pd;
+
+      ord := e.i;
+      IF p_now < r.banned_until THEN
+        code := 'temporarily_banned';
+        retry_after := greatest(1, ceil((r.banned_until - p_now) / 1000.0))::integer;
+      ELSIF r.minute_units < minute_ms OR r.day_units < day_ms THEN
+        r.recent_rejections := r.recent_rejections || p_now;
+        n := cardinality(r.recent_rejections);
+        IF n > p_ban_threshold THEN
+          r.recent_rejections := r.recent_rejections[n - p_ban_threshold + 1 : n];
+          n := p_ban_threshold;
+        END IF;
+        IF n = p_ban_threshold AND p_now - r.recent_rejections[1] < minute_ms THEN
+          IF p_now >= r.banned_until + day_ms THEN r.ban_count := 0; END IF;
+          r.banned_until := p_now + least(p_ban_ms * power(2::numeric, least(r.ban_count, 32)), day_ms)::bigint;
+          r.ban_count := r.ban_count + 1;
+          r.recent_rejections := '{}';
+          code := 'temporarily_banned';
+          retry_after := greatest(1, ceil((r.banned_until - p_now) / 1000.0))::integer;
+        ELSE
+          wait_ms := greatest(
+            CASE WHEN r.minute_units >= minute_ms THEN 0 ELSE (minute_ms - r.minute_units)::double precision / e.pm END,
+            CASE WHEN r.day_units >= day_ms THEN 0 ELSE (day_ms - r.day_units)::double precision / e.pd END);
+          code := 'rate_limited';
+          retry_after := greatest(1, ceil((r.updated_at + wait_ms - p_now) / 1000.0))::integer;
+        END IF;
+      ELSE
+        r.minute_units := r.minute_units - minute_ms;
+        r.day_units := r.day_units - day_ms;
+        code := NULL;
+        retry_after := 0;
+      END IF;
+      minute_units := r.minute_units;
+      day_units := r.day_units;
+      updated_at := r.updated_at;
+      RETURN NEXT;
+    END LOOP;
+    IF current_caller IS NOT NULL AND NOT untracked THEN PERFORM store_caller(r); END IF;
+  END;
+  $fn$;
+  `,
+  // 3: accounts and scopes of keys. Every key belongs to an account (orders belong to accounts)
   // and has scopes. A key made before keeps working as it did: an account of its own, named after
   // its id, and every scope.
   `

@@ -10,6 +10,7 @@ import { databaseUnavailableOf } from '../errors.ts';
 import type { Stores } from '../stores.ts';
 import type { PostgresSql } from './driver.ts';
 import { createHealthCheck } from './health.ts';
+import type { Availability } from './availability.ts';
 import { createKeysStore } from './keys-store.ts';
 import { createLimiterStore, type PostgresLimiter } from './limiter-store.ts';
 import { createPetsStore } from './pets-store.ts';
@@ -20,6 +21,8 @@ export interface PostgresStoresOptions {
   /** `RATE_LIMIT_BAN_THRESHOLD` and `RATE_LIMIT_BAN_SECONDS`. */
   banThreshold: number;
   banSeconds: number;
+  /** The pool's state (availability.ts), so that /healthz says "no" at once while it is down. */
+  availability?: Pick<Availability, 'isUp' | 'generation'>;
 }
 
 export interface PostgresStores extends Stores {
@@ -36,7 +39,7 @@ export function openStores(sql: PostgresSql, options: PostgresStoresOptions): Po
     limiter,
     // Every failure of the driver that means "not now" is already a DatabaseUnavailableError.
     databaseErrorOf: databaseUnavailableOf,
-    health: createHealthCheck(sql, options.clock),
+    health: createHealthCheck(sql, options.clock, options.availability),
     upkeep: {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
       purgeIdleCallers: (limit) => limiter.purgeIdle(limit),

@@ -5,7 +5,8 @@
 import { DatabaseSync } from 'node:sqlite';
 import { closeDataVersion } from './data-version.ts';
 import { MIGRATIONS } from './migrations.ts';
-import { createPrivateFile, widerPermissions } from './private-files.ts';
+import { dirname } from 'node:path';
+import { createPrivateFile, makeOwnFolderPrivate, widerPermissions } from './private-files.ts';
 
 export interface OpenOptions {
   /** Milliseconds to wait for another connection's write lock before failing with SQLITE_BUSY. */
@@ -34,9 +35,14 @@ export function openDatabase(path: string, options: OpenOptions = {}): DatabaseS
  * node:sqlite is synchronous: waiting on another connection's write lock blocks every request,
  * so the server waits briefly (250 ms) and answers 503 rather than freezing (the keys command's
  * writes take ms). A new folder and file are created private (0700, 0600); existing ones are
- * left as they are, with one warning through `log` if other accounts can read them.
+ * left as they are, with one warning through `log` if other accounts can read them, except the
+ * default data/ folder (`ownFolder`), which is made private.
  */
-export function openServerDatabase(path: string, log: (fields: Record<string, unknown>) => void): DatabaseSync {
+export function openServerDatabase(path: string, log: (fields: Record<string, unknown>) => void, { ownFolder = false }: { ownFolder?: boolean } = {}): DatabaseSync {
+  // The default data/ folder is the service's own: made private rather than warned about.
+  if (ownFolder && path !== ':memory:' && makeOwnFolderPrivate(dirname(path))) {
+    log({ level: 'info', event: 'database_folder_made_private', folder: dirname(path) });
+  }
   const db = openDatabase(path, { busyTimeoutMs: 250 });
   const exposed = widerPermissions(path);
   if (exposed.length > 0) {

@@ -3,7 +3,7 @@
  * which no other local account may read: they are created private, and a start on wider modes
  * says so once.
  */
-import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** Modes of the database's folder and files. */
@@ -40,4 +40,19 @@ export function widerPermissions(path: string): string[] {
     if (mode !== undefined && (mode & 0o077) !== 0) found.push(`${entry} ${(mode & 0o777).toString(8).padStart(4, '0')}`);
   }
   return found;
+}
+
+/**
+ * Makes `folder` private (0700) when this account owns it and others may read or enter it; tells
+ * whether it did. For the default `data/` folder only, which the service owns: a clone of the
+ * repository has it (the project's layout keeps it), made 0755 by git, and the first start
+ * tightens it instead of warning at every start. A folder named in `DATABASE_PATH` is the
+ * operator's, and is only warned about.
+ */
+export function makeOwnFolderPrivate(folder: string): boolean {
+  const stat = statSync(folder, { throwIfNoEntry: false });
+  if (stat === undefined || !stat.isDirectory() || (stat.mode & 0o077) === 0) return false;
+  if (typeof process.getuid === 'function' && stat.uid !== process.getuid()) return false;
+  chmodSync(folder, PRIVATE_FOLDER_MODE);
+  return true;
 }

@@ -110,6 +110,7 @@ test('an operation added to the document appears in its place, with its body and
   const patch = article(page, 'updatePet');
   assert.match(patch, /<span class="method method-patch">PATCH<\/span> <code class="path">\/v1\/pets\/\{petId\}<\/code>/);
   assert.match(patch, /<select id="try-updatePet-type" data-in="content-type"><option>application\/merge-patch\+json<\/option><option>application\/json<\/option><\/select>/);
+  assert.match(patch, /<textarea id="try-updatePet-body" data-in="body" rows="2" spellcheck="false" autocomplete="off">\{\}<\/textarea>/, 'a change starts from {}, which changes nothing');
   assert.match(text(article(page, 'deletePet')), /204 Removed\.\s*No body\./);
   assert.ok(page.includes('href="#op-deletePet"'));
 });

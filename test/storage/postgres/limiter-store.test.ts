@@ -94,4 +94,56 @@ describeWithPostgres('the PostgreSQL limiter', (cluster) => {
     const rows = await sql<{ caller: string }[]>`SELECT caller FROM rate_limit_callers`;
     assert.deepEqual(rows.map((row) => row.caller), ['ip:new']);
   });
+
+  test('the rows of client addresses are bounded: at the cap an idle address is forgotten, and when none can be, a new one is refused 429 and not stored', async (t) => {
+    // Each forged address used to add a row, with no cap: 402 rows from one script.
+    const { sql } = await openTestDatabase(t, cluster());
+    const clock = fakeClock();
+    const limiter = createLimiterStore({ sql, clock, banThreshold: 30, banSeconds: 900, maxAnonymousCallers: 3 });
+    const addresses = async () => (await sql<{ caller: string }[]>`SELECT caller FROM rate_limit_callers WHERE caller LIKE 'ip:%' ORDER BY caller`).map((row) => row.caller);
+    const counted = async () => Number((await sql<{ n: string }[]>`SELECT addresses::text AS n FROM rate_limit_address_count`)[0]!.n);
+    const tight = { perMinute: 1, perDay: 1_000 };
+    for (const caller of ['ip:a', 'ip:b', 'ip:c']) {
+      assert.equal((await limiter.take(caller, tight)).allowed, true);
+      clock.advance(10_000);
+    }
+    // Every tracked address has an empty minute bucket now: none may be forgotten.
+    const refused = await limiter.take('ip:d', tight);
+    assert.equal(refused.allowed, false);
+    assert.equal(refused.code, 'rate_limited');
+    assert.equal(refused.headers['Retry-After'], '60');
+    assert.equal(refused.headers['X-RateLimit-Remaining'], '0');
+    assert.deepEqual(await addresses(), ['ip:a', 'ip:b', 'ip:c'], 'the refused address is not stored');
+    // Keys are not counted and never make room: a key is always tracked.
+    assert.equal((await limiter.take('key:k', tight)).allowed, true);
+    // Once a's bucket has refilled (a minute after its request) it may be forgotten for a newcomer.
+    clock.advance(30_000);
+    assert.equal((await limiter.take('ip:d', tight)).allowed, true);
+    assert.deepEqual(await addresses(), ['ip:b', 'ip:c', 'ip:d']);
+    assert.equal(await counted(), 3);
+    // A banned address is never forgotten to make room.
+    const ban = createLimiterStore({ sql, clock, banThreshold: 1, banSeconds: 900, maxAnonymousCallers: 3 });
+    clock.advance(60_000);
+    for (const caller of ['ip:b', 'ip:c', 'ip:d']) {
+      await ban.take(caller, tight);
+      assert.equal((await ban.take(caller, tight)).code, 'temporarily_banned');
+    }
+    clock.advance(120_000);
+    assert.equal((await ban.take('ip:e', tight)).code, 'rate_limited');
+    assert.deepEqual(await addresses(), ['ip:b', 'ip:c', 'ip:d']);
+    // The purge keeps the count exact.
+    clock.advance(2 * 86_400_000);
+    assert.equal(await limiter.purgeIdle(100), 4);
+    assert.equal(await counted(), 0);
+  });
+
+  test('a batch of many new addresses at once stays within the cap', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    const clock = fakeClock();
+    const limiter = createLimiterStore({ sql, clock, banThreshold: 30, banSeconds: 900, maxAnonymousCallers: 50 });
+    const decisions = await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.take(`ip:10.0.${i >> 8}.${i & 255}`, { perMinute: 60, perDay: 1_000 })));
+    assert.equal(decisions.filter((decision) => decision.allowed).length, 200, 'fresh addresses are idle-evictable: all served');
+    const rows = await sql<{ n: string }[]>`SELECT count(*)::text AS n FROM rate_limit_callers WHERE caller LIKE 'ip:%'`;
+    assert.ok(Number(rows[0]!.n) <= 50, `${rows[0]!.n} rows`);
+  });
 });
