@@ -146,7 +146,7 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     for (let i = 0; i < 35; i++) statuses.push((await onWorker(1 + (i % 2)).send('/v1/pets', { headers: auth(key) })).status);
     assert.deepEqual(statuses, [...Array(5).fill(200), ...Array(30).fill(429)]);
     for (const worker of [1, 2]) {
-      const answer = await onWorker(worker).send('/v1/store/orders', { headers: auth(key) });
+      const answer = await onWorker(worker).send('/v1/store/inventory', { headers: auth(key) });
       assert.equal(answer.status, 429, `worker ${worker}`);
       assert.equal(JSON.parse(answer.body).code, 'temporarily_banned', `worker ${worker}`);
       assert.ok(Number(answer.headers['retry-after']) > 800, 'the ban of RATE_LIMIT_BAN_SECONDS (900)');

@@ -91,7 +91,7 @@ test('the metrics count the traffic sent: by route template and status, the hist
   assert.equal((await server.request('/healthz')).status, 200);
   assert.equal((await server.request('/v1/openapi.json')).status, 200);
   // The free key has 60 requests a minute; the clock does not move, so the 61st is refused.
-  for (let i = 0; i < 60; i++) assert.equal((await server.request('/v1/store/orders', { key: server.freeKey })).status, 501);
+  for (let i = 0; i < 60; i++) assert.equal((await server.request('/v1/store/orders', { key: server.freeKey })).status, 200);
   const refused = await server.request('/v1/store/orders', { key: server.freeKey });
   assert.equal(refused.status, 429);
 
@@ -111,7 +111,7 @@ test('the metrics count the traffic sent: by route template and status, the hist
   assert.equal(requests('GET', '/v1/pets/{petId}', 401), 1);
   assert.equal(requests('GET', '/healthz', 200), 1);
   assert.equal(requests('GET', '/v1/openapi.json', 200), 1);
-  assert.equal(requests('GET', '/v1/store/orders', 501), 60);
+  assert.equal(requests('GET', '/v1/store/orders', 200), 60);
   assert.equal(requests('GET', '/v1/store/orders', 429), 1);
   const total = samplesOf(exposition, 'http_requests_total').reduce((sum, sample) => sum + sample.value, 0);
   assert.equal(total, 79, 'every request once, nothing else');

@@ -73,7 +73,7 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     const existing = await tx.unsafe<(IdempotencyRow & { api_key_id: string; idempotency_key: string })[]>(
       `SELECT k.* FROM idempotency_keys k
          JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS t(api_key_id, idempotency_key, since)
-           ON k.api_key_id = t.api_key_id AND k.idempotency_key = t.idempotency_key AND k.created_at > t.since`,
+           ON k.api_key_id = t.api_key_id AND k.operation = 'createPet' AND k.idempotency_key = t.idempotency_key AND k.created_at > t.since`,
       [writes.map((w) => w.apiKeyId), writes.map((w) => w.key), writes.map((w) => w.createdAt - IDEMPOTENCY_TTL_MS)],
       { prepare: true },
     );
@@ -169,9 +169,9 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     // An expired record not yet purged is replaced; a live one cannot exist (checked under the
     // lock), and if it did the count would fail the statement's creations, not overwrite it.
     const written = await tx.unsafe(
-      `INSERT INTO idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::bigint[])
-       ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
+      `INSERT INTO idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at, operation)
+       SELECT *, 'createPet' FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::bigint[])
+       ON CONFLICT (api_key_id, operation, idempotency_key) DO UPDATE SET
          fingerprint = excluded.fingerprint, response_status = excluded.response_status,
          response_headers = excluded.response_headers, response_body = excluded.response_body,
          created_at = excluded.created_at
@@ -242,14 +242,14 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     async findIdempotencyRecord(apiKeyId, key, now) {
       const rows = await guardRead(() => sql<IdempotencyRow[]>`
         SELECT * FROM idempotency_keys
-         WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
+         WHERE api_key_id = ${apiKeyId} AND operation = 'createPet' AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
       return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
     },
 
     async purgeIdempotencyRecords(now, limit) {
       const result = await guard(() => sql`
-        DELETE FROM idempotency_keys WHERE (api_key_id, idempotency_key) IN (
-          SELECT api_key_id, idempotency_key FROM idempotency_keys
+        DELETE FROM idempotency_keys WHERE (api_key_id, operation, idempotency_key) IN (
+          SELECT api_key_id, operation, idempotency_key FROM idempotency_keys
            WHERE created_at <= ${now - IDEMPOTENCY_TTL_MS}::bigint ORDER BY created_at LIMIT ${limit})`);
       return result.count;
     },
@@ -299,6 +299,10 @@ async function applyChanges<R>(changes: readonly PetChange[], apply: (change: Pe
 /** Applies one change; a version or an id that does not match is an outcome, not an error. */
 async function applyChange(tx: PostgresSql, change: PetChange): Promise<ChangeOutcome> {
   const id = change.id.toString();
+  if (change.kind === 'delete' || change.patch.status !== undefined) {
+    const held = await heldByOrder(tx, id);
+    if (held !== null) return change.expectedVersion !== null && held !== change.expectedVersion ? { kind: 'version_mismatch' } : { kind: 'has_open_order' };
+  }
   if (change.kind === 'update') {
     const { name = null, categoryId = null, status = null } = change.patch;
     const rows = await tx.unsafe<PetRow[]>(
@@ -317,6 +321,19 @@ async function applyChange(tx: PostgresSql, change: PetChange): Promise<ChangeOu
   // Nothing was changed: either there is no such pet, or it has another version.
   const exists = await tx.unsafe('SELECT 1 FROM pets WHERE id = $1::bigint', [id], { prepare: true });
   return exists.length === 1 ? { kind: 'version_mismatch' } : { kind: 'not_found' };
+}
+
+/**
+ * The version of a pet that an open order holds, or null (no such pet, or no open order). The
+ * pet's row is locked first, and the orders are read by a second statement, whose snapshot is
+ * taken after the lock was granted: an order placed meanwhile (its placement held the row until
+ * its commit) is seen, and a placement that comes after waits for this transaction.
+ */
+async function heldByOrder(tx: PostgresSql, id: string): Promise<number | null> {
+  const rows = await tx.unsafe<{ version: number }[]>('SELECT version FROM pets WHERE id = $1::bigint FOR UPDATE', [id], { prepare: true });
+  if (rows.length === 0) return null;
+  const open = await tx.unsafe(`SELECT 1 FROM orders WHERE pet_id = $1::bigint AND status IN ('placed', 'approved')`, [id], { prepare: true });
+  return open.length === 0 ? null : rows[0]!.version;
 }
 
 /** The advisory lock's and the batch's name for an API key's Idempotency-Key. */
