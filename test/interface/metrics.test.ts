@@ -175,3 +175,26 @@ test('a create that fails on the database counts a database error', async (t) =>
   assert.equal(valueOf(exposition, 'http_requests_total', { method: 'POST', route: '/v1/pets', status: '503' }), failed);
   assert.equal(valueOf(exposition, 'pets_created_total'), 40 - failed);
 });
+
+test('orders_total counts orders reaching each status; a refused step, a replay and a no-change count nothing', async (t) => {
+  const metrics = realMetrics(t);
+  const server = await startTestServer(t, { observer: metrics });
+  const metricsUrl = await startMetricsListener(t, metrics);
+  const petIds: number[] = [];
+  for (let i = 0; i < 3; i++) petIds.push((await (await server.post('/v1/pets', { name: `Rex${i}`, categoryId: 1 })).json()).id);
+  const place = (petId: number) => server.post('/v1/store/orders', { petId }, { headers: { 'idempotency-key': `place-${petId}` } });
+  const step = (id: number, status: string) =>
+    server.request(`/v1/store/orders/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ status }) });
+  for (const petId of petIds) assert.equal((await place(petId)).status, 201);
+  assert.equal((await place(petIds[0]!)).headers.get('idempotent-replayed'), 'true');
+  assert.equal((await step(1, 'approved')).status, 200);
+  assert.equal((await step(1, 'approved')).status, 200, 'no change');
+  assert.equal((await step(1, 'completed')).status, 200);
+  assert.equal((await step(2, 'cancelled')).status, 200);
+  assert.equal((await step(3, 'completed')).status, 409);
+  const { exposition } = await scrape(metricsUrl);
+  const reached = (status: string) => valueOf(exposition, 'orders_total', { status });
+  assert.deepEqual(['placed', 'approved', 'completed', 'cancelled'].map(reached), [3, 1, 1, 1]);
+  assert.equal(valueOf(exposition, 'idempotent_replays_total'), 1);
+  assert.equal(valueOf(exposition, 'http_requests_total', { method: 'PATCH', route: '/v1/store/orders/{orderId}', status: '409' }), 1);
+});
