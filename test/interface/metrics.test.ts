@@ -10,7 +10,7 @@ import { createLogger } from '../../src/http/access-log.ts';
 import { createMetrics, EXPOSITION_CONTENT_TYPE, type Metrics } from '../../src/ops/metrics.ts';
 import { createMetricsApp } from '../../src/ops/metrics-app.ts';
 import { startProcessProbe } from '../../src/ops/process-probe.ts';
-import { errorBody, startTestServer } from '../support/test-server.ts';
+import { errorBody, json, startTestServer } from '../support/test-server.ts';
 import { parseExposition, samplesOf, valueOf, type Exposition } from '../support/prometheus-text.ts';
 import { promtoolCheckMetrics } from '../support/promtool.ts';
 
@@ -181,7 +181,7 @@ test('orders_total counts orders reaching each status; a refused step, a replay 
   const server = await startTestServer(t, { observer: metrics });
   const metricsUrl = await startMetricsListener(t, metrics);
   const petIds: number[] = [];
-  for (let i = 0; i < 3; i++) petIds.push((await (await server.post('/v1/pets', { name: `Rex${i}`, categoryId: 1 })).json()).id);
+  for (let i = 0; i < 3; i++) petIds.push((await json(await server.post('/v1/pets', { name: `Rex${i}`, categoryId: 1 }))).id);
   const place = (petId: number) => server.post('/v1/store/orders', { petId }, { headers: { 'idempotency-key': `place-${petId}` } });
   const step = (id: number, status: string) =>
     server.request(`/v1/store/orders/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ status }) });
