@@ -261,7 +261,7 @@ export const orderSchema: ObjectSchema = {
   properties: {
     id: orderIdSchema,
     petId: { ...petIdSchema, description: 'The pet asked for.' },
-    account: { type: 'string', description: 'The account of the key that placed it.', minLength: 1, maxLength: 100, examples: ['acct_5f0c2b7e9a1d4c36'] },
+    account: { type: 'string', description: 'The account of the key that placed it.', minLength: 6, maxLength: 100, pattern: '^acct_[0-9a-z]+$', examples: ['acct_5f0c2b7e9a1d4c36'] },
     status: orderStatusSchema,
     placedAt: instantSchema('When the order was placed.'),
     updatedAt: instantSchema('When the order last changed.'),

@@ -69,8 +69,8 @@ test('the validator is not a rubber stamp: it rejects a broken reference and a d
   assert.equal((await validate(noVersion)).valid, false);
 });
 
-test('info.version is 1.0.0', () => {
-  assert.equal(served().info.version, '1.0.0');
+test('info.version is the interface version, 1.2.0', () => {
+  assert.equal(served().info.version, '1.2.0');
 });
 
 test('servers list only the environment\'s own base address: production PUBLIC_BASE_URL, staging STAGING_BASE_URL', () => {

@@ -38,8 +38,12 @@ test('every operation of the document has its section, its entry in the contents
         assert.ok(section.includes(`name="${parameter.name}" data-in="${parameter.in}"`), `${operation.operationId} form field ${parameter.name}`);
       }
       for (const status of Object.keys(operation.responses)) assert.ok(text(section).includes(status), `${operation.operationId} ${status}`);
+      const scope = operation.security?.[0]?.bearerAuth?.[0];
+      if (scope) assert.ok(text(section).includes(`Needs an API key with the scope ${scope}.`), `${operation.operationId} names its scope`);
     }
   }
+  assert.match(text(article(page, 'updateOrder')), /Needs an API key with the scope orders:write\./);
+  assert.match(text(article(page, 'getOpenApiDocument')), /API key optional\./);
 });
 
 test('every parameter and body field shows its rules', () => {
