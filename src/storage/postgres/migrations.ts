@@ -345,7 +345,9 @@ export const MIGRATIONS: readonly string[] = [
   //   changes pets appends what it changed to pet_count_changes (no row is shared, no lock is
   //   taken), and the chores fold those rows into pet_counts every second; the inventory reads
   //   both in one snapshot.
-  // - The same Idempotency-Key on createPet and on placeOrder names two requests.
+  // - The same Idempotency-Key on createPet and on placeOrder names two requests: placeOrder's
+  //   records have a table of their own, and idempotency_keys stays as it was, so that instances
+  //   of the previous version, which write it, keep working while the others are rolled.
   `
   CREATE TABLE orders (
     id         bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -403,10 +405,17 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TRIGGER pets_counted_on_update AFTER UPDATE ON pets REFERENCING OLD TABLE AS before NEW TABLE AS after
     FOR EACH STATEMENT EXECUTE FUNCTION count_changed_pets();
 
-  ALTER TABLE idempotency_keys ADD COLUMN operation text NOT NULL DEFAULT 'createPet' CHECK (operation IN ('createPet', 'placeOrder'));
-  ALTER TABLE idempotency_keys ALTER COLUMN operation DROP DEFAULT;
-  ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey;
-  ALTER TABLE idempotency_keys ADD PRIMARY KEY (api_key_id, operation, idempotency_key);
+  CREATE TABLE order_idempotency_keys (
+    api_key_id       text    NOT NULL,
+    idempotency_key  text    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    fingerprint      text    NOT NULL,
+    response_status  integer NOT NULL,
+    response_headers text    NOT NULL,
+    response_body    text    NOT NULL,
+    created_at       bigint  NOT NULL,
+    PRIMARY KEY (api_key_id, idempotency_key)
+  );
+  CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);
   `,
 ];
 

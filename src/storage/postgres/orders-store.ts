@@ -78,8 +78,8 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
 
     async findIdempotencyRecord(apiKeyId, key, now) {
       const rows = await guardRead(() => sql<IdempotencyRow[]>`
-        SELECT * FROM idempotency_keys
-         WHERE api_key_id = ${apiKeyId} AND operation = 'placeOrder' AND idempotency_key = ${key}
+        SELECT * FROM order_idempotency_keys
+         WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key}
            AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
       return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
     },
@@ -149,9 +149,9 @@ async function place(tx: PostgresSql, { petId, account, now, idempotency }: Orde
   if (idempotency) {
     const response = idempotency.respond(order);
     await tx.unsafe(
-      `INSERT INTO idempotency_keys AS k (api_key_id, operation, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
-       VALUES ($1, 'placeOrder', $2, $3, $4, $5, $6, $7::bigint)
-       ON CONFLICT (api_key_id, operation, idempotency_key) DO UPDATE SET
+      `INSERT INTO order_idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::bigint)
+       ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
          fingerprint = excluded.fingerprint, response_status = excluded.response_status,
          response_headers = excluded.response_headers, response_body = excluded.response_body, created_at = excluded.created_at
        WHERE k.created_at <= excluded.created_at - ${IDEMPOTENCY_TTL_MS}`,
@@ -170,7 +170,7 @@ async function claimKey(tx: PostgresSql, apiKeyId: string, key: string, now: num
   const [lock] = await tx.unsafe<{ got: boolean }[]>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS got', [`placeOrder ${apiKeyId} ${key}`], { prepare: true });
   if (!lock!.got) return { conflict: 'in_flight' };
   const rows = await tx.unsafe<IdempotencyRow[]>(
-    `SELECT * FROM idempotency_keys WHERE api_key_id = $1 AND operation = 'placeOrder' AND idempotency_key = $2 AND created_at > $3::bigint`,
+    `SELECT * FROM order_idempotency_keys WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint`,
     [apiKeyId, key, now - IDEMPOTENCY_TTL_MS],
     { prepare: true },
   );

@@ -73,7 +73,7 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     const existing = await tx.unsafe<(IdempotencyRow & { api_key_id: string; idempotency_key: string })[]>(
       `SELECT k.* FROM idempotency_keys k
          JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS t(api_key_id, idempotency_key, since)
-           ON k.api_key_id = t.api_key_id AND k.operation = 'createPet' AND k.idempotency_key = t.idempotency_key AND k.created_at > t.since`,
+           ON k.api_key_id = t.api_key_id AND k.idempotency_key = t.idempotency_key AND k.created_at > t.since`,
       [writes.map((w) => w.apiKeyId), writes.map((w) => w.key), writes.map((w) => w.createdAt - IDEMPOTENCY_TTL_MS)],
       { prepare: true },
     );
@@ -169,9 +169,9 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     // An expired record not yet purged is replaced; a live one cannot exist (checked under the
     // lock), and if it did the count would fail the statement's creations, not overwrite it.
     const written = await tx.unsafe(
-      `INSERT INTO idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at, operation)
-       SELECT *, 'createPet' FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::bigint[])
-       ON CONFLICT (api_key_id, operation, idempotency_key) DO UPDATE SET
+      `INSERT INTO idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::bigint[])
+       ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
          fingerprint = excluded.fingerprint, response_status = excluded.response_status,
          response_headers = excluded.response_headers, response_body = excluded.response_body,
          created_at = excluded.created_at
@@ -242,16 +242,24 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     async findIdempotencyRecord(apiKeyId, key, now) {
       const rows = await guardRead(() => sql<IdempotencyRow[]>`
         SELECT * FROM idempotency_keys
-         WHERE api_key_id = ${apiKeyId} AND operation = 'createPet' AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
+         WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
       return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
     },
 
     async purgeIdempotencyRecords(now, limit) {
-      const result = await guard(() => sql`
-        DELETE FROM idempotency_keys WHERE (api_key_id, operation, idempotency_key) IN (
-          SELECT api_key_id, operation, idempotency_key FROM idempotency_keys
-           WHERE created_at <= ${now - IDEMPOTENCY_TTL_MS}::bigint ORDER BY created_at LIMIT ${limit})`);
-      return result.count;
+      // createPet's records, then placeOrder's (a table of their own, see migration 4), up to `limit` in all.
+      let purged = 0;
+      for (const table of ['idempotency_keys', 'order_idempotency_keys']) {
+        if (purged >= limit) break;
+        const result = await guard(() => sql.unsafe(
+          `DELETE FROM ${table} WHERE (api_key_id, idempotency_key) IN (
+             SELECT api_key_id, idempotency_key FROM ${table} WHERE created_at <= $1::bigint ORDER BY created_at LIMIT $2)`,
+          [now - IDEMPOTENCY_TTL_MS, limit - purged],
+          { prepare: true },
+        ));
+        purged += result.count;
+      }
+      return purged;
     },
 
     get: (id) => gets.submit(id.toString()),
