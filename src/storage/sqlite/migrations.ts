@@ -103,13 +103,14 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE api_keys_v5 RENAME TO api_keys;
   CREATE INDEX api_keys_account ON api_keys (account);
   `,
-  // 6: orders, the pets' counts by status, and Idempotency-Key records per operation.
+  // 6: orders, the pets' counts by status, and placeOrder's Idempotency-Key records.
   // - At most one open (placed or approved) order per pet: the unique index says so, whatever the
   //   code does. Orders outlive their pet: pet_id is not a foreign key.
   // - pet_counts holds how many pets have each status, kept by triggers in the transaction of
   //   every change, so that the inventory costs one read however many pets there are.
-  // - The same Idempotency-Key on createPet and on placeOrder names two requests: the records get
-  //   the operation (rebuilt, since SQLite cannot change a table's UNIQUE constraint).
+  // - The same Idempotency-Key on createPet and on placeOrder names two requests: placeOrder's
+  //   records have a table of their own, and idempotency_keys stays as the previous version
+  //   wrote it, so that the previous version still runs on this file if it has to be restarted.
   `
   CREATE TABLE orders (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -144,24 +145,18 @@ export const MIGRATIONS: readonly string[] = [
     UPDATE pet_counts SET pets = pets + 1 WHERE status = NEW.status;
   END;
 
-  CREATE TABLE idempotency_keys_v6 (
+  CREATE TABLE order_idempotency_keys (
     id               INTEGER PRIMARY KEY,
     api_key_id       TEXT    NOT NULL,
-    operation        TEXT    NOT NULL CHECK (operation IN ('createPet', 'placeOrder')),
     idempotency_key  TEXT    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
     fingerprint      TEXT    NOT NULL,
     response_status  INTEGER NOT NULL,
     response_headers TEXT    NOT NULL,
     response_body    TEXT    NOT NULL,
     created_at       INTEGER NOT NULL,
-    UNIQUE (api_key_id, operation, idempotency_key)
+    UNIQUE (api_key_id, idempotency_key)
   ) STRICT;
-  INSERT INTO idempotency_keys_v6 (id, api_key_id, operation, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
-    SELECT id, api_key_id, 'createPet', idempotency_key, fingerprint, response_status, response_headers, response_body, created_at
-      FROM idempotency_keys;
-  DROP TABLE idempotency_keys;
-  ALTER TABLE idempotency_keys_v6 RENAME TO idempotency_keys;
-  CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+  CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);
   `,
 ];
 
