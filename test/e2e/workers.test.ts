@@ -264,7 +264,8 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     assert.equal(byWorker[0]! + byWorker[1]!, total);
     // The first test sent one /healthz per connection, the cap test CAP more and one after.
     assert.ok(valueOf(exposition, 'http_requests_total', { method: 'GET', route: '/healthz', status: '200' }) >= CONNECTIONS + 1);
-    assert.equal(valueOf(exposition, 'pets_created_total'), 16, 'five idempotent creates, the ten beside them and the PATCH test\'s pet, whichever worker made them');
+    assert.equal(valueOf(exposition, 'pets_created_total'), 19, 'five idempotent creates, the ten beside them, the PATCH test\'s pet and the orders test\'s three, whichever worker made them');
+    assert.equal(valueOf(exposition, 'orders_total', { status: 'placed' }), 3, 'one order of each of the orders test\'s rounds');
     assert.ok(valueOf(exposition, 'idempotent_replays_total') > 0);
     assert.equal(valueOf(exposition, 'rate_limit_rejections_total', { code: 'temporarily_banned' }), 151 + 1 + 2);
     const verdict = promtoolCheckMetrics(t, text);
