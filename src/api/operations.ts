@@ -15,7 +15,8 @@ import type { Params } from '../http/router.ts';
 import type { Scope } from '../keys/scopes.ts';
 import type { HeaderUse } from './openapi/headers.ts';
 import {
-  createPetParameters, getPetParameters, ifMatchParameters, listPetsParameters, type Parameter,
+  createPetParameters, getOrderParameters, getPetParameters, ifMatchParameters, listOrdersParameters, listPetsParameters,
+  placeOrderParameters, type Parameter,
 } from './schemas.ts';
 
 /** Paths below are under this base address. */
@@ -180,7 +181,8 @@ export const OPERATIONS: readonly OperationSpec[] = [
     summary: 'Change a pet',
     description:
       'Applies a JSON merge patch (RFC 7396) of `name`, `categoryId` and `status` and answers once the change is durably stored. ' +
-      'Any status may change to any other. Checked in this order: the path, the pet\'s existence, `If-Match`, then the body.',
+      'Any status may change to any other, except while an open order holds the pet: then its status belongs to the order (`409`). ' +
+      'Checked in this order: the path, the pet\'s existence, `If-Match`, the body, then the open order.',
     scope: 'pets:write',
     parameters: [...getPetParameters, ...ifMatchParameters],
     requestBody: {
@@ -195,6 +197,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
         codes: ['invalid_path', 'bad_request', 'invalid_body', 'invalid_json'],
       },
       ...PET_CHANGE_REFUSALS,
+      409: { description: 'The body holds `status` while an open order holds the pet: its status belongs to the order. Nothing was changed.', codes: ['pet_has_open_order'] },
       413: { description: 'The body is larger than 16 KiB.', codes: ['payload_too_large'] },
       415: { description: 'The body is not sent as `application/merge-patch+json` or `application/json`.', codes: ['unsupported_media_type'] },
     },
@@ -214,6 +217,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
       204: { description: 'The pet is gone. No body.' },
       400: { description: 'A bad `petId` or a malformed `If-Match`.', codes: ['invalid_path', 'bad_request'] },
       ...PET_CHANGE_REFUSALS,
+      409: { description: 'An open order holds the pet: it cannot be removed until the order is completed or cancelled.', codes: ['pet_has_open_order'] },
     },
   },
   {
@@ -221,11 +225,106 @@ export const OPERATIONS: readonly OperationSpec[] = [
     method: 'GET',
     path: '/store/orders',
     tag: 'store',
-    summary: 'List store orders',
-    description: 'Exists, is authenticated and rate limited, and is not implemented in this version.',
+    summary: 'List orders',
+    description:
+      'Orders sorted by id, as a plain JSON array: the account\'s own, or every account\'s for a key with `orders:manage`. ' +
+      'Paginated like `GET /pets`: a `Link: <...>; rel="next"` header gives the next page.',
     scope: 'orders:write',
-    notImplemented: true,
-    responses: {},
+    parameters: listOrdersParameters,
+    responses: {
+      200: { description: 'A page of orders.', body: 'Orders', headers: ['OrdersNextLink'] },
+      400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
+    },
+  },
+  {
+    operationId: 'placeOrder',
+    method: 'POST',
+    path: '/store/orders',
+    tag: 'store',
+    summary: 'Place an order',
+    description:
+      'Asks to adopt an available pet: in one transaction the pet becomes `pending` (its ETag changes) and the order is stored as ' +
+      '`placed`, for the account of the key. At most one order per pet is open: of concurrent orders for one pet, exactly one ' +
+      'is placed and the others are `409 pet_not_available`. Answers once durably stored.',
+    scope: 'orders:write',
+    parameters: placeOrderParameters,
+    requestBody: { description: 'At most 16 KiB.', schema: 'NewOrder', mediaTypes: ['application/json'] },
+    replayable: true,
+    responses: {
+      201: { description: 'The placed order.', body: 'Order', headers: ['OrderLocation', 'ETag', 'Idempotent-Replayed'] },
+      400: {
+        description: 'A bad `Idempotency-Key`, an empty body or one that is not a JSON object, malformed JSON, or an invalid `petId` (the message names every bad field).',
+        codes: ['invalid_idempotency_key', 'invalid_body', 'invalid_json', 'bad_request'],
+      },
+      404: { description: 'No pet has this id (it never existed, or it was deleted).', codes: ['pet_not_found'] },
+      409: {
+        description: 'The pet is not available (the message names its status), or a request with this `Idempotency-Key` is still being processed.',
+        codes: ['pet_not_available', 'idempotency_key_in_flight'],
+        headers: [{ optional: 'Retry-After' }],
+      },
+      413: { description: 'The body is larger than 16 KiB.', codes: ['payload_too_large'] },
+      415: { description: 'The body is not sent as `Content-Type: application/json`.', codes: ['unsupported_media_type'] },
+      422: { description: 'This `Idempotency-Key` was used with a different body.', codes: ['idempotency_key_reused'] },
+    },
+  },
+  {
+    operationId: 'getOrder',
+    method: 'GET',
+    path: '/store/orders/{orderId}',
+    tag: 'store',
+    summary: 'Get an order',
+    description: 'An order of the key\'s account, or any order for a key with `orders:manage`; any other is `404`, so the answer never tells whether another account\'s order exists.',
+    scope: 'orders:write',
+    parameters: getOrderParameters,
+    responses: {
+      200: { description: 'The order.', body: 'Order', headers: ['ETag'] },
+      400: { description: '`orderId` is not an int64 in decimal.', codes: ['invalid_path', 'bad_request'] },
+      404: { description: 'No order has this id, or it belongs to another account.', codes: ['order_not_found'] },
+    },
+  },
+  {
+    operationId: 'updateOrder',
+    method: 'PATCH',
+    path: '/store/orders/{orderId}',
+    tag: 'store',
+    summary: 'Change an order',
+    description:
+      'Moves the order through `placed` -> `approved` -> `completed`, or to `cancelled` from `placed` or `approved`, each step ' +
+      'moving the pet in the same transaction (`completed`: `sold`; `cancelled`: `available`). Approving and completing need ' +
+      '`orders:manage`; the order\'s own account may cancel it. Checked in this order: the path, the order\'s existence, `If-Match`, ' +
+      'the body, the transition, the scope.',
+    scope: 'orders:write',
+    parameters: [...getOrderParameters, ...ifMatchParameters],
+    requestBody: {
+      description: 'At most 16 KiB, as `application/merge-patch+json` or `application/json`.',
+      schema: 'OrderPatch',
+      mediaTypes: ['application/merge-patch+json', 'application/json'],
+    },
+    responses: {
+      200: { description: 'The whole order after the change (or as it is, for `{}` or its current status).', body: 'Order', headers: ['ETag'] },
+      400: {
+        description: 'A bad `orderId`, a malformed `If-Match`, an empty body or one that is not a JSON object, malformed JSON, or an invalid `status`.',
+        codes: ['invalid_path', 'bad_request', 'invalid_body', 'invalid_json'],
+      },
+      404: { description: 'No order has this id, or it belongs to another account.', codes: ['order_not_found'] },
+      409: { description: 'No such transition from the order\'s current status (the message names the ones allowed).', codes: ['invalid_transition'] },
+      412: { description: "`If-Match` lists none of the order's current ETag: it was changed since. Nothing was changed.", codes: ['precondition_failed'] },
+      413: { description: 'The body is larger than 16 KiB.', codes: ['payload_too_large'] },
+      415: { description: 'The body is not sent as `application/merge-patch+json` or `application/json`.', codes: ['unsupported_media_type'] },
+    },
+  },
+  {
+    operationId: 'getInventory',
+    method: 'GET',
+    path: '/store/inventory',
+    tag: 'store',
+    summary: 'Count pets by status',
+    description: 'How many pets have each status now, exactly. Its cost does not grow with the number of pets. Takes no query parameter.',
+    scope: 'pets:read',
+    responses: {
+      200: { description: 'The counts, all three always present.', body: 'Inventory' },
+      400: { description: 'A query parameter (it takes none).', codes: ['invalid_query', 'bad_request'] },
+    },
   },
   {
     operationId: 'getOpenApiDocument',

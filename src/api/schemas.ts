@@ -7,6 +7,7 @@
  * JSON number above 2^53 must keep its exact digits.
  */
 import { PET_STATUSES } from '../storage/pets.ts';
+import { ORDER_STATUSES } from '../storage/orders.ts';
 
 /** The int64 range, exact: bounds beyond 2^53 are bigints (the document writes their digits). */
 export const INT64_MIN = -(2n ** 63n);
@@ -227,3 +228,100 @@ export const ifMatchParameters: readonly Parameter[] = [
     schema: { type: 'string', maxLength: 16384 },
   },
 ];
+
+// --- Orders -----------------------------------------------------------------------------------
+
+export const orderStatusSchema: StringSchema = {
+  type: 'string',
+  description: 'Where the order stands: `placed`, then `approved`, then `completed`; or `cancelled` from either of the first two.',
+  enum: ORDER_STATUSES,
+};
+
+/** An RFC 3339 UTC instant with milliseconds, as the service writes them. */
+const instantSchema = (description: string): StringSchema => ({
+  type: 'string',
+  description,
+  minLength: 24,
+  maxLength: 24,
+  pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$',
+  examples: ['2026-11-25T21:30:00.000Z'],
+});
+
+export const orderIdSchema: IntegerSchema = {
+  type: 'integer',
+  format: 'int64',
+  minimum: 1,
+  maximum: INT64_MAX,
+  description: 'Unique identifier, assigned by the service: positive, increasing, never reused.',
+};
+
+export const orderSchema: ObjectSchema = {
+  type: 'object',
+  description: "One account's request to adopt one pet.",
+  properties: {
+    id: orderIdSchema,
+    petId: { ...petIdSchema, description: 'The pet asked for.' },
+    account: { type: 'string', description: 'The account of the key that placed it.', minLength: 6, maxLength: 100, pattern: '^acct_[0-9a-z]+$', examples: ['acct_5f0c2b7e9a1d4c36'] },
+    status: orderStatusSchema,
+    placedAt: instantSchema('When the order was placed.'),
+    updatedAt: instantSchema('When the order last changed.'),
+  },
+  required: ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt'],
+  additionalProperties: false,
+};
+
+/** The body of placeOrder: the pet, with categoryId's rules (plain digits, 1 to int64 max). */
+export const newOrderSchema: ObjectSchema = {
+  type: 'object',
+  description: 'An order for one pet. Any other property is refused.',
+  properties: { petId: { ...categoryIdSchema, description: 'The pet to adopt (1 to 9223372036854775807, plain digits).' } },
+  required: ['petId'],
+  additionalProperties: false,
+};
+
+/** The body of updateOrder: a merge patch of the status only. */
+export const orderPatchSchema: ObjectSchema = {
+  type: 'object',
+  description:
+    'A JSON merge patch (RFC 7396) of the order\'s `status`: `approved`, `completed` or `cancelled`, as the transitions allow. ' +
+    '`{}` or the current status changes nothing. `null` and any other property are refused.',
+  properties: { status: orderStatusSchema },
+  required: [],
+  additionalProperties: false,
+};
+
+/** A page of `GET /v1/store/orders`. */
+export const ordersPageSchema: ArraySchema = {
+  type: 'array',
+  description: 'Orders in id order.',
+  items: orderSchema,
+  maxItems: MAX_PAGE_SIZE,
+};
+
+export const inventorySchema: ObjectSchema = {
+  type: 'object',
+  description: 'How many pets have each status now.',
+  properties: Object.fromEntries(PET_STATUSES.map((status) => [status, { type: 'integer', format: 'int64', minimum: 0, maximum: INT64_MAX, description: `Pets that are ${status}.` }])),
+  required: PET_STATUSES,
+  additionalProperties: false,
+};
+
+export const listOrdersParameters: readonly Parameter[] = [
+  { ...listPetsParameters[0]!, description: 'Maximum number of orders returned (decimal digits).' },
+  { name: 'status', in: 'query', description: 'Only orders with this status.', schema: orderStatusSchema },
+  listPetsParameters[2]!,
+];
+
+export const getOrderParameters: readonly Parameter[] = [
+  {
+    name: 'orderId',
+    in: 'path',
+    required: true,
+    description: 'The identifier of the order (an int64 in decimal).',
+    // The whole int64 range: a well-formed id that no order has is 404, not 400.
+    schema: { type: 'integer', format: 'int64', minimum: INT64_MIN, maximum: INT64_MAX },
+  },
+];
+
+/** The Idempotency-Key header of placeOrder: the same rules as createPet's, its own keys. */
+export const placeOrderParameters: readonly Parameter[] = createPetParameters;

@@ -10,6 +10,8 @@
  */
 import type { PipelineObserver } from '../pipeline/observer.ts';
 import type { CreationsObserver } from '../api/pets/creations.ts';
+import type { OrdersObserver } from '../api/orders/placements.ts';
+import { ORDER_STATUSES } from '../storage/orders.ts';
 
 /** The Content-Type of the text exposition format, version 0.0.4. */
 export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -35,6 +37,7 @@ const STATUS_SLOTS = 1000;
 
 const RATE_LIMIT_CODES = ['rate_limited', 'temporarily_banned'] as const;
 const API_KEY_CODES = ['missing_api_key', 'invalid_api_key', 'insufficient_scope'] as const;
+const ORDER_STATUS_LABELS = ORDER_STATUSES;
 
 /** What the process itself reports: read at each scrape, never on a request. */
 export interface ProcessProbe {
@@ -54,7 +57,7 @@ export interface EventLoopDelay {
 }
 
 /** The counters, fed through the observer interfaces, and their exposition. */
-export interface Metrics extends PipelineObserver, CreationsObserver {
+export interface Metrics extends PipelineObserver, CreationsObserver, OrdersObserver {
   /** The whole exposition, families in a fixed order, ending with a newline. */
   render(): string;
   /**
@@ -70,6 +73,8 @@ export interface MetricsCounts {
   routes: RouteSeries[];
   rateLimitRejections: Float64Array;
   apiKeyRejections: Float64Array;
+  /** Orders that reached each status, in the order of ORDER_STATUSES. */
+  ordersReached: Float64Array;
   petsCreated: number;
   idempotentReplays: number;
   databaseErrors: number;
@@ -96,6 +101,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   const other = routeSeries(OTHER_ROUTE);
   const rateLimitRejections = new Float64Array(RATE_LIMIT_CODES.length);
   const apiKeyRejections = new Float64Array(API_KEY_CODES.length);
+  const ordersReached = new Float64Array(ORDER_STATUS_LABELS.length);
   let petsCreated = 0;
   let idempotentReplays = 0;
   let databaseErrors = 0;
@@ -109,7 +115,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   }
 
   const counts = (): MetricsCounts => ({
-    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, petsCreated, idempotentReplays, databaseErrors,
+    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, petsCreated, idempotentReplays, databaseErrors,
   });
 
   return {
@@ -136,6 +142,9 @@ export function createMetrics(probe: ProcessProbe): Metrics {
     petCreated() {
       petsCreated++;
     },
+    orderReached(status) {
+      ordersReached[ORDER_STATUS_LABELS.indexOf(status)]!++;
+    },
     idempotentReplayed() {
       idempotentReplays++;
     },
@@ -149,7 +158,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
   const routes = new Map<string, RouteSeries>();
   const total: MetricsCounts = {
     routes: [], rateLimitRejections: new Float64Array(RATE_LIMIT_CODES.length), apiKeyRejections: new Float64Array(API_KEY_CODES.length),
-    petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
+    ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
   };
   for (const counts of all) {
     for (const series of counts.routes) {
@@ -165,6 +174,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
     }
     addInto(total.rateLimitRejections, counts.rateLimitRejections);
     addInto(total.apiKeyRejections, counts.apiKeyRejections);
+    addInto(total.ordersReached, counts.ordersReached);
     total.petsCreated += counts.petsCreated;
     total.idempotentReplays += counts.idempotentReplays;
     total.databaseErrors += counts.databaseErrors;
@@ -221,7 +231,9 @@ export function renderCounts(counts: MetricsCounts, probe: ProcessProbe, workers
   family(out, 'api_key_rejections_total', 'counter', 'Requests refused for their API key (401) or its scopes (403), by error code.');
   API_KEY_CODES.forEach((code, index) => out.push(`api_key_rejections_total{code="${code}"} ${counts.apiKeyRejections[index]}`));
   single(out, 'pets_created_total', 'counter', 'Pets stored (a replayed create is not counted).', counts.petsCreated);
-  single(out, 'idempotent_replays_total', 'counter', 'Creates answered from their Idempotency-Key record, creating nothing.', counts.idempotentReplays);
+  single(out, 'idempotent_replays_total', 'counter', 'Creates and order placements answered from their Idempotency-Key record, making nothing.', counts.idempotentReplays);
+  family(out, 'orders_total', 'counter', 'Orders that reached each status: placed, approved, completed, cancelled.');
+  ORDER_STATUS_LABELS.forEach((status, index) => out.push(`orders_total{status="${status}"} ${counts.ordersReached[index]}`));
   single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', counts.databaseErrors);
   if (workers !== undefined) {
     family(out, 'worker_requests_total', 'counter', 'Requests answered by each worker thread (WORKERS), numbered from 1.');

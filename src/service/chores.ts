@@ -15,11 +15,18 @@ export const LIMITER_SAVE_INTERVAL_MS = 1000;
 export const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** Rows deleted per purge transaction; requests run between two chunks. */
 export const PURGE_CHUNK = 500;
+/**
+ * How often the recorded changes of the pets' counts are folded into them (PostgreSQL): the
+ * inventory sums what is not folded yet, so this bounds its cost by the writes of about a second.
+ */
+export const FOLD_INTERVAL_MS = 1000;
+/** Changes folded per statement. */
+const FOLD_CHUNK = 10_000;
 
 export interface ChoresDeps {
   upkeep: Upkeep;
   clock: Clock;
-  /** A chore failed (`limiter_save_failed`, `idempotency_purge_failed`, `limiter_purge_failed`). */
+  /** A chore failed (`limiter_save_failed`, `idempotency_purge_failed`, `limiter_purge_failed`, `counts_fold_failed`). */
   failed(event: string, error: unknown): void;
 }
 
@@ -30,7 +37,7 @@ export interface Chores {
 
 /** Starts the timers (unref'd: they never keep the process alive) and a first purge. */
 export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
-  const { saveLimiterState, purgeIdleCallers } = upkeep;
+  const { saveLimiterState, purgeIdleCallers, foldCounts } = upkeep;
   const save = () => {
     try {
       saveLimiterState?.();
@@ -40,6 +47,7 @@ export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
   };
   const purgeRecords = oneAtATime(() => purgeInChunks((limit) => upkeep.purgeExpiredRecords(clock(), limit)));
   const purgeCallers = oneAtATime(() => (purgeIdleCallers ? purgeInChunks(purgeIdleCallers) : Promise.resolve(0)));
+  const fold = oneAtATime(() => (foldCounts ? purgeInChunks(foldCounts, FOLD_CHUNK) : Promise.resolve(0)));
   const purge = () => {
     purgeRecords().catch((error: unknown) => failed('idempotency_purge_failed', error));
     purgeCallers().catch((error: unknown) => failed('limiter_purge_failed', error));
@@ -47,6 +55,7 @@ export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
   const timers = [
     ...(saveLimiterState ? [setInterval(save, LIMITER_SAVE_INTERVAL_MS)] : []),
     setInterval(purge, PURGE_INTERVAL_MS),
+    ...(foldCounts ? [setInterval(() => void fold().catch((error: unknown) => failed('counts_fold_failed', error)), FOLD_INTERVAL_MS)] : []),
   ];
   for (const timer of timers) timer.unref();
   setImmediate(purge);

@@ -14,6 +14,8 @@ import { createPetChanges } from '../api/pets/changes.ts';
 import { createPipeline } from '../pipeline/pipeline.ts';
 import type { PipelineObserver } from '../pipeline/observer.ts';
 import { createPetsHandlers } from '../api/pets/handlers.ts';
+import { createOrdersHandlers } from '../api/orders/handlers.ts';
+import { createOrderWrites, type OrdersObserver } from '../api/orders/placements.ts';
 import type { App } from '../http/server.ts';
 import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
@@ -53,7 +55,7 @@ export interface ServiceDeps<S extends Stores = Stores> {
   /** Group commit of creates and changes; on unless turned off to measure the difference. */
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
-  observer?: PipelineObserver & CreationsObserver;
+  observer?: PipelineObserver & CreationsObserver & OrdersObserver;
 }
 
 export interface Service<S extends Stores = Stores> {
@@ -78,6 +80,11 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const keyHashOf = createConnectionKeyHasher(config.appEnv);
   const proxies = proxyTrust(config.trustProxy);
+  /** The store's handlers, over the orders' write paths. */
+  const ordersHandlers = () => {
+    const writes = createOrderWrites({ orders: stores.orders, clock, groupCommit, ...(observer ? { observer } : {}) });
+    return createOrdersHandlers({ orders: stores.orders, clock, placeOrder: writes.place, changeOrder: writes.change });
+  };
   const app = createPipeline({
     clock,
     logger,
@@ -93,6 +100,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
         createPet: createPetCreations({ pets, clock, groupCommit, observer }).create,
         changePet: createPetChanges({ pets, groupCommit }),
       }),
+      ...ordersHandlers(),
       getOpenApiDocument: () => ({ status: 200, body: served }),
     },
     databaseErrorOf: stores.databaseErrorOf,

@@ -44,7 +44,9 @@ export type ChangeOutcome =
   | { kind: 'deleted' }
   | { kind: 'not_found' }
   /** The pet exists with another version than the one expected; nothing was changed. */
-  | { kind: 'version_mismatch' };
+  | { kind: 'version_mismatch' }
+  /** The change moves or removes a pet that an open order holds; nothing was changed. */
+  | { kind: 'has_open_order' };
 
 /** A pet to insert, with the idempotency record to write alongside it when it has one. */
 export interface PetCreation extends NewPet {

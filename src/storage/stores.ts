@@ -8,11 +8,13 @@ import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import type { DatabaseErrorOf } from './errors.ts';
 import type { KeysStore } from './keys.ts';
+import type { OrdersStore } from './orders.ts';
 import type { PetsStore } from './pets.ts';
 
 export interface Stores {
   keys: KeysStore;
   pets: PetsStore;
+  orders: OrdersStore;
   /** The rate limiter over this engine's state (every token counted once, for every instance). */
   limiter: RateLimiter;
   /** Recognises this engine's failures, for the one error mapping (503 or 500). */
@@ -33,4 +35,6 @@ export interface Upkeep {
   purgeExpiredRecords(now: number, limit: number): MaybePromise<number>;
   /** Deletes limiter rows idle for a day (both buckets full again); absent where none are kept. */
   purgeIdleCallers?: (limit: number) => MaybePromise<number>;
+  /** Folds recorded changes of the pets' counts into the counts, every second; absent where none are kept. */
+  foldCounts?: (limit: number) => MaybePromise<number>;
 }

@@ -1,6 +1,7 @@
 /**
- * Durability: an acknowledged create is never lost and a retried one never duplicated, even when
- * the server is killed with SIGKILL in the middle of a burst of concurrent creates.
+ * Durability: an acknowledged create or order is never lost and a retried one never duplicated,
+ * even when the server is killed with SIGKILL in the middle of a burst of them; and a pet and its
+ * order never disagree.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,6 +15,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
+import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CREATES = 300;
@@ -55,9 +57,9 @@ interface Answer {
   replayed: string | undefined;
 }
 
-function post(server: Server, agent: Agent, key: string, idempotencyKey: string, body: string): Promise<Answer> {
+function post(server: Server, agent: Agent, key: string, idempotencyKey: string, body: string, path = '/v1/pets'): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request(`${server.url}/v1/pets`, {
+    const req = request(`${server.url}${path}`, {
       method: 'POST',
       agent,
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey, 'content-length': Buffer.byteLength(body) },
@@ -163,6 +165,69 @@ test('SIGKILL during concurrent creates loses no acknowledged pet, and retries r
   assert.equal(new Set(final.map((pet) => JSON.parse(pet).name)).size, CREATES);
   for (const [i, answer] of retries.entries()) assert.ok(final.includes(answer.body), `retry ${i} answered a pet that is stored`);
 
+  second.child.kill('SIGTERM');
+  await once(second.child, 'exit');
+});
+
+test('SIGKILL during concurrent orders loses no acknowledged order, retries replay, and every pet agrees with its order', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-kill-orders-'));
+  const databasePath = join(dir, 'pets.db');
+  const children: ChildProcess[] = [];
+  t.after(() => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const setup = openDatabase(databasePath);
+  const { key } = createKeysStore(setup, { appEnv: 'development' }).create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, now: Date.now() });
+  const PETS = 200;
+  createPetsStore(setup).insertMany(Array.from({ length: PETS }, (_, i) => ({ name: `held ${i}`, categoryId: 1n, status: 'available' as const })));
+  setup.close();
+  const orderOf = (i: number) => `{"petId":${i + 1}}`;
+
+  const first = await startServer(databasePath);
+  children.push(first.child);
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  let acknowledgedCount = 0;
+  const outcomes = await Promise.allSettled(Array.from({ length: PETS }, async (_, i) => {
+    const answer = await post(first, agent, key, `order-${i}`, orderOf(i), '/v1/store/orders');
+    if (answer.status === 201 && ++acknowledgedCount === 60) first.child.kill('SIGKILL');
+    return answer;
+  }));
+  agent.destroy();
+  if (first.child.exitCode === null && first.child.signalCode === null) await once(first.child, 'exit');
+  const acknowledged = new Map<number, string>();
+  for (const [i, outcome] of outcomes.entries()) {
+    if (outcome.status === 'fulfilled') {
+      assert.equal(outcome.value.status, 201, outcome.value.body);
+      acknowledged.set(i, outcome.value.body);
+    }
+  }
+  assert.ok(acknowledged.size >= 60 && acknowledged.size < PETS, `${acknowledged.size} acknowledged: the kill came part-way through`);
+
+  // The file as the kill left it: each pet is pending exactly when an open order holds it.
+  const check = openDatabase(databasePath);
+  t.after(() => check.close());
+  const disagreements = () => check.prepare(`
+    SELECT count(*) AS n FROM pets p
+     WHERE (p.status = 'pending') <> EXISTS (SELECT 1 FROM orders o WHERE o.pet_id = p.id AND o.status IN ('placed', 'approved'))`).get() as { n: number };
+  assert.equal(disagreements().n, 0);
+
+  const second = await startServer(databasePath);
+  children.push(second.child);
+  const again = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  t.after(() => again.destroy());
+  for (const [i, body] of acknowledged) {
+    const { id } = JSON.parse(body) as { id: number };
+    assert.equal((await get(second, again, key, `/v1/store/orders/${id}`)).body, body, `acknowledged order ${i}`);
+  }
+  const retries = await Promise.all(Array.from({ length: PETS }, (_, i) => post(second, again, key, `order-${i}`, orderOf(i), '/v1/store/orders')));
+  for (const [i, answer] of retries.entries()) {
+    assert.equal(answer.status, 201, `retry ${i}: ${answer.body}`);
+    if (acknowledged.has(i)) assert.deepEqual([answer.replayed, answer.body], ['true', acknowledged.get(i)], `retry ${i} of an acknowledged order`);
+  }
+  const rows = check.prepare("SELECT count(*) AS orders, count(DISTINCT pet_id) AS pets FROM orders WHERE status = 'placed'").get() as { orders: number; pets: number };
+  assert.deepEqual({ ...rows }, { orders: PETS, pets: PETS }, 'each request placed exactly one order');
+  assert.equal(disagreements().n, 0);
   second.child.kill('SIGTERM');
   await once(second.child, 'exit');
 });

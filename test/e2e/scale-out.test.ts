@@ -72,8 +72,8 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
 
   test('limits are global under concurrency too, and a free key gets 60 a minute in total, not 180', async () => {
     const key = await newKey({ plan: 'enterprise', perMinute: 10_000, perDay: 50 });
-    const answers = await Promise.all(Array.from({ length: 150 }, (_, i) => call(i, '/v1/store/orders', key).then((r) => r.status)));
-    assert.equal(answers.filter((status) => status === 501).length, 50);
+    const answers = await Promise.all(Array.from({ length: 150 }, (_, i) => call(i, '/v1/store/inventory', key).then((r) => r.status)));
+    assert.equal(answers.filter((status) => status === 200).length, 50);
     assert.equal(answers.filter((status) => status === 429).length, 100);
 
     const free = await newKey({ plan: 'free' });
@@ -171,6 +171,95 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     assert.equal(deleted.status, 204);
     for (let i = 0; i < 3; i++) assert.equal((await call(i, `/v1/pets/${id}`, key)).status, 404);
     assert.equal((await call(2, `/v1/pets/${id}`, key, { method: 'DELETE' })).status, 404);
+  });
+
+  const adopterKey = async () => (await keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000, scopes: ['pets:read', 'orders:write'], now: Date.now() })).key;
+  const sendJson = (i: number, path: string, key: string, method: string, body: unknown) =>
+    call(i, path, key, { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  /** Open orders whose pet is not pending, and pending pets named `like` without an open order: both must be none. */
+  const brokenHolds = async (like: string) => (await sql<{ n: string }[]>`
+    SELECT (SELECT count(*) FROM orders o JOIN pets p ON p.id = o.pet_id WHERE o.status IN ('placed', 'approved') AND p.status <> 'pending')
+         + (SELECT count(*) FROM pets p WHERE p.name LIKE ${like} AND p.status = 'pending'
+              AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.pet_id = p.id AND o.status IN ('placed', 'approved'))) AS n`)[0]!.n;
+
+  test('50 concurrent orders for one pet over three instances: exactly one 201, the others 409; the inventory agrees on every instance at once', async () => {
+    const staff = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
+    const adopters = await Promise.all(Array.from({ length: 5 }, adopterKey));
+    for (let round = 0; round < 3; round++) {
+      const made = await create(round, staff, { name: `adopt ${round}`, categoryId: 1 });
+      const { id } = (await made.json()) as { id: number };
+      const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => sendJson(i, '/v1/store/orders', adopters[i % 5]!, 'POST', { petId: id })));
+      const statuses = answers.map((answer) => answer.status);
+      assert.deepEqual([...statuses].sort(), [201, ...Array(49).fill(409)], `round ${round}`);
+      for (const answer of answers) {
+        const body = (await answer.json()) as { code?: string };
+        if (answer.status === 409) assert.equal(body.code, 'pet_not_available');
+      }
+      const counts = await sql<{ status: string; n: string }[]>`SELECT status, count(*)::text AS n FROM pets GROUP BY status`;
+      const expected = { available: 0, pending: 0, sold: 0, ...Object.fromEntries(counts.map((row) => [row.status, Number(row.n)])) };
+      for (let i = 0; i < 3; i++) {
+        assert.equal(((await (await call(i, `/v1/pets/${id}`, staff)).json()) as { status: string }).status, 'pending', `instance ${i}`);
+        assert.deepEqual(await (await call(i, '/v1/store/inventory', staff)).json(), expected, `instance ${i}: the inventory is exact`);
+      }
+      assert.equal((await sql<{ n: string }[]>`SELECT count(*)::text AS n FROM orders WHERE pet_id = ${id}`)[0]!.n, '1');
+    }
+  });
+
+  test('a cancel and a complete of one order racing on two instances: exactly one wins, the other is 409, and the pet agrees with the winner', async () => {
+    const staff = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
+    const winners: string[] = [];
+    for (let round = 0; round < 10; round++) {
+      const { id: petId } = (await (await create(round, staff, { name: `race ${round}`, categoryId: 1 })).json()) as { id: number };
+      const { id } = (await (await sendJson(round, '/v1/store/orders', staff, 'POST', { petId })).json()) as { id: number };
+      assert.equal((await sendJson(round + 1, `/v1/store/orders/${id}`, staff, 'PATCH', { status: 'approved' })).status, 200);
+      const racing = await Promise.all(['completed', 'cancelled'].map((status, i) => sendJson(round + i, `/v1/store/orders/${id}`, staff, 'PATCH', { status })));
+      assert.deepEqual(racing.map((answer) => answer.status).sort(), [200, 409], `round ${round}`);
+      const lost = racing.find((answer) => answer.status === 409)!;
+      assert.equal(((await lost.json()) as { code: string }).code, 'invalid_transition');
+      const winner = ((await racing.find((answer) => answer.status === 200)!.json()) as { status: string }).status;
+      winners.push(winner);
+      const [row] = await sql<{ order: string; pet: string }[]>`SELECT o.status AS order, p.status AS pet FROM orders o JOIN pets p ON p.id = o.pet_id WHERE o.id = ${id}`;
+      assert.deepEqual(row, { order: winner, pet: winner === 'completed' ? 'sold' : 'available' });
+    }
+    assert.equal(winners.length, 10);
+  });
+
+  test('SIGKILL of one instance during concurrent orders and steps: every acknowledged order is stored, and no pet and order disagree', async () => {
+    const staff = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
+    const petIds: number[] = [];
+    for (let i = 0; i < 120; i++) petIds.push(((await (await create(i, staff, { name: `held ${i}`, categoryId: 1 })).json()) as { id: number }).id);
+    const victim = instances[0]!;
+    const acknowledged = new Map<number, number>();
+    let answered = 0;
+    let died = 0;
+    let next = 0;
+    // 20 clients: each places an order for its next pet, then approves it, then completes or cancels it.
+    await Promise.all(Array.from({ length: 20 }, async () => {
+      for (let i = next++; i < petIds.length; i = next++) {
+        try {
+          const placed = await sendJson(i, '/v1/store/orders', staff, 'POST', { petId: petIds[i] });
+          if (placed.status !== 201) { await placed.arrayBuffer(); continue; }
+          const { id } = (await placed.json()) as { id: number };
+          acknowledged.set(i, id);
+          if (++answered === 40) victim.child.kill('SIGKILL');
+          for (const status of ['approved', i % 2 === 0 ? 'completed' : 'cancelled']) {
+            await (await sendJson(i + 1, `/v1/store/orders/${id}`, staff, 'PATCH', { status })).arrayBuffer();
+          }
+        } catch {
+          died++; // The request died with the instance.
+        }
+      }
+    }));
+    instances[0] = await startInstance(env);
+    if (victim.child.exitCode === null && victim.child.signalCode === null) await once(victim.child, 'exit');
+    assert.ok(acknowledged.size > 40 && died > 0, `${acknowledged.size} orders acknowledged, ${died} requests died with the instance`);
+    for (const [i, id] of acknowledged) {
+      const [row] = await sql<{ pet: string }[]>`SELECT pet_id::text AS pet FROM orders WHERE id = ${id}`;
+      assert.equal(row?.pet, String(petIds[i]), `acknowledged order ${id} is stored`);
+    }
+    assert.equal(await brokenHolds('held %'), '0', 'every open order holds a pending pet, every pending pet has an open order');
+    const ordersPerPet = await sql<{ n: string }[]>`SELECT count(*)::text AS n FROM orders GROUP BY pet_id HAVING count(*) FILTER (WHERE status IN ('placed', 'approved')) > 1`;
+    assert.equal(ordersPerPet.length, 0, 'at most one open order per pet');
   });
 
   test('SIGKILL of one instance during concurrent creates loses no acknowledged pet', async () => {

@@ -146,7 +146,7 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     for (let i = 0; i < 35; i++) statuses.push((await onWorker(1 + (i % 2)).send('/v1/pets', { headers: auth(key) })).status);
     assert.deepEqual(statuses, [...Array(5).fill(200), ...Array(30).fill(429)]);
     for (const worker of [1, 2]) {
-      const answer = await onWorker(worker).send('/v1/store/orders', { headers: auth(key) });
+      const answer = await onWorker(worker).send('/v1/store/inventory', { headers: auth(key) });
       assert.equal(answer.status, 429, `worker ${worker}`);
       assert.equal(JSON.parse(answer.body).code, 'temporarily_banned', `worker ${worker}`);
       assert.ok(Number(answer.headers['retry-after']) > 800, 'the ban of RATE_LIMIT_BAN_SECONDS (900)');
@@ -203,6 +203,34 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     }
   });
 
+  test('50 concurrent orders for one pet over both workers: exactly one 201; the pet is pending and the inventory counts it on every connection at once', async () => {
+    const store = createKeysStore(db, { appEnv: 'staging' });
+    const adopters = Array.from({ length: 5 }, () =>
+      store.create({ plan: 'enterprise', perMinute: 100_000, perDay: 100_000, scopes: ['pets:read', 'orders:write'], now: Date.now() }).key);
+    const staff = newKey({ perMinute: 100_000, perDay: 100_000 });
+    const json = (key: string) => ({ ...auth(key), 'content-type': 'application/json' });
+    for (let round = 0; round < 3; round++) {
+      const created = await connections[round]!.send('/v1/pets', { method: 'POST', body: JSON.stringify({ name: `Adopt ${round}`, categoryId: 1 }), headers: json(staff) });
+      const { id } = JSON.parse(created.body) as { id: number };
+      // Every connection reads the pet and the inventory first, so each worker has them cached.
+      const before = JSON.parse((await connections[0]!.send('/v1/store/inventory', { headers: auth(staff) })).body) as Record<string, number>;
+      for (const connection of connections) assert.equal(JSON.parse((await connection.send(`/v1/pets/${id}`, { headers: auth(staff) })).body).status, 'available');
+      const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => connections[(i * 5 + round) % CONNECTIONS]!.send('/v1/store/orders', {
+        method: 'POST', body: JSON.stringify({ petId: id }), headers: json(adopters[i % adopters.length]!),
+      })));
+      assert.deepEqual(answers.map((answer) => answer.status).sort(), [201, ...Array(49).fill(409)], `round ${round}`);
+      for (const answer of answers.filter((each) => each.status === 409)) assert.equal(JSON.parse(answer.body).code, 'pet_not_available');
+      for (const [index, connection] of connections.entries()) {
+        const pet = JSON.parse((await connection.send(`/v1/pets/${id}`, { headers: auth(staff) })).body) as { status: string };
+        assert.equal(pet.status, 'pending', `connection ${index} on worker ${workerOf[index]}`);
+        const inventory = JSON.parse((await connection.send('/v1/store/inventory', { headers: auth(staff) })).body) as Record<string, number>;
+        assert.deepEqual(inventory, { ...before, available: before.available! - 1, pending: before.pending! + 1 }, `connection ${index}`);
+      }
+      const rows = db.prepare("SELECT count(*) AS n FROM orders WHERE pet_id = ? AND status = 'placed'").get(id) as { n: number };
+      assert.equal(rows.n, 1, `round ${round}: one order row`);
+    }
+  });
+
   test('the per-address connection cap counts the connections of both workers', async (t) => {
     if (!(await needsLoopbackRange(t))) return;
     const address = loopbackAddress(77);
@@ -236,7 +264,8 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     assert.equal(byWorker[0]! + byWorker[1]!, total);
     // The first test sent one /healthz per connection, the cap test CAP more and one after.
     assert.ok(valueOf(exposition, 'http_requests_total', { method: 'GET', route: '/healthz', status: '200' }) >= CONNECTIONS + 1);
-    assert.equal(valueOf(exposition, 'pets_created_total'), 16, 'five idempotent creates, the ten beside them and the PATCH test\'s pet, whichever worker made them');
+    assert.equal(valueOf(exposition, 'pets_created_total'), 19, 'five idempotent creates, the ten beside them, the PATCH test\'s pet and the orders test\'s three, whichever worker made them');
+    assert.equal(valueOf(exposition, 'orders_total', { status: 'placed' }), 3, 'one order of each of the orders test\'s rounds');
     assert.ok(valueOf(exposition, 'idempotent_replays_total') > 0);
     assert.equal(valueOf(exposition, 'rate_limit_rejections_total', { code: 'temporarily_banned' }), 151 + 1 + 2);
     const verdict = promtoolCheckMetrics(t, text);

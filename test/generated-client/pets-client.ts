@@ -17,11 +17,16 @@ export type PetPatch = components['schemas']['PetPatch'];
 export type PetStatus = components['schemas']['PetStatus'];
 export type ApiErrorBody = components['schemas']['Error'];
 export type ListQuery = NonNullable<operations['listPets']['parameters']['query']>;
+export type Order = components['schemas']['Order'];
+export type OrderStatus = components['schemas']['OrderStatus'];
+export type OrderQuery = NonNullable<operations['listOrders']['parameters']['query']>;
+export type Inventory = components['schemas']['Inventory'];
 
 type ListHeaders = operations['listPets']['responses'][200]['headers'];
 type CreatedHeaders = operations['createPet']['responses'][201]['headers'];
 type GetPetHeaders = operations['getPet']['responses'][200]['headers'];
 type UpdatedHeaders = operations['updatePet']['responses'][200]['headers'];
+type PlacedHeaders = operations['placeOrder']['responses'][201]['headers'];
 
 /** Every status, checked against the generated type in both directions below. */
 const PET_STATUSES = ['available', 'pending', 'sold'] as const satisfies readonly PetStatus[];
@@ -121,6 +126,38 @@ export function createPetsClient(baseUrl: string, apiKey: string, fetch?: (reque
       if (error) throw new PetsApiError({ status: response.status, error });
     },
 
+    /** Asks to adopt a pet: the order, placed, and where to find it. */
+    async placeOrder(petId: Pet['id'], idempotencyKey?: string): Promise<{ order: Order; location: PlacedHeaders['Location'] }> {
+      const header = idempotencyKey === undefined ? {} : { 'Idempotency-Key': idempotencyKey };
+      const { data, error, response } = await client.POST('/store/orders', { body: { petId }, params: { header } });
+      if (error) throw new PetsApiError({ status: response.status, error });
+      return { order: data, location: response.headers.get('location') ?? '' };
+    },
+
+    /** One page of the orders the key may see. */
+    async listOrders(query: OrderQuery = {}): Promise<Order[]> {
+      const { data, error, response } = await client.GET('/store/orders', { params: { query } });
+      if (error) throw new PetsApiError({ status: response.status, error });
+      return data;
+    },
+
+    /** Moves an order to `status`: approve, complete or cancel it. */
+    async updateOrder(orderId: Order['id'], status: OrderStatus): Promise<Order> {
+      const { data, error, response } = await client.PATCH('/store/orders/{orderId}', {
+        params: { path: { orderId } },
+        body: { status },
+        headers: { 'Content-Type': 'application/merge-patch+json' },
+      });
+      if (error) throw new PetsApiError({ status: response.status, error });
+      return data;
+    },
+
+    async inventory(): Promise<Inventory> {
+      const { data, error, response } = await client.GET('/store/inventory');
+      if (error) throw new PetsApiError({ status: response.status, error });
+      return data;
+    },
+
     /** Sends a body the way a caller with loose input would, to see the typed 400. */
     async createUnchecked(body: NewPet): Promise<Failure | null> {
       const { error, response } = await client.POST('/pets', { body });
@@ -161,6 +198,14 @@ expectType<Equal<CreatedHeaders['ETag'], string>>();
 expectType<Equal<GetPetHeaders['ETag'], string>>();
 expectType<Equal<operations['updatePet']['responses'][412]['content']['application/json']['code'], 'precondition_failed'>>();
 expectType<Equal<operations['deletePet']['responses'][204]['content'], undefined>>();
+expectType<Equal<Order, { id: number; petId: number; account: string; status: OrderStatus; placedAt: string; updatedAt: string }>>();
+expectType<Equal<OrderStatus, 'placed' | 'approved' | 'completed' | 'cancelled'>>();
+expectType<Equal<OrderQuery, { limit?: number; status?: OrderStatus; cursor?: string }>>();
+expectType<Equal<Inventory, { available: number; pending: number; sold: number }>>();
+expectType<Equal<PlacedHeaders['Location'], string>>();
+expectType<Equal<operations['placeOrder']['responses'][409]['content']['application/json']['code'], 'pet_not_available' | 'idempotency_key_in_flight'>>();
+expectType<Equal<operations['updateOrder']['responses'][403]['content']['application/json']['code'], 'insufficient_scope'>>();
+expectType<Equal<operations['getOrder']['parameters']['path'], { orderId: number }>>();
 
 /** Never called: each line must be refused by the compiler. */
 export function misuses(client: ReturnType<typeof createClient<paths>>): void {
@@ -182,6 +227,12 @@ export function misuses(client: ReturnType<typeof createClient<paths>>): void {
   void client.PATCH('/pets/{petId}', { params: { path: { petId: 1 } }, body: { status: null } });
   // @ts-expect-error status is one of the three values
   void client.PATCH('/pets/{petId}', { params: { path: { petId: 1 } }, body: { status: 'adopted' } });
+  // @ts-expect-error petId is a number
+  void client.POST('/store/orders', { body: { petId: '1' } });
+  // @ts-expect-error an order has four statuses; "shipped" is not one
+  void client.PATCH('/store/orders/{orderId}', { params: { path: { orderId: 1 } }, body: { status: 'shipped' } });
+  // @ts-expect-error orders cannot be deleted
+  void client.DELETE('/store/orders/{orderId}', { params: { path: { orderId: 1 } } });
   // @ts-expect-error DELETE takes no body
   void client.DELETE('/pets/{petId}', { params: { path: { petId: 1 } }, body: {} });
 }

@@ -133,7 +133,7 @@ function paths(t: TestContext, opened: Awaited<ReturnType<Engine['open']>>) {
   };
 }
 
-const STATUS: Record<ChangeOutcome['kind'], number> = { updated: 200, deleted: 204, not_found: 404, version_mismatch: 412 };
+const STATUS: Record<ChangeOutcome['kind'], number> = { updated: 200, deleted: 204, not_found: 404, version_mismatch: 412, has_open_order: 409 };
 
 /** The names of the stored pets, sorted (a create without a key joins its batch first). */
 async function names(pets: PetsStore): Promise<string[]> {

@@ -12,42 +12,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import type { RateLimiter } from '../../src/limits/limiter.ts';
-import { createLimiter } from '../../src/limits/limiter.ts';
 import { startTestServer, storedPet, type TestServer } from '../support/test-server.ts';
 import { openRaw, rawRequest, type RawResponse } from '../support/raw-http.ts';
 import { anyCodePoint, CONTRACT_ERRORS, ifMatchOutcome, INT64_MAX, settings } from '../support/property.ts';
+import { assertContractAnswer, ifMatchTemplate, lineBytes, rawMessage, roomyLimiter } from '../support/hostile-http.ts';
 import { encodeCursor } from '../../src/api/cursor.ts';
 import { petETag } from '../../src/api/pets/json.ts';
 import { allSucceeded } from '../../src/lib/item-outcome.ts';
 
 const encoder = new TextEncoder();
-
-/** Never refuses, but answers with a real limiter's headers. */
-function roomyLimiter(): RateLimiter {
-  const limiter = createLimiter({ clock: () => 0, banThreshold: 30, banSeconds: 900 });
-  return { take: (caller) => limiter.take(caller, { perMinute: 1_000_000_000, perDay: 1_000_000_000 }) };
-}
-
-/** What one operation may answer: status to the codes allowed with it (empty for success). */
-type Allowed = Readonly<Record<number, readonly string[]>>;
-
-/** Every answer of every request here may also be a malformed-HTTP 400 or a 431 (Node's parser). */
-const HTTP_LEVEL: Allowed = { 400: ['bad_request'], 431: ['headers_too_large'] };
-
-function assertContractAnswer(response: RawResponse, allowed: Allowed, context: string): string | null {
-  const codes = allowed[response.status] ?? HTTP_LEVEL[response.status];
-  assert.ok(codes !== undefined, `${context}: status ${response.status} ${response.body}`);
-  assert.notEqual(response.status, 500);
-  if (response.status < 400) return null;
-  const body = JSON.parse(response.body) as Record<string, unknown>;
-  assert.deepEqual(Object.keys(body), ['code', 'message', 'status'], context);
-  assert.equal(body.status, response.status);
-  const code = body.code as string;
-  assert.equal(CONTRACT_ERRORS[code], response.status, `${context}: ${code} is not a contract code for ${response.status}`);
-  assert.ok([...codes, ...(HTTP_LEVEL[response.status] ?? [])].includes(code), `${context}: ${code} not expected here`);
-  return code;
-}
 
 function petCount(server: TestServer): number {
   return (server.db.prepare('SELECT COUNT(*) AS n FROM pets').get() as { n: number }).n;
@@ -56,19 +29,6 @@ function petCount(server: TestServer): number {
 /** Every stored pet, every field and the version, as one string to compare before and after. */
 function petsState(server: TestServer): string {
   return JSON.stringify(server.db.prepare('SELECT id, name, CAST(category_id AS TEXT) AS c, status, version FROM pets ORDER BY id').all());
-}
-
-/** Bytes that can stand in a header value or request target without ending the line. */
-const lineBytes = (maxLength: number) =>
-  fc.oneof(
-    fc.uint8Array({ maxLength }).map((bytes) => Buffer.from(bytes.filter((byte) => byte !== 0x0d && byte !== 0x0a))),
-    fc.string({ unit: anyCodePoint, maxLength }).map((text) => Buffer.from(text.replace(/[\r\n]/g, ''), 'utf8')),
-    fc.string({ unit: 'grapheme-ascii', maxLength }).map((text) => Buffer.from(text)),
-  );
-
-function request(lines: (string | Buffer)[], body: Buffer = Buffer.alloc(0)): Buffer {
-  const head = lines.flatMap((line) => [typeof line === 'string' ? Buffer.from(line, 'latin1') : line, Buffer.from('\r\n')]);
-  return Buffer.concat([...head, Buffer.from('Connection: close\r\n\r\n'), body]);
 }
 
 /** Bodies from plausible to absurd: valid pets, near misses, and bytes. */
@@ -111,7 +71,7 @@ test('any POST /v1/pets body answers 201, 400, 413 or 415 with the contract code
         : body;
       const lines = ['POST /v1/pets HTTP/1.1', 'Host: x', `Authorization: Bearer ${server.key}`, chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${body.length}`];
       if (type !== undefined) lines.push(`Content-Type: ${type}`);
-      const response = await rawRequest(server.url, request(lines, framing));
+      const response = await rawRequest(server.url, rawMessage(lines, framing));
       const context = `${type} ${JSON.stringify(body.toString('latin1').slice(0, 120))}`;
       assertContractAnswer(response, { 201: [], 400: ['invalid_json', 'invalid_body'], 413: ['payload_too_large'], 415: ['unsupported_media_type'] }, context);
       assert.equal(petCount(server), before + (response.status === 201 ? 1 : 0), context);
@@ -138,7 +98,7 @@ test('any query string on GET /v1/pets answers 200 or 400 invalid_query, cursors
   await fc.assert(
     fc.asyncProperty(query, async (search) => {
       const target = Buffer.concat([Buffer.from('GET /v1/pets?'), search, Buffer.from(' HTTP/1.1')]);
-      const response = await rawRequest(server.url, request([target, 'Host: x', `Authorization: Bearer ${server.key}`]));
+      const response = await rawRequest(server.url, rawMessage([target, 'Host: x', `Authorization: Bearer ${server.key}`]));
       assertContractAnswer(response, { 200: [], 400: ['invalid_query'], 404: ['not_found'] }, search.toString('latin1'));
       if (response.status === 200) assert.ok(Array.isArray(JSON.parse(response.body)));
     }),
@@ -164,7 +124,7 @@ test('any method and path segment after /v1/pets/ answers 200, 204, 400, 404 or 
     fc.asyncProperty(method, segment, async (verb, petId) => {
       const before = petsState(server);
       const target = Buffer.concat([Buffer.from(`${verb} /v1/pets/`), petId, Buffer.from(' HTTP/1.1')]);
-      const response = await rawRequest(server.url, request([target, 'Host: x', `Authorization: Bearer ${server.key}`]));
+      const response = await rawRequest(server.url, rawMessage([target, 'Host: x', `Authorization: Bearer ${server.key}`]));
       const context = `${verb} ${petId.toString('latin1')}`;
       // A PATCH without a body gets as far as its empty body: 400 invalid_body.
       assertContractAnswer(response, { 200: [], 204: [], 400: ['invalid_path', 'invalid_query', 'invalid_body'], 404: ['pet_not_found', 'not_found'], 405: ['method_not_allowed'] }, context);
@@ -183,7 +143,7 @@ test('any Authorization value answers 200 with the real key, else 401 missing_ap
   );
   await fc.assert(
     fc.asyncProperty(authorization, async (value) => {
-      const response = await rawRequest(server.url, request(['GET /v1/pets HTTP/1.1', 'Host: x', Buffer.concat([Buffer.from('Authorization: '), value])]));
+      const response = await rawRequest(server.url, rawMessage(['GET /v1/pets HTTP/1.1', 'Host: x', Buffer.concat([Buffer.from('Authorization: '), value])]));
       const code = assertContractAnswer(response, { 200: [], 401: ['missing_api_key', 'invalid_api_key'] }, value.toString('latin1'));
       if (response.status === 401) {
         assert.equal(response.headers['www-authenticate'], code === 'invalid_api_key' ? 'Bearer realm="pets", error="invalid_token"' : 'Bearer realm="pets"');
@@ -195,9 +155,6 @@ test('any Authorization value answers 200 with the real key, else 401 missing_ap
   assert.ok(!server.logs.some((line) => line.includes(server.key)), 'the key is never logged');
 });
 
-// Idempotency-Key is parsed by the issue-5 change; until it lands this only proves that no value
-// can make a creation fail outside the contract. After the merge it should also pin: a bad key
-// (empty, "" quoted, over 255, not `!`..`~`) is 400 invalid_idempotency_key and stores nothing.
 test('any Idempotency-Key value is a create or a replay when it is 1 to 255 visible ASCII characters (bare or quoted), else 400 that stores nothing', async (t) => {
   const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
   const key = fc.oneof(
@@ -213,7 +170,7 @@ test('any Idempotency-Key value is a create or a replay when it is 1 to 255 visi
     fc.asyncProperty(key, async (value) => {
       const before = petCount(server);
       const body = Buffer.from('{"name":"Rex","categoryId":1}');
-      const response = await rawRequest(server.url, request(
+      const response = await rawRequest(server.url, rawMessage(
         ['POST /v1/pets HTTP/1.1', 'Host: x', `Authorization: Bearer ${server.key}`, 'Content-Type: application/json', `Content-Length: ${body.length}`, Buffer.concat([Buffer.from('Idempotency-Key: '), value])],
         body,
       ));
@@ -269,16 +226,6 @@ test('whatever bytes follow a valid creation on the same connection, the creatio
   );
 });
 
-/** If-Match values, with CURRENT standing for the pet's ETag at the time of the request. */
-const ifMatchTemplate = fc.option(
-  fc.oneof(
-    fc.constantFrom('CURRENT', '*', ' * ', 'W/CURRENT', '"0.0", CURRENT', 'CURRENT, W/"x"', '"x"', '', ',', '"1.1"', 'CURRENT CURRENT', '*, CURRENT', 'w/CURRENT', '"a'),
-    fc.array(fc.constantFrom('CURRENT', 'W/CURRENT', '"9.9"', '*', ',', ', ', ' ', '"', 'x'), { maxLength: 5 }).map((parts) => parts.join('')),
-    lineBytes(30).map((bytes) => bytes.toString('latin1')),
-  ),
-  { nil: null },
-);
-
 /** Merge patch bodies from plausible to absurd: every field optional, nulls, extras, non-objects, bytes. */
 const patchBody = fc.oneof(
   fc.record(
@@ -316,7 +263,7 @@ test('any PATCH of a pet (body, media type, If-Match) is answered in the contrac
       const lines: (string | Buffer)[] = ['PATCH /v1/pets/1 HTTP/1.1', 'Host: x', `Authorization: Bearer ${server.key}`, `Content-Length: ${body.length}`];
       if (type !== undefined) lines.push(`Content-Type: ${type}`);
       if (ifMatch !== null) lines.push(Buffer.from(`If-Match: ${ifMatch}`, 'latin1'));
-      const response = await rawRequest(server.url, request(lines, body));
+      const response = await rawRequest(server.url, rawMessage(lines, body));
       const context = `If-Match ${JSON.stringify(ifMatch)}, ${type}, ${JSON.stringify(body.toString('latin1').slice(0, 100))}`;
       // Node trims the blanks around a header value; the grammar allows them anyway.
       const expected = ifMatchOutcome(ifMatch, petETag(before));
@@ -346,7 +293,7 @@ test('any DELETE of a pet, existing or not, with any If-Match: 204 removes it, a
       const before = petsState(server);
       const lines: (string | Buffer)[] = [`DELETE /v1/pets/${id} HTTP/1.1`, 'Host: x', `Authorization: Bearer ${server.key}`];
       if (ifMatch !== null) lines.push(Buffer.from(`If-Match: ${ifMatch}`, 'latin1'));
-      const response = await rawRequest(server.url, request(lines));
+      const response = await rawRequest(server.url, rawMessage(lines));
       const context = `${exists ? 'existing' : 'unknown'} pet, If-Match ${JSON.stringify(ifMatch)}`;
       const expected = exists ? ifMatchOutcome(ifMatch, petETag(pet!)) : 'pet_not_found';
       if (expected === 'proceed') assertContractAnswer(response, { 204: [] }, context);

@@ -10,7 +10,7 @@ import { createLogger } from '../../src/http/access-log.ts';
 import { createMetrics, EXPOSITION_CONTENT_TYPE, type Metrics } from '../../src/ops/metrics.ts';
 import { createMetricsApp } from '../../src/ops/metrics-app.ts';
 import { startProcessProbe } from '../../src/ops/process-probe.ts';
-import { errorBody, startTestServer } from '../support/test-server.ts';
+import { errorBody, json, startTestServer } from '../support/test-server.ts';
 import { parseExposition, samplesOf, valueOf, type Exposition } from '../support/prometheus-text.ts';
 import { promtoolCheckMetrics } from '../support/promtool.ts';
 
@@ -91,7 +91,7 @@ test('the metrics count the traffic sent: by route template and status, the hist
   assert.equal((await server.request('/healthz')).status, 200);
   assert.equal((await server.request('/v1/openapi.json')).status, 200);
   // The free key has 60 requests a minute; the clock does not move, so the 61st is refused.
-  for (let i = 0; i < 60; i++) assert.equal((await server.request('/v1/store/orders', { key: server.freeKey })).status, 501);
+  for (let i = 0; i < 60; i++) assert.equal((await server.request('/v1/store/orders', { key: server.freeKey })).status, 200);
   const refused = await server.request('/v1/store/orders', { key: server.freeKey });
   assert.equal(refused.status, 429);
 
@@ -111,7 +111,7 @@ test('the metrics count the traffic sent: by route template and status, the hist
   assert.equal(requests('GET', '/v1/pets/{petId}', 401), 1);
   assert.equal(requests('GET', '/healthz', 200), 1);
   assert.equal(requests('GET', '/v1/openapi.json', 200), 1);
-  assert.equal(requests('GET', '/v1/store/orders', 501), 60);
+  assert.equal(requests('GET', '/v1/store/orders', 200), 60);
   assert.equal(requests('GET', '/v1/store/orders', 429), 1);
   const total = samplesOf(exposition, 'http_requests_total').reduce((sum, sample) => sum + sample.value, 0);
   assert.equal(total, 79, 'every request once, nothing else');
@@ -174,4 +174,27 @@ test('a create that fails on the database counts a database error', async (t) =>
   assert.equal(valueOf(exposition, 'database_errors_total'), failed);
   assert.equal(valueOf(exposition, 'http_requests_total', { method: 'POST', route: '/v1/pets', status: '503' }), failed);
   assert.equal(valueOf(exposition, 'pets_created_total'), 40 - failed);
+});
+
+test('orders_total counts orders reaching each status; a refused step, a replay and a no-change count nothing', async (t) => {
+  const metrics = realMetrics(t);
+  const server = await startTestServer(t, { observer: metrics });
+  const metricsUrl = await startMetricsListener(t, metrics);
+  const petIds: number[] = [];
+  for (let i = 0; i < 3; i++) petIds.push((await json(await server.post('/v1/pets', { name: `Rex${i}`, categoryId: 1 }))).id);
+  const place = (petId: number) => server.post('/v1/store/orders', { petId }, { headers: { 'idempotency-key': `place-${petId}` } });
+  const step = (id: number, status: string) =>
+    server.request(`/v1/store/orders/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ status }) });
+  for (const petId of petIds) assert.equal((await place(petId)).status, 201);
+  assert.equal((await place(petIds[0]!)).headers.get('idempotent-replayed'), 'true');
+  assert.equal((await step(1, 'approved')).status, 200);
+  assert.equal((await step(1, 'approved')).status, 200, 'no change');
+  assert.equal((await step(1, 'completed')).status, 200);
+  assert.equal((await step(2, 'cancelled')).status, 200);
+  assert.equal((await step(3, 'completed')).status, 409);
+  const { exposition } = await scrape(metricsUrl);
+  const reached = (status: string) => valueOf(exposition, 'orders_total', { status });
+  assert.deepEqual(['placed', 'approved', 'completed', 'cancelled'].map(reached), [3, 1, 1, 1]);
+  assert.equal(valueOf(exposition, 'idempotent_replays_total'), 1);
+  assert.equal(valueOf(exposition, 'http_requests_total', { method: 'PATCH', route: '/v1/store/orders/{orderId}', status: '409' }), 1);
 });

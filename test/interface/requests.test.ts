@@ -86,7 +86,8 @@ test('a known path with another method: 405 with Allow listing HEAD beside GET',
   const server = await startTestServer(t);
   const cases = [
     ['DELETE', '/v1/pets', 'GET, HEAD, POST'], ['PUT', '/v1/pets/1', 'GET, HEAD, PATCH, DELETE'], ['POST', '/v1/pets/1', 'GET, HEAD, PATCH, DELETE'],
-    ['POST', '/v1/store/orders', 'GET, HEAD'], ['PATCH', '/v1/pets', 'GET, HEAD, POST'],
+    ['DELETE', '/v1/store/orders', 'GET, HEAD, POST'], ['POST', '/v1/store/orders/1', 'GET, HEAD, PATCH'], ['PUT', '/v1/store/inventory', 'GET, HEAD'],
+    ['PATCH', '/v1/pets', 'GET, HEAD, POST'],
   ] as const;
   for (const [method, path, allow] of cases) {
     const response = await server.request(path, { method });
@@ -110,12 +111,13 @@ test('HEAD works wherever GET does, with the headers and no body', async (t) => 
   assert.equal((await server.request('/v1/pets/1', { method: 'HEAD' })).headers.get('sunset'), 'Thu, 05 Dec 2030 00:00:00 GMT');
 });
 
-test('GET /v1/store/orders exists, needs a key, and answers 501 not_implemented', async (t) => {
+test('the store\'s paths need a key like every operation: 401 without one, before 404 and 405', async (t) => {
   const server = await startTestServer(t);
-  assert.equal((await server.request('/v1/store/orders', { key: null })).status, 401);
-  const response = await server.request('/v1/store/orders');
-  assert.equal(response.status, 501);
-  assert.equal((await errorBody(response)).code, 'not_implemented');
+  for (const [path, method] of [['/v1/store/orders', 'GET'], ['/v1/store/orders', 'POST'], ['/v1/store/orders/1', 'PATCH'], ['/v1/store/inventory', 'GET'], ['/v1/store/nothing', 'GET']]) {
+    const response = await server.request(path!, { key: null, method: method! });
+    assert.equal(response.status, 401, `${method} ${path}`);
+    assert.equal((await errorBody(response)).code, 'missing_api_key');
+  }
 });
 
 test('one JSON access-log line per request, with the key id and never the key', async (t) => {

@@ -21,6 +21,7 @@ test('an empty registry exposes every family the contract lists, each with HELP 
     api_key_rejections_total: 'counter',
     pets_created_total: 'counter',
     idempotent_replays_total: 'counter',
+    orders_total: 'counter',
     database_errors_total: 'counter',
     process_resident_memory_bytes: 'gauge',
     process_cpu_seconds_total: 'counter',

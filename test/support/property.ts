@@ -26,10 +26,11 @@ export function settings<T>(runs: number): Parameters<T> {
 export const CONTRACT_ERRORS: Readonly<Record<string, number>> = {
   invalid_json: 400, invalid_body: 400, invalid_query: 400, invalid_path: 400, invalid_idempotency_key: 400, bad_request: 400,
   missing_api_key: 401, invalid_api_key: 401,
-  not_found: 404, pet_not_found: 404,
+  insufficient_scope: 403,
+  not_found: 404, pet_not_found: 404, order_not_found: 404,
   method_not_allowed: 405,
   request_timeout: 408,
-  idempotency_key_in_flight: 409,
+  idempotency_key_in_flight: 409, pet_not_available: 409, pet_has_open_order: 409, invalid_transition: 409,
   gone: 410,
   precondition_failed: 412,
   payload_too_large: 413,

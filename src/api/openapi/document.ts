@@ -6,7 +6,10 @@
  */
 import type { AppEnv } from '../../config.ts';
 import { OPERATIONS, type OperationSpec, type ResponseSpec } from '../operations.ts';
-import { newPetSchema, petPatchSchema, petSchema, petsPageSchema, petStatusSchema } from '../schemas.ts';
+import {
+  inventorySchema, newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, orderStatusSchema, petPatchSchema, petSchema,
+  petsPageSchema, petStatusSchema,
+} from '../schemas.ts';
 import { CORS, DEPRECATION, EVERY, HEADERS, headers, RATE, type HeaderName, type HeaderUse } from './headers.ts';
 import { errorSchema, jsonSchema, parameter, ref, requestSchema, type JsonObject } from './json-schema.ts';
 import { errorResponse, EVERY_OPERATION, forbidden, internalError, json, shared, SHARED_RESPONSES, unavailable, type SharedResponse } from './responses.ts';
@@ -30,8 +33,12 @@ export interface OpenApiDocument extends JsonObject {
   components: Record<string, Record<string, JsonObject>>;
 }
 
-/** The interface version of the users' text ("Versioning"). */
-export const API_VERSION = '1.0.0';
+/**
+ * The interface version: 1.0.0 was the pets catalogue; 1.1.0 added changing and removing pets;
+ * 1.2.0 adoption (accounts, scopes, orders, the inventory). Each kept every earlier answer but one:
+ * `GET /v1/store/orders` answered 501 before 1.2.0.
+ */
+export const API_VERSION = '1.2.0';
 
 /**
  * `JSON.rawJSON` (ES2025, in Node 24, not yet in TypeScript's lib): JSON.stringify writes its
@@ -143,7 +150,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
     security: [{ bearerAuth: [] }],
     tags: [
       { name: 'pets', description: 'Animals available for adoption.' },
-      { name: 'store', description: 'Store orders.' },
+      { name: 'store', description: 'Orders to adopt pets, and the store\'s inventory.' },
       { name: 'meta', description: 'This document.' },
     ],
     paths: paths(),
@@ -154,6 +161,12 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
         PetPatch: requestSchema(petPatchSchema),
         Pet: jsonSchema(petSchema),
         Pets: { ...petsPageSchema, items: ref('schemas', 'Pet') },
+        OrderStatus: { ...orderStatusSchema, enum: [...orderStatusSchema.enum!] },
+        NewOrder: requestSchema(newOrderSchema),
+        OrderPatch: requestSchema(orderPatchSchema),
+        Order: jsonSchema(orderSchema),
+        Orders: { ...ordersPageSchema, items: ref('schemas', 'Order') },
+        Inventory: jsonSchema(inventorySchema),
         Error: errorSchema,
       },
       // Only the headers that are always present when described: the others are written in place.

@@ -77,10 +77,15 @@ export const HEADERS = {
     required: false,
     schema: { type: 'string', maxLength: 256, pattern: '^</v1/pets\\?[^>]*cursor=[A-Za-z0-9_-]+[^>]*>; rel="next"$' },
   },
+  OrdersNextLink: {
+    description: 'RFC 8288 `Link` to the next page of orders, carrying the effective `limit`, the `status` filter and a `cursor`. Absent on the last page.',
+    required: false,
+    schema: { type: 'string', maxLength: 256, pattern: '^</v1/store/orders\\?[^>]*cursor=[A-Za-z0-9_-]+[^>]*>; rel="next"$' },
+  },
   ETag: {
     description:
-      "The pet's entity tag: a strong validator (RFC 9110, section 8.8.3), opaque, that changes with every change to the pet. " +
-      'Send it in `If-Match` to change or delete the pet only if nobody changed it since.',
+      "The resource's entity tag (a pet's or an order's): a strong validator (RFC 9110, section 8.8.3), opaque, that changes with every change to it. " +
+      'Send it in `If-Match` to change it (or delete a pet) only if nobody changed it since.',
     required: true,
     schema: { type: 'string', pattern: '^"[!#-~]*"$', maxLength: 64 },
   },
@@ -89,6 +94,12 @@ export const HEADERS = {
     required: true,
     // `/v1/pets/` and at most 19 digits.
     schema: { type: 'string', maxLength: 28, pattern: '^/v1/pets/[1-9][0-9]*$' },
+  },
+  OrderLocation: {
+    description: 'The placed order.',
+    required: true,
+    // `/v1/store/orders/` and at most 19 digits.
+    schema: { type: 'string', maxLength: 37, pattern: '^/v1/store/orders/[1-9][0-9]*$' },
   },
   'Idempotent-Replayed': {
     description: 'Present when this is the stored first response to the same `Idempotency-Key` and body.',
@@ -132,7 +143,9 @@ export const HEADERS = {
 
 export type HeaderName = keyof typeof HEADERS;
 /** The header names on the wire of the two `Link` components. */
-const WIRE_NAME: Partial<Record<HeaderName, string>> = { NextLink: 'Link', SuccessorLink: 'Link', ScopeChallenge: 'WWW-Authenticate' };
+const WIRE_NAME: Partial<Record<HeaderName, string>> = {
+  NextLink: 'Link', OrdersNextLink: 'Link', SuccessorLink: 'Link', ScopeChallenge: 'WWW-Authenticate', OrderLocation: 'Location',
+};
 
 /** How a response uses a header: as described, or optional where the component says required. */
 export type HeaderUse = HeaderName | { optional: HeaderName };

@@ -4,7 +4,7 @@
  * schema, and references to the document's components.
  */
 import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
-import { petStatusSchema, type IntegerSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
+import { orderStatusSchema, petStatusSchema, type IntegerSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
 
 /** A JSON object of the document; the parts are plain data, built for JSON.stringify. */
 export type JsonObject = { [key: string]: unknown };
@@ -12,14 +12,19 @@ export type JsonObject = { [key: string]: unknown };
 /** A reference to a component of the document. */
 export const ref = (kind: 'schemas' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 
+/** The enums that are components of their own, by the very array the schemas share. */
+const ENUM_COMPONENTS = new Map<readonly string[] | undefined, string>([[petStatusSchema.enum, 'PetStatus'], [orderStatusSchema.enum, 'OrderStatus']]);
+
 /**
- * A schema object of schemas.ts as a JSON Schema. A string schema that shares the status enum
- * becomes a reference to the `PetStatus` component, keeping its own annotations (a default).
+ * A schema object of schemas.ts as a JSON Schema. A string schema that shares a status enum
+ * becomes a reference to its component (`PetStatus`, `OrderStatus`), keeping its own annotations
+ * (a default, a description).
  */
 export function jsonSchema(schema: Schema): JsonObject {
-  if (schema.type === 'string' && schema.enum !== undefined && schema.enum === petStatusSchema.enum) {
+  const component = schema.type === 'string' ? ENUM_COMPONENTS.get(schema.enum) : undefined;
+  if (schema.type === 'string' && component !== undefined) {
     const { type: _type, enum: _enum, ...annotations } = schema;
-    return { ...ref('schemas', 'PetStatus'), ...annotations };
+    return { ...ref('schemas', component), ...annotations };
   }
   if (schema.type === 'object') {
     const properties: JsonObject = {};

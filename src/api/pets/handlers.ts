@@ -66,6 +66,8 @@ function changed(outcome: ChangeOutcome, petId: bigint): Reply {
       throw petNotFound(petId);
     case 'version_mismatch':
       throw preconditionFailed();
+    case 'has_open_order':
+      throw new ApiError('pet_has_open_order', `Pet ${petId} is held by an open order: its status and its existence belong to the order until the order is completed or cancelled.`);
   }
 }
 
@@ -165,8 +167,5 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       return changed(await changePet({ kind: 'delete', id: petId, expectedVersion }), petId);
     },
 
-    listOrders(): Reply {
-      throw new ApiError('not_implemented', 'Store orders are not available in this version.');
-    },
   };
 }

@@ -25,7 +25,9 @@ function securityNote(document: Json, operation: Json): Html {
   const requirements = Array.isArray(operation.security) ? operation.security : arrayAt(document, 'security');
   if (requirements.length === 0) return html`No API key needed.`;
   const anonymous = requirements.some((requirement) => isObject(requirement) && Object.keys(requirement).length === 0);
-  return anonymous ? html`API key optional.` : html`Needs an API key.`;
+  if (anonymous) return html`API key optional.`;
+  const scopes = requirements.flatMap((requirement) => (isObject(requirement) ? Object.values(requirement).flat() : [])).filter((scope) => typeof scope === 'string');
+  return scopes.length === 0 ? html`Needs an API key.` : html`Needs an API key with the scope ${scopes.map((scope, i) => html`${i > 0 ? ' or ' : ''}<code>${scope}</code>`)}.`;
 }
 
 function parametersTable(document: Json, entry: OperationEntry): Html | null {

@@ -336,5 +336,86 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE api_keys ALTER COLUMN account SET NOT NULL, ALTER COLUMN scopes DROP DEFAULT;
   CREATE INDEX api_keys_account ON api_keys (account);
   `,
+  // 4: orders, the pets' counts by status, and Idempotency-Key records per operation.
+  // - At most one open (placed or approved) order per pet: the unique index says so, on every
+  //   instance. Orders outlive their pet: pet_id is not a foreign key.
+  // - The inventory must cost the same however many pets there are, exactly, while many
+  //   instances write: one row per status updated by every write would serialise them and could
+  //   deadlock two batches that change statuses in opposite orders. So each statement that
+  //   changes pets appends what it changed to pet_count_changes (no row is shared, no lock is
+  //   taken), and the chores fold those rows into pet_counts every second; the inventory reads
+  //   both in one snapshot.
+  // - The same Idempotency-Key on createPet and on placeOrder names two requests: placeOrder's
+  //   records have a table of their own, and idempotency_keys stays as it was, so that instances
+  //   of the previous version, which write it, keep working while the others are rolled.
+  `
+  CREATE TABLE orders (
+    id         bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    pet_id     bigint  NOT NULL CHECK (pet_id >= 1),
+    account    text    NOT NULL REFERENCES accounts (id),
+    status     text    NOT NULL CHECK (status IN ('placed', 'approved', 'completed', 'cancelled')),
+    placed_at  bigint  NOT NULL,
+    updated_at bigint  NOT NULL,
+    version    integer NOT NULL DEFAULT 1 CHECK (version >= 1)
+  );
+  CREATE UNIQUE INDEX orders_open_pet ON orders (pet_id) WHERE status IN ('placed', 'approved');
+  CREATE INDEX orders_account_id ON orders (account, id);
+  CREATE INDEX orders_account_status_id ON orders (account, status, id);
+  CREATE INDEX orders_status_id ON orders (status, id);
+
+  CREATE TABLE pet_counts (
+    status text   PRIMARY KEY CHECK (status IN ('available', 'pending', 'sold')),
+    pets   bigint NOT NULL
+  );
+  INSERT INTO pet_counts (status, pets)
+    SELECT s.status, (SELECT count(*) FROM pets WHERE pets.status = s.status)
+      FROM (VALUES ('available'), ('pending'), ('sold')) AS s(status);
+  CREATE TABLE pet_count_changes (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    status text   NOT NULL,
+    change bigint NOT NULL
+  );
+  CREATE FUNCTION count_inserted_pets() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    INSERT INTO pet_count_changes (status, change) SELECT status, count(*) FROM inserted GROUP BY status;
+    RETURN NULL;
+  END;
+  $fn$;
+  CREATE FUNCTION count_deleted_pets() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    INSERT INTO pet_count_changes (status, change) SELECT status, -count(*) FROM deleted GROUP BY status;
+    RETURN NULL;
+  END;
+  $fn$;
+  CREATE FUNCTION count_changed_pets() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    INSERT INTO pet_count_changes (status, change)
+      SELECT status, sum(change) FROM (
+        SELECT o.status, -1 AS change FROM before o JOIN after n USING (id) WHERE o.status <> n.status
+        UNION ALL
+        SELECT n.status, 1 FROM before o JOIN after n USING (id) WHERE o.status <> n.status
+      ) AS moves GROUP BY status;
+    RETURN NULL;
+  END;
+  $fn$;
+  CREATE TRIGGER pets_counted_on_insert AFTER INSERT ON pets REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION count_inserted_pets();
+  CREATE TRIGGER pets_counted_on_delete AFTER DELETE ON pets REFERENCING OLD TABLE AS deleted
+    FOR EACH STATEMENT EXECUTE FUNCTION count_deleted_pets();
+  CREATE TRIGGER pets_counted_on_update AFTER UPDATE ON pets REFERENCING OLD TABLE AS before NEW TABLE AS after
+    FOR EACH STATEMENT EXECUTE FUNCTION count_changed_pets();
+
+  CREATE TABLE order_idempotency_keys (
+    api_key_id       text    NOT NULL,
+    idempotency_key  text    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    fingerprint      text    NOT NULL,
+    response_status  integer NOT NULL,
+    response_headers text    NOT NULL,
+    response_body    text    NOT NULL,
+    created_at       bigint  NOT NULL,
+    PRIMARY KEY (api_key_id, idempotency_key)
+  );
+  CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);
+  `,
 ];
 

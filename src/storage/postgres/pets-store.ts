@@ -247,11 +247,19 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     },
 
     async purgeIdempotencyRecords(now, limit) {
-      const result = await guard(() => sql`
-        DELETE FROM idempotency_keys WHERE (api_key_id, idempotency_key) IN (
-          SELECT api_key_id, idempotency_key FROM idempotency_keys
-           WHERE created_at <= ${now - IDEMPOTENCY_TTL_MS}::bigint ORDER BY created_at LIMIT ${limit})`);
-      return result.count;
+      // createPet's records, then placeOrder's (a table of their own, see migration 4), up to `limit` in all.
+      let purged = 0;
+      for (const table of ['idempotency_keys', 'order_idempotency_keys']) {
+        if (purged >= limit) break;
+        const result = await guard(() => sql.unsafe(
+          `DELETE FROM ${table} WHERE (api_key_id, idempotency_key) IN (
+             SELECT api_key_id, idempotency_key FROM ${table} WHERE created_at <= $1::bigint ORDER BY created_at LIMIT $2)`,
+          [now - IDEMPOTENCY_TTL_MS, limit - purged],
+          { prepare: true },
+        ));
+        purged += result.count;
+      }
+      return purged;
     },
 
     get: (id) => gets.submit(id.toString()),
@@ -299,6 +307,10 @@ async function applyChanges<R>(changes: readonly PetChange[], apply: (change: Pe
 /** Applies one change; a version or an id that does not match is an outcome, not an error. */
 async function applyChange(tx: PostgresSql, change: PetChange): Promise<ChangeOutcome> {
   const id = change.id.toString();
+  if (change.kind === 'delete' || change.patch.status !== undefined) {
+    const held = await heldByOrder(tx, id);
+    if (held !== null) return change.expectedVersion !== null && held !== change.expectedVersion ? { kind: 'version_mismatch' } : { kind: 'has_open_order' };
+  }
   if (change.kind === 'update') {
     const { name = null, categoryId = null, status = null } = change.patch;
     const rows = await tx.unsafe<PetRow[]>(
@@ -317,6 +329,19 @@ async function applyChange(tx: PostgresSql, change: PetChange): Promise<ChangeOu
   // Nothing was changed: either there is no such pet, or it has another version.
   const exists = await tx.unsafe('SELECT 1 FROM pets WHERE id = $1::bigint', [id], { prepare: true });
   return exists.length === 1 ? { kind: 'version_mismatch' } : { kind: 'not_found' };
+}
+
+/**
+ * The version of a pet that an open order holds, or null (no such pet, or no open order). The
+ * pet's row is locked first, and the orders are read by a second statement, whose snapshot is
+ * taken after the lock was granted: an order placed meanwhile (its placement held the row until
+ * its commit) is seen, and a placement that comes after waits for this transaction.
+ */
+async function heldByOrder(tx: PostgresSql, id: string): Promise<number | null> {
+  const rows = await tx.unsafe<{ version: number }[]>('SELECT version FROM pets WHERE id = $1::bigint FOR UPDATE', [id], { prepare: true });
+  if (rows.length === 0) return null;
+  const open = await tx.unsafe(`SELECT 1 FROM orders WHERE pet_id = $1::bigint AND status IN ('placed', 'approved')`, [id], { prepare: true });
+  return open.length === 0 ? null : rows[0]!.version;
 }
 
 /** The advisory lock's and the batch's name for an API key's Idempotency-Key. */

@@ -14,6 +14,7 @@ import type { Availability } from './availability.ts';
 import { createKeysStore } from './keys-store.ts';
 import { createLimiterStore, type PostgresLimiter } from './limiter-store.ts';
 import { createPetsStore } from './pets-store.ts';
+import { createOrdersStore } from './orders-store.ts';
 
 export interface PostgresStoresOptions {
   appEnv: AppEnv;
@@ -32,10 +33,12 @@ export interface PostgresStores extends Stores {
 /** Opens the stores over a pool on a migrated database (see database.ts). */
 export function openStores(sql: PostgresSql, options: PostgresStoresOptions): PostgresStores {
   const pets = createPetsStore(sql);
+  const orders = createOrdersStore(sql);
   const limiter = createLimiterStore({ sql, clock: options.clock, banThreshold: options.banThreshold, banSeconds: options.banSeconds });
   return {
     keys: createKeysStore(sql, { appEnv: options.appEnv }),
     pets,
+    orders,
     limiter,
     // Every failure of the driver that means "not now" is already a DatabaseUnavailableError.
     databaseErrorOf: databaseUnavailableOf,
@@ -43,6 +46,7 @@ export function openStores(sql: PostgresSql, options: PostgresStoresOptions): Po
     upkeep: {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
       purgeIdleCallers: (limit) => limiter.purgeIdle(limit),
+      foldCounts: (limit) => orders.foldCounts(limit),
     },
   };
 }

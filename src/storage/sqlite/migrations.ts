@@ -103,4 +103,60 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE api_keys_v5 RENAME TO api_keys;
   CREATE INDEX api_keys_account ON api_keys (account);
   `,
+  // 6: orders, the pets' counts by status, and placeOrder's Idempotency-Key records.
+  // - At most one open (placed or approved) order per pet: the unique index says so, whatever the
+  //   code does. Orders outlive their pet: pet_id is not a foreign key.
+  // - pet_counts holds how many pets have each status, kept by triggers in the transaction of
+  //   every change, so that the inventory costs one read however many pets there are.
+  // - The same Idempotency-Key on createPet and on placeOrder names two requests: placeOrder's
+  //   records have a table of their own, and idempotency_keys stays as the previous version
+  //   wrote it, so that the previous version still runs on this file if it has to be restarted.
+  `
+  CREATE TABLE orders (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    pet_id     INTEGER NOT NULL CHECK (pet_id >= 1),
+    account    TEXT    NOT NULL REFERENCES accounts (id),
+    status     TEXT    NOT NULL CHECK (status IN ('placed', 'approved', 'completed', 'cancelled')),
+    placed_at  INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    version    INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1)
+  ) STRICT;
+  CREATE UNIQUE INDEX orders_open_pet ON orders (pet_id) WHERE status IN ('placed', 'approved');
+  -- Keyset pagination: an account's orders, with or without a status, and every order by status.
+  CREATE INDEX orders_account_id ON orders (account, id);
+  CREATE INDEX orders_account_status_id ON orders (account, status, id);
+  CREATE INDEX orders_status_id ON orders (status, id);
+
+  CREATE TABLE pet_counts (
+    status TEXT    PRIMARY KEY CHECK (status IN ('available', 'pending', 'sold')),
+    pets   INTEGER NOT NULL CHECK (pets >= 0)
+  ) STRICT, WITHOUT ROWID;
+  INSERT INTO pet_counts (status, pets)
+    SELECT status, (SELECT count(*) FROM pets WHERE pets.status = statuses.status)
+      FROM (SELECT 'available' AS status UNION ALL SELECT 'pending' UNION ALL SELECT 'sold') AS statuses;
+  CREATE TRIGGER pets_counted_on_insert AFTER INSERT ON pets BEGIN
+    UPDATE pet_counts SET pets = pets + 1 WHERE status = NEW.status;
+  END;
+  CREATE TRIGGER pets_counted_on_delete AFTER DELETE ON pets BEGIN
+    UPDATE pet_counts SET pets = pets - 1 WHERE status = OLD.status;
+  END;
+  CREATE TRIGGER pets_counted_on_status AFTER UPDATE OF status ON pets WHEN OLD.status <> NEW.status BEGIN
+    UPDATE pet_counts SET pets = pets - 1 WHERE status = OLD.status;
+    UPDATE pet_counts SET pets = pets + 1 WHERE status = NEW.status;
+  END;
+
+  CREATE TABLE order_idempotency_keys (
+    id               INTEGER PRIMARY KEY,
+    api_key_id       TEXT    NOT NULL,
+    idempotency_key  TEXT    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    fingerprint      TEXT    NOT NULL,
+    response_status  INTEGER NOT NULL,
+    response_headers TEXT    NOT NULL,
+    response_body    TEXT    NOT NULL,
+    created_at       INTEGER NOT NULL,
+    UNIQUE (api_key_id, idempotency_key)
+  ) STRICT;
+  CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);
+  `,
 ];
+

@@ -6,7 +6,9 @@ import type { DatabaseSync } from 'node:sqlite';
 import { dataVersion } from './data-version.ts';
 import { createBatchRunner } from './item-savepoints.ts';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
+import type { IdempotencyRecord } from '../idempotency.ts';
+import { createIdempotencyRecords, purgeExpiredRecords } from './idempotency-records.ts';
+import { journalOf, recordWrite, writtenSince } from './write-journal.ts';
 import type { ChangeOutcome, CreationResult, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';
 
@@ -25,42 +27,6 @@ export interface SqlitePetsStore extends PetsStore {
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
 const COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status, version';
-
-/** How many writes the journal remembers; a cache entry last checked longer ago is dropped. */
-export const JOURNAL_LENGTH = 1024;
-
-/**
- * The writes through one connection, shared by every store on it, so that every store's caches
- * see them: write n (from 0) touched the ids from[n % JOURNAL_LENGTH] to to[...] (a batch of
- * inserts is one write covering its ids).
- */
-interface WriteJournal {
-  count: number;
-  from: Float64Array;
-  to: Float64Array;
-}
-
-const journals = new WeakMap<DatabaseSync, WriteJournal>();
-function journalOf(db: DatabaseSync): WriteJournal {
-  let journal = journals.get(db);
-  if (!journal) {
-    journal = { count: 0, from: new Float64Array(JOURNAL_LENGTH), to: new Float64Array(JOURNAL_LENGTH) };
-    journals.set(db, journal);
-  }
-  return journal;
-}
-
-/**
- * Records a write. Called inside the write's transaction, before COMMIT: should the commit fail,
- * the record only costs some cache entries, and nothing can read the pets between the record and
- * the commit, since node:sqlite is synchronous.
- */
-function record(journal: WriteJournal, from: number, to: number): void {
-  const slot = journal.count % JOURNAL_LENGTH;
-  journal.from[slot] = from;
-  journal.to[slot] = to;
-  journal.count++;
-}
 
 /**
  * Prepares every statement once; the returned functions are the only way to pets. One closure,
@@ -83,22 +49,12 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
     WHERE id = :id AND version = coalesce(:expected, version)
     RETURNING ${COLUMNS}`);
   const remove = db.prepare('DELETE FROM pets WHERE id = :id AND version = coalesce(:expected, version)');
-  // An expired record that the purge has not reached yet is replaced; a live one never is (the
-  // WHERE makes the upsert change nothing, which insertMany turns into a failed creation).
-  const remember = db.prepare(`
-    INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
-    VALUES (:apiKeyId, :key, :fingerprint, :status, :headers, :body, :createdAt)
-    ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
-      fingerprint = excluded.fingerprint, response_status = excluded.response_status,
-      response_headers = excluded.response_headers, response_body = excluded.response_body,
-      created_at = excluded.created_at
-    WHERE idempotency_keys.created_at <= excluded.created_at - :ttl`);
-  const recall = db.prepare(`
-    SELECT fingerprint, response_status, response_headers, response_body, created_at FROM idempotency_keys
-    WHERE api_key_id = ? AND idempotency_key = ? AND created_at > ?`);
-  const purge = db.prepare(`
-    DELETE FROM idempotency_keys WHERE id IN (
-      SELECT id FROM idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT ?)`);
+  // While a pet has an open order, its status and its existence belong to the order.
+  const heldByOrder = db.prepare(`
+    SELECT version FROM pets
+     WHERE id = ? AND EXISTS (SELECT 1 FROM orders WHERE pet_id = pets.id AND status IN ('placed', 'approved'))`);
+  const records = createIdempotencyRecords(db, 'createPet');
+  const purge = purgeExpiredRecords(db);
 
   const externalVersion = dataVersion(db);
   const journal = journalOf(db);
@@ -121,39 +77,25 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
         const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status, version };
         if (first === 0) first = id;
         last = id;
-        if (record) {
-          const response = record.respond(pet);
-          const { changes } = remember.run({
-            apiKeyId: record.apiKeyId,
-            key: record.key,
-            fingerprint: record.fingerprint,
-            status: response.status,
-            headers: JSON.stringify(response.headers),
-            body: response.body,
-            createdAt: record.createdAt,
-            ttl: IDEMPOTENCY_TTL_MS,
-          });
-          // No live record was found just above, in this transaction, so the upsert must write:
-          // should that ever break, this creation fails (rolled back alone) rather than
-          // overwrite a live record.
-          if (changes !== 1) throw new Error('a live idempotency record already exists for this key');
-        }
+        if (record) records.remember(record, record.respond(pet));
         return pet;
       }));
       // AUTOINCREMENT ids are above every id ever used, so the batch is one range.
-      if (first !== 0) record(journal, first, last);
+      if (first !== 0) recordWrite(journal, first, last);
       return results;
     });
   }
 
-  function recallRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null {
-    const row = recall.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
-    return row ? toIdempotencyRecord(row) : null;
-  }
-
+  const recallRecord = (apiKeyId: string, key: string, now: number): IdempotencyRecord | null => records.recall(apiKeyId, key, now);
 
   function apply(change: PetChange): ChangeOutcome {
     const target = { id: change.id, expected: change.expectedVersion };
+    // A change of status, or a deletion, of a pet that an open order holds: refused, after the
+    // checks of existence and version.
+    if (change.kind === 'delete' || change.patch.status !== undefined) {
+      const held = heldByOrder.get(change.id) as { version: number } | undefined;
+      if (held) return change.expectedVersion !== null && held.version !== change.expectedVersion ? { kind: 'version_mismatch' } : { kind: 'has_open_order' };
+    }
     if (change.kind === 'update') {
       const { name = null, categoryId = null, status = null } = change.patch;
       const row = update.get({ ...target, name, categoryId, status }) as PetRow | undefined;
@@ -169,9 +111,7 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
     // A creation without an Idempotency-Key never meets a conflict: the overload says so.
     insertMany: insertMany as SqlitePetsStore['insertMany'],
     findIdempotencyRecord: recallRecord,
-    purgeIdempotencyRecords(now, limit) {
-      return Number(purge.run(now - IDEMPOTENCY_TTL_MS, limit).changes);
-    },
+    purgeIdempotencyRecords: purge,
     get(id) {
       const row = byId.get(id) as PetRow | undefined;
       return row ? toPet(row) : null;
@@ -184,7 +124,7 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
       return batch((isolate) =>
         changes.map((change) => isolate(() => {
           const outcome = apply(change);
-          if (outcome.kind === 'updated' || outcome.kind === 'deleted') record(journal, Number(change.id), Number(change.id));
+          if (outcome.kind === 'updated' || outcome.kind === 'deleted') recordWrite(journal, Number(change.id), Number(change.id));
           return outcome;
         })),
       );
@@ -192,15 +132,7 @@ export function createPetsStore(db: DatabaseSync): SqlitePetsStore {
     revision() {
       return { external: externalVersion(), writes: journal.count };
     },
-    writtenSince(since, after, through) {
-      if (since === journal.count) return false;
-      if (journal.count - since > JOURNAL_LENGTH) return true;
-      for (let write = since; write < journal.count; write++) {
-        const slot = write % JOURNAL_LENGTH;
-        if (journal.from[slot]! <= through && journal.to[slot]! > after) return true;
-      }
-      return false;
-    },
+    writtenSince: (since, after, through) => writtenSince(journal, since, after, through),
   };
 }
 

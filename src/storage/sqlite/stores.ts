@@ -13,6 +13,7 @@ import { sqliteErrorOf } from './errors.ts';
 import { createKeysStore, type SqliteKeysStore } from './keys-store.ts';
 import { createLimiterPersistence, createLimiterStore } from './limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore } from './pets-store.ts';
+import { createOrdersStore, type SqliteOrdersStore } from './orders-store.ts';
 
 export interface SqliteStoresOptions {
   appEnv: AppEnv;
@@ -30,6 +31,7 @@ export interface SqliteStoresOptions {
 export interface SqliteStores extends Stores {
   keys: SqliteKeysStore;
   pets: SqlitePetsStore;
+  orders: SqliteOrdersStore;
   /** The in-memory limiter, or the one passed in. */
   limiter: Limiter | RateLimiter;
 }
@@ -40,6 +42,7 @@ export function openStores(db: DatabaseSync, options: SqliteStoresOptions): Sqli
   const common = {
     keys: createKeysStore(db, { appEnv: options.appEnv }),
     pets,
+    orders: createOrdersStore(db),
     databaseErrorOf: sqliteErrorOf,
   };
   const purgeExpiredRecords = (now: number, limit: number) => pets.purgeIdempotencyRecords(now, limit);

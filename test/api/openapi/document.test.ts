@@ -30,6 +30,10 @@ const OPERATIONS = [
   ['/pets/{petId}', 'patch', 'updatePet'],
   ['/pets/{petId}', 'delete', 'deletePet'],
   ['/store/orders', 'get', 'listOrders'],
+  ['/store/orders', 'post', 'placeOrder'],
+  ['/store/orders/{orderId}', 'get', 'getOrder'],
+  ['/store/orders/{orderId}', 'patch', 'updateOrder'],
+  ['/store/inventory', 'get', 'getInventory'],
   ['/openapi.json', 'get', 'getOpenApiDocument'],
 ] as const;
 
@@ -65,8 +69,8 @@ test('the validator is not a rubber stamp: it rejects a broken reference and a d
   assert.equal((await validate(noVersion)).valid, false);
 });
 
-test('info.version is 1.0.0', () => {
-  assert.equal(served().info.version, '1.0.0');
+test('info.version is the interface version, 1.2.0', () => {
+  assert.equal(served().info.version, '1.2.0');
 });
 
 test('servers list only the environment\'s own base address: production PUBLIC_BASE_URL, staging STAGING_BASE_URL', () => {
@@ -91,13 +95,16 @@ test('bearerAuth is an HTTP bearer scheme applied to every operation with the le
     assert.ok(security.some((requirement: object) => 'bearerAuth' in requirement), operationId);
   }
   assert.deepEqual(operation(document, 'getOpenApiDocument').security, [{}, { bearerAuth: [] }]);
-  const scopes = { listPets: 'pets:read', getPet: 'pets:read', createPet: 'pets:write', updatePet: 'pets:write', deletePet: 'pets:write', listOrders: 'orders:write' };
+  const scopes = {
+    listPets: 'pets:read', getPet: 'pets:read', createPet: 'pets:write', updatePet: 'pets:write', deletePet: 'pets:write',
+    placeOrder: 'orders:write', listOrders: 'orders:write', getOrder: 'orders:write', updateOrder: 'orders:write', getInventory: 'pets:read',
+  };
   for (const [operationId, scope] of Object.entries(scopes)) {
     assert.deepEqual(operation(document, operationId).security, [{ bearerAuth: [scope] }], operationId);
   }
 });
 
-test('the operations are listPets, createPet, getPet (deprecated, with the sunset date), updatePet, deletePet and listOrders, and nothing else', () => {
+test('the operations are the pets\' five (getPet deprecated, with the sunset date), the store\'s five and the document, and nothing else', () => {
   const document = served();
   const found = Object.entries(document.paths).flatMap(([path, item]: [string, any]) => Object.keys(item).map((method) => [path, method, item[method].operationId]));
   assert.deepEqual(found, OPERATIONS.map((entry) => [...entry]));
@@ -105,7 +112,7 @@ test('the operations are listPets, createPet, getPet (deprecated, with the sunse
   assert.equal(getPet.deprecated, true);
   assert.match(getPet.description, /2030-12-05/);
   assert.match(getPet.description, /Thu, 05 Dec 2030 00:00:00 GMT/);
-  for (const operationId of ['listPets', 'createPet', 'updatePet', 'deletePet', 'listOrders', 'getOpenApiDocument']) {
+  for (const operationId of ['listPets', 'createPet', 'updatePet', 'deletePet', 'placeOrder', 'listOrders', 'getOrder', 'updateOrder', 'getInventory', 'getOpenApiDocument']) {
     assert.equal(operation(document, operationId).deprecated, undefined, operationId);
   }
 });
@@ -143,9 +150,14 @@ test('every parameter carries its constraints', () => {
   assert.equal(operation(document, 'deletePet').requestBody, undefined);
 });
 
-test('components: Pet, NewPet, PetPatch, Pets, PetStatus and Error, with int64 ids and Error.code the contract codes', () => {
+test('components: the pets\', the orders\' and the inventory\'s schemas and Error, with int64 ids and Error.code the contract codes', () => {
   const { schemas } = served().components;
-  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'NewPet', 'Pet', 'PetPatch', 'PetStatus', 'Pets']);
+  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Inventory', 'NewOrder', 'NewPet', 'Order', 'OrderPatch', 'OrderStatus', 'Orders', 'Pet', 'PetPatch', 'PetStatus', 'Pets']);
+  assert.deepEqual(Object.keys(schemas.Order.properties), ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt']);
+  assert.equal(schemas.Order.properties.status.$ref, '#/components/schemas/OrderStatus');
+  assert.deepEqual(schemas.OrderStatus.enum, ['placed', 'approved', 'completed', 'cancelled']);
+  assert.deepEqual(schemas.NewOrder.required, ['petId']);
+  assert.deepEqual(schemas.Inventory.required, ['available', 'pending', 'sold']);
   assert.deepEqual(Object.keys(schemas.Pet.properties), ['id', 'name', 'categoryId', 'status']);
   assert.deepEqual(schemas.Pet.required, ['id', 'name', 'categoryId', 'status']);
   for (const field of ['id', 'categoryId']) assert.deepEqual([schemas.Pet.properties[field].type, schemas.Pet.properties[field].format], ['integer', 'int64']);
@@ -158,7 +170,7 @@ test('components: Pet, NewPet, PetPatch, Pets, PetStatus and Error, with int64 i
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 25, 'the 25 codes of docs/api.md, "Errors" (412 precondition_failed since 1.1, 403 insufficient_scope since 1.2)');
+  assert.equal(schemas.Error.properties.code.enum.length, 29, 'the 29 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2)');
 });
 
 test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {
@@ -181,9 +193,13 @@ test('each operation describes every response it can really give, with the Error
     listPets: [200, 400, 401, 403, 429, 500, 503, 'default'],
     createPet: [201, 400, 401, 403, 409, 413, 415, 422, 429, 500, 503, 'default'],
     getPet: [200, 400, 401, 403, 404, 410, 429, 500, 503, 'default'],
-    updatePet: [200, 400, 401, 403, 404, 412, 413, 415, 429, 500, 503, 'default'],
-    deletePet: [204, 400, 401, 403, 404, 412, 429, 500, 503, 'default'],
-    listOrders: [401, 403, 429, 500, 501, 503, 'default'],
+    updatePet: [200, 400, 401, 403, 404, 409, 412, 413, 415, 429, 500, 503, 'default'],
+    deletePet: [204, 400, 401, 403, 404, 409, 412, 429, 500, 503, 'default'],
+    placeOrder: [201, 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503, 'default'],
+    listOrders: [200, 400, 401, 403, 429, 500, 503, 'default'],
+    getOrder: [200, 400, 401, 403, 404, 429, 500, 503, 'default'],
+    updateOrder: [200, 400, 401, 403, 404, 409, 412, 413, 415, 429, 500, 503, 'default'],
+    getInventory: [200, 400, 401, 403, 429, 500, 503, 'default'],
     getOpenApiDocument: [200, 429, 500, 503, 'default'],
   };
   for (const [operationId, statuses] of Object.entries(expected)) {
@@ -212,7 +228,7 @@ test('every response header is described where it is sent', () => {
       .filter(([, header]: [string, any]) => (header.$ref ? document.components.headers[header.$ref.split('/').pop()] : header).required)
       .map(([name]) => name);
   const RATE = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit'];
-  for (const [operationId, status] of [['listPets', 200], ['createPet', 201], ['getPet', 404], ['listOrders', 501], ['getOpenApiDocument', 200], ['createPet', 415]] as const) {
+  for (const [operationId, status] of [['listPets', 200], ['createPet', 201], ['getPet', 404], ['listOrders', 200], ['getOpenApiDocument', 200], ['createPet', 415]] as const) {
     for (const name of ['X-Request-Id', ...RATE]) assert.ok(required(operationId, status).includes(name), `${operationId} ${status} ${name}`);
   }
   assert.ok(required('listPets', 429).includes('Retry-After'));
@@ -246,7 +262,7 @@ test('every response header is described where it is sent', () => {
   const CORS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
   assert.deepEqual(names('listPets', 'default'), ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options', ...CORS]);
   // CORS headers may be on any response (CORS_ALLOWED_ORIGINS set), and are never required.
-  for (const [operationId, status] of [['listPets', 200], ['createPet', 201], ['getPet', 404], ['listOrders', 501], ['getOpenApiDocument', 200], ['listPets', 429]] as const) {
+  for (const [operationId, status] of [['listPets', 200], ['createPet', 201], ['getPet', 404], ['listOrders', 200], ['getOpenApiDocument', 200], ['listPets', 429]] as const) {
     assert.deepEqual(names(operationId, status).slice(-3), CORS, `${operationId} ${status}`);
     for (const name of CORS) assert.ok(!required(operationId, status).includes(name), `${operationId} ${status} ${name}`);
   }

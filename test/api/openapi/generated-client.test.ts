@@ -36,6 +36,10 @@ interface PetsClientModule {
     updatePet(petId: number, patch: object, ifMatch?: string): Promise<{ pet: { id: number; name: string; categoryId: number; status: string }; etag: string }>;
     deletePet(petId: number, ifMatch?: string): Promise<void>;
     createUnchecked(body: object): Promise<{ status: number; error: { code: string; message: string; status: number } } | null>;
+    placeOrder(petId: number, idempotencyKey?: string): Promise<{ order: { id: number; petId: number; status: string }; location: string }>;
+    listOrders(query?: object): Promise<{ id: number; status: string }[]>;
+    updateOrder(orderId: number, status: string): Promise<{ id: number; status: string }>;
+    inventory(): Promise<{ available: number; pending: number; sold: number }>;
   };
   PetsApiError: new (...args: never[]) => Error & { status: number; body: { code: string } };
 }
@@ -53,6 +57,7 @@ test('a client generated from the served document type-checks and works against 
     assert.match(source, /get: operations\["getPet"\]/);
     assert.match(source, /patch: operations\["updatePet"\]/);
     assert.match(source, /delete: operations\["deletePet"\]/);
+    for (const id of ['placeOrder', 'listOrders', 'getOrder', 'updateOrder', 'getInventory']) assert.match(source, new RegExp(`operations\\["${id}"\\]`));
   });
 
   await t.test('the client type-checks against the generated types, and misuses do not', () => {
@@ -117,6 +122,19 @@ test('a client generated from the served document type-checks and works against 
     assert.equal(failure?.error.code, 'invalid_body');
     assert.equal(failure?.error.status, 400);
     assert.match(failure?.error.message ?? '', /name/);
+  });
+
+  await t.test('adopts a pet: places an order, approves and completes it; a second order for the pet is a typed 409', async () => {
+    assert.deepEqual(await client.inventory(), { available: 3, pending: 0, sold: 2 });
+    const { order, location } = await client.placeOrder(1, 'adopt-1');
+    assert.deepEqual([order.petId, order.status, location], [1, 'placed', `/v1/store/orders/${order.id}`]);
+    const taken = await client.placeOrder(1).then(() => null, (error: unknown) => error);
+    assert.ok(taken instanceof PetsApiError);
+    assert.deepEqual([taken.status, taken.body.code], [409, 'pet_not_available']);
+    assert.equal((await client.updateOrder(order.id, 'approved')).status, 'approved');
+    assert.equal((await client.updateOrder(order.id, 'completed')).status, 'completed');
+    assert.deepEqual((await client.listOrders({ status: 'completed' })).map((listed) => listed.id), [order.id]);
+    assert.deepEqual(await client.inventory(), { available: 2, pending: 0, sold: 3 });
   });
 
   await t.test('sees a 401 with an unknown key', async () => {

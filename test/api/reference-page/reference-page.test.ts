@@ -38,8 +38,12 @@ test('every operation of the document has its section, its entry in the contents
         assert.ok(section.includes(`name="${parameter.name}" data-in="${parameter.in}"`), `${operation.operationId} form field ${parameter.name}`);
       }
       for (const status of Object.keys(operation.responses)) assert.ok(text(section).includes(status), `${operation.operationId} ${status}`);
+      const scope = operation.security?.[0]?.bearerAuth?.[0];
+      if (scope) assert.ok(text(section).includes(`Needs an API key with the scope ${scope}.`), `${operation.operationId} names its scope`);
     }
   }
+  assert.match(text(article(page, 'updateOrder')), /Needs an API key with the scope orders:write\./);
+  assert.match(text(article(page, 'getOpenApiDocument')), /API key optional\./);
 });
 
 test('every parameter and body field shows its rules', () => {
@@ -66,10 +70,10 @@ test('every error code of the document is listed once, with its status and who a
     assert.match(text(row), new RegExp(`^\\s*${ERROR_STATUS[code as keyof typeof ERROR_STATUS]}\\s*${code}\\s*\\S`), code);
   }
   const entries = errorCodes(document as Json, operationGroups(document as Json));
-  assert.deepEqual(entries.find((entry) => entry.code === 'invalid_query')!.operations.map((entry) => entry.operationId), ['listPets']);
+  assert.deepEqual(entries.find((entry) => entry.code === 'invalid_query')!.operations.map((entry) => entry.operationId), ['listPets', 'listOrders', 'getInventory']);
   assert.deepEqual(entries.find((entry) => entry.code === 'not_found')!.elsewhere.length, 1, 'a path with no operation');
-  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 7);
-  assert.deepEqual(entries.find((entry) => entry.code === 'precondition_failed')!.operations.map((entry) => entry.operationId), ['updatePet', 'deletePet']);
+  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 11);
+  assert.deepEqual(entries.find((entry) => entry.code === 'precondition_failed')!.operations.map((entry) => entry.operationId), ['updatePet', 'deletePet', 'updateOrder']);
 });
 
 test('a deprecated operation says so in the contents, its heading and a callout, and comes last in its group', () => {

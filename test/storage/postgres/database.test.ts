@@ -8,6 +8,7 @@ import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
 import { createKeysStore } from '../../../src/storage/postgres/keys-store.ts';
 import { UnknownAccountError } from '../../../src/storage/keys.ts';
 import { generateApiKey, hashApiKey } from '../../../src/keys/api-keys.ts';
+import { createOrdersStore } from '../../../src/storage/postgres/orders-store.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
 describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
@@ -80,5 +81,41 @@ describeWithPostgres('PostgreSQL: a 1.1 schema migrated to accounts and scopes',
     const joined = await keys.create({ plan: 'pro', account: 'acct_00112233445566aa', scopes: ['pets:read'], now: 3 });
     assert.equal(joined.record.account, 'acct_00112233445566aa');
     await assert.rejects(Promise.resolve(keys.create({ plan: 'pro', account: 'acct_nobody', now: 3 })), UnknownAccountError);
+  });
+});
+
+describeWithPostgres('PostgreSQL: instances of 1.1 beside 1.2 while instances are rolled', (cluster) => {
+  test('the statements a 1.1 instance sends still run on the migrated schema, and its writes are counted in the inventory', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    const orders = createOrdersStore(sql);
+    const pets = createPetsStore(sql);
+    const owner = (await createKeysStore(sql, { appEnv: 'development' }).create({ plan: 'free', now: 1 })).record;
+    // 1.1's create, status change and deletion of pets, as it sends them.
+    await sql.unsafe(`INSERT INTO pets (name, category_id, status) SELECT name, category_id::bigint, status
+      FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(name, category_id, status, ord) ORDER BY ord`,
+      [['Rex', 'Tom', 'Kit'], ['1', '1', '1'], ['available', 'available', 'sold']]);
+    await sql.unsafe(`UPDATE pets SET name = coalesce($2, name), category_id = coalesce($3::bigint, category_id),
+      status = coalesce($4, status), version = version + 1 WHERE id = $1::bigint AND version = coalesce($5::integer, version)`, ['2', null, null, 'pending', null]);
+    await sql.unsafe('DELETE FROM pets WHERE id = $1::bigint AND version = coalesce($2::integer, version)', ['3', null]);
+    // 1.1's Idempotency-Key record, looked up and upserted on the key it was declared with.
+    const upsert = (key: string, body: string) => sql.unsafe(
+      `INSERT INTO idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::bigint[])
+       ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET response_body = excluded.response_body
+       WHERE k.created_at <= excluded.created_at - 86400000`,
+      [['key_a'], [key], ['fp'], [201], ['{}'], [body], [1]]);
+    await upsert('k1', '{"id":1}');
+    // A 1.2 instance places an order with the same Idempotency-Key: another request, another record.
+    const [placed] = await orders.placeMany([{ petId: 1n, account: owner.account, now: 2, idempotency: {
+      apiKeyId: 'key_a', key: 'k1', fingerprint: 'fp-order', createdAt: 2, respond: () => ({ status: 201, headers: {}, body: '{"order":1}' }),
+    } }]);
+    assert.equal((placed as { kind: string }).kind, 'placed');
+    await upsert('k1', '{"id":99}');
+    assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', 3))?.response.body, '{"id":1}', 'the live record is kept');
+    assert.equal((await orders.findIdempotencyRecord('key_a', 'k1', 3))?.response.body, '{"order":1}');
+    const [old] = await sql<{ n: string }[]>`SELECT count(*)::text AS n FROM idempotency_keys WHERE api_key_id = 'key_a' AND idempotency_key = 'k1'`;
+    assert.equal(old!.n, '1', '1.1 still finds exactly its own record');
+    assert.deepEqual(await orders.inventory(), { available: 0, pending: 2, sold: 0 });
+    assert.equal(await pets.purgeIdempotencyRecords(86_400_000 + 10, 10), 2, 'expired records of both operations are purged');
   });
 });

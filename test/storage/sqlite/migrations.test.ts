@@ -58,3 +58,23 @@ test('a 1.1 database is migrated: each key gets an account of its own and all fo
   assert.equal((await listed.json() as unknown[]).length, 1, 'the 1.1 pet is there');
   assert.equal((await server.post('/v1/pets', { name: 'Tom', categoryId: 2 }, { key })).status, 201, 'the old key may still write');
 });
+
+test('1.1 still runs on a migrated file (its statements on pets and Idempotency-Key records), should it have to be restarted', (t) => {
+  const dir = tempDir(t, 'pets-back-');
+  const path = join(dir, 'pets.db');
+  databaseOf11(path);
+  const db = openDatabase(path);
+  t.after(() => closeDatabase(db));
+  assert.equal((db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version, MIGRATIONS.length);
+  // 1.1's upsert of a record, on the key it declared, and its lookup.
+  const upsert = db.prepare(`INSERT INTO idempotency_keys (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
+    VALUES (?, ?, 'fp', 201, '{}', ?, ?) ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET response_body = excluded.response_body`);
+  upsert.run('key_00112233445566aa', 'k1', '{"id":1}', T0);
+  upsert.run('key_00112233445566aa', 'k1', '{"id":2}', T0);
+  const row = db.prepare('SELECT response_body FROM idempotency_keys WHERE api_key_id = ? AND idempotency_key = ?').get('key_00112233445566aa', 'k1') as { response_body: string };
+  assert.equal(row.response_body, '{"id":2}');
+  // 1.1's pet writes are counted in the inventory.
+  const before = db.prepare("SELECT pets FROM pet_counts WHERE status = 'sold'").get() as { pets: number };
+  db.prepare("INSERT INTO pets (name, category_id, status) VALUES ('Tom', 1, 'sold')").run();
+  assert.equal((db.prepare("SELECT pets FROM pet_counts WHERE status = 'sold'").get() as { pets: number }).pets, before.pets + 1);
+});

@@ -1,0 +1,137 @@
+/**
+ * The handlers of the store's operations, by the operationId of their entry in ../operations.ts:
+ * placing, listing, reading and changing orders, and the inventory. Each validates its input in
+ * the contract's order; an order of another account is, to a key without `orders:manage`, an
+ * order that does not exist.
+ */
+import { ApiError } from '../../http/api-error.ts';
+import { parseIfMatch, ifMatchHolds } from '../../http/if-match.ts';
+import type { Reply } from '../../http/reply.ts';
+import { MERGE_PATCH_BODY, readJsonBody } from '../../http/request-body.ts';
+import { allows } from '../../keys/scopes.ts';
+import { insufficientScopeChallenge } from '../../http/bearer.ts';
+import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
+import { transition, TRANSITIONS, type Order, type OrderChange, type OrderChangeOutcome, type OrderStatus, type OrdersStore } from '../../storage/orders.ts';
+import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
+import type { Caller, HandlerContext, Handlers } from '../operations.ts';
+import { getOrderParameters, listOrdersParameters, newOrderSchema, orderPatchSchema } from '../schemas.ts';
+import { validateBody, validatePath, validateQuery } from '../validator.ts';
+import { inventoryJson, orderETag, orderReply, ordersJson } from './json.ts';
+
+export interface OrdersHandlersDeps {
+  orders: Pick<OrdersStore, 'get' | 'list' | 'inventory'>;
+  clock: () => number;
+  /** Places an order durably (honouring its Idempotency-Key) and returns the answer (placements.ts). */
+  placeOrder: (petId: bigint, caller: Caller, idempotency: IdempotentRequest | null) => Promise<Reply>;
+  /** Applies a step of an order durably; resolves with its outcome once committed. */
+  changeOrder: (change: OrderChange) => Promise<OrderChangeOutcome>;
+}
+
+const orderNotFound = (orderId: bigint) => new ApiError('order_not_found', `No order has id ${orderId}.`);
+const preconditionFailed = () =>
+  new ApiError('precondition_failed', 'If-Match does not match the order\'s current ETag: it was changed since. Nothing was changed.');
+
+/** The transitions the contract allows from `from`, as a 409 names them. */
+function invalidTransition(from: OrderStatus, to: OrderStatus): ApiError {
+  const allowed = TRANSITIONS[from].map((step) => step.to);
+  const what = allowed.length === 0 ? `a ${from} order cannot change any more` : `from ${from} an order may become ${allowed.join(' or ')}`;
+  return new ApiError('invalid_transition', `An order cannot go from ${from} to ${to}: ${what}.`);
+}
+
+const needsManage = () =>
+  new ApiError('insufficient_scope', 'Only a key with orders:manage may approve or complete an order.', {
+    'WWW-Authenticate': insufficientScopeChallenge('orders:manage'),
+  });
+
+/** A key with `orders:manage` sees every order; any other, only its own account's. */
+const canManage = (caller: Caller) => allows(caller.scopes, 'orders:manage');
+const visible = (order: Order | null, caller: Caller) => (order !== null && (order.account === caller.account || canManage(caller)) ? order : null);
+
+/** The answer to a step once it was applied, or the error saying why it was not. */
+function stepped(outcome: OrderChangeOutcome, orderId: bigint, to: OrderStatus): Reply {
+  switch (outcome.kind) {
+    case 'changed':
+    case 'unchanged':
+      return orderReply(outcome.order);
+    case 'not_found':
+      throw orderNotFound(orderId);
+    case 'version_mismatch':
+      throw preconditionFailed();
+    case 'invalid_transition':
+      throw invalidTransition(outcome.from, to);
+    case 'forbidden':
+      throw needsManage();
+  }
+}
+
+/** Builds the store's handlers. */
+export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }: OrdersHandlersDeps): Handlers {
+  /** The path (400), then the order's existence and visibility (404). */
+  function target(context: HandlerContext): MaybePromise<{ orderId: bigint; order: Order }> {
+    const { orderId } = validatePath(context.params, getOrderParameters) as { orderId: bigint };
+    return andThen(orders.get(orderId), (found) => {
+      const order = visible(found, context.caller!);
+      if (order === null) throw orderNotFound(orderId);
+      return { orderId, order };
+    });
+  }
+
+  return {
+    async placeOrder(context: HandlerContext): Promise<Reply> {
+      // The Idempotency-Key header is the first check of step 5, before the body is looked at.
+      const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
+      const body = await readJsonBody(context.req);
+      const { petId } = validateBody(body, newOrderSchema) as { petId: bigint };
+      return placeOrder(petId, context.caller!, key === null ? null : { key, fingerprint: fingerprintBody(body) });
+    },
+
+    listOrders(context: HandlerContext): Reply | Promise<Reply> {
+      const query = validateQuery(new URLSearchParams(context.search), listOrdersParameters);
+      const limit = query.limit as number;
+      const status = query.status as OrderStatus | undefined;
+      const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
+      const caller = context.caller!;
+      // One row more than asked tells whether a next page exists without a COUNT.
+      return andThen(orders.list({ afterId, status, account: canManage(caller) ? null : caller.account, limit: limit + 1 }), (page) => {
+        const headers: Record<string, string> = {};
+        if (page.length > limit) {
+          page.length = limit;
+          const next = `/v1/store/orders?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
+          headers.Link = `<${next}>; rel="next"`;
+        }
+        return { status: 200, body: ordersJson(page), headers };
+      });
+    },
+
+    getOrder(context: HandlerContext): Reply | Promise<Reply> {
+      return andThen(target(context), ({ order }) => orderReply(order));
+    },
+
+    async updateOrder(context: HandlerContext): Promise<Reply> {
+      const { orderId, order } = await target(context);
+      const condition = parseIfMatch(context.req.headers['if-match']);
+      if (condition !== null && !condition.any && !ifMatchHolds(condition, orderETag(order))) throw preconditionFailed();
+      const expectedVersion = condition === null || condition.any ? null : order.version;
+      const body = await readJsonBody(context.req, MERGE_PATCH_BODY);
+      const { status: to } = validateBody(body, orderPatchSchema) as { status?: OrderStatus };
+      // `{}` or the current status changes nothing: the order as it is, same ETag and updatedAt.
+      if (to === undefined || to === order.status) return orderReply(order);
+      const step = transition(order.status, to);
+      if (step === undefined) throw invalidTransition(order.status, to);
+      const caller = context.caller!;
+      if (step.manage && !canManage(caller)) throw needsManage();
+      // The store checks the transition and the version again, in the transaction that makes it.
+      const outcome = await changeOrder({
+        id: orderId, to, expectedVersion, manage: canManage(caller), account: canManage(caller) ? null : caller.account, now: clock(),
+      });
+      return stepped(outcome, orderId, to);
+    },
+
+    getInventory(context: HandlerContext): Reply | Promise<Reply> {
+      // It takes no parameter: any is 400 invalid_query.
+      validateQuery(new URLSearchParams(context.search), []);
+      return andThen(orders.inventory(), (inventory) => ({ status: 200, body: inventoryJson(inventory) }));
+    },
+  };
+}

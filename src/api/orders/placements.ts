@@ -1,0 +1,89 @@
+/**
+ * Placing orders and moving them, durably: like pets' creates and changes, the placements (and
+ * the steps) validated during one event-loop turn are written in one transaction by group commit,
+ * and each is answered once that transaction is durable, as its own unit of success or failure.
+ * A placement with an Idempotency-Key takes the way of every idempotent write
+ * (../idempotent-writes.ts); its only stored outcome is the 201 (a 404 or a 409 is not remembered:
+ * the pet may become available later).
+ */
+import { ApiError } from '../../http/api-error.ts';
+import type { Reply } from '../../http/reply.ts';
+import { createGroupCommit } from '../../lib/group-commit.ts';
+import type { IdempotencyConflict } from '../../storage/idempotency.ts';
+import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrdersStore, OrderStatus, PlacementResult } from '../../storage/orders.ts';
+import type { IdempotentRequest } from '../idempotency.ts';
+import { createIdempotentWrites, storedResponse } from '../idempotent-writes.ts';
+import type { Caller } from '../operations.ts';
+import { placed } from './json.ts';
+
+/** What the order paths report, for the metrics (src/ops/metrics.ts). */
+export interface OrdersObserver {
+  /** An order reached `status` (placed, approved, completed or cancelled). */
+  orderReached(status: OrderStatus): void;
+  /** A placement was answered from its Idempotency-Key record. */
+  idempotentReplayed(): void;
+}
+
+const NO_OBSERVER: OrdersObserver = { orderReached() {}, idempotentReplayed() {} };
+
+export interface OrderWritesOptions {
+  orders: Pick<OrdersStore, 'placeMany' | 'changeMany' | 'findIdempotencyRecord'>;
+  clock: () => number;
+  groupCommit?: boolean;
+  /** See GroupCommitOptions.schedule (tests flush batches by hand). */
+  schedule?: (flush: () => void) => void;
+  observer?: OrdersObserver;
+}
+
+const petNotFound = (petId: bigint) => new ApiError('pet_not_found', `No pet has id ${petId}.`);
+const petNotAvailable = (petId: bigint, status: string) =>
+  new ApiError('pet_not_available', `Pet ${petId} is ${status}, not available: it cannot be ordered now.`);
+
+/** The write paths of orders: `place` answers a placement, `change` applies a step. */
+export function createOrderWrites({ orders, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: OrderWritesOptions) {
+  const placements = createGroupCommit<OrderPlacement, PlacementResult>({
+    commit: (batch) => orders.placeMany(batch),
+    enabled: groupCommit,
+    maxInFlight: 2,
+    ...(schedule ? { schedule } : {}),
+  });
+  const changes = createGroupCommit<OrderChange, OrderChangeOutcome>({
+    commit: (batch) => orders.changeMany(batch),
+    enabled: groupCommit,
+    ...(schedule ? { schedule } : {}),
+  });
+  const write = createIdempotentWrites({ clock, replayed: () => observer.idempotentReplayed() });
+
+  /** The answer to a placement once made: 201, or why the pet could not be ordered. */
+  function answer(petId: bigint) {
+    return (result: Exclude<PlacementResult, IdempotencyConflict>): Reply => {
+      if (result.kind === 'pet_not_found') throw petNotFound(petId);
+      if (result.kind === 'pet_not_available') throw petNotAvailable(petId, result.status);
+      observer.orderReached('placed');
+      return placed(result.order);
+    };
+  }
+
+  return {
+    place(petId: bigint, caller: Caller, idempotency: IdempotentRequest | null): Promise<Reply> {
+      const placement = (now: number): OrderPlacement => ({ petId, account: caller.account, now });
+      if (idempotency === null) {
+        return placements.submit(placement(clock())).then((result) => answer(petId)(result as Exclude<PlacementResult, IdempotencyConflict>));
+      }
+      const { key, fingerprint } = idempotency;
+      return write(`placeOrder ${caller.id} ${key}`, fingerprint, {
+        lookup: (now) => orders.findIdempotencyRecord(caller.id, key, now),
+        submit: (now) => placements.submit({
+          ...placement(now),
+          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: (order: Order) => storedResponse(placed(order)) },
+        }),
+      }, answer(petId));
+    },
+
+    async change(change: OrderChange): Promise<OrderChangeOutcome> {
+      const outcome = await changes.submit(change);
+      if (outcome.kind === 'changed') observer.orderReached(outcome.order.status);
+      return outcome;
+    },
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * Orders as every storage engine stores them: an account's request to adopt one pet, and what
+ * each step of an order does to its pet, in the same transaction. The rules that do not depend
+ * on the engine live here, so that SQLite and PostgreSQL cannot drift apart.
+ *
+ * At most one order per pet is open (placed or approved): the database enforces it on both
+ * engines (a unique index on the pet of open orders), and placing an order takes the pet from
+ * `available` to `pending` in one statement, so of concurrent orders for one pet exactly one wins.
+ */
+import type { ItemOutcome } from '../lib/item-outcome.ts';
+import type { MaybePromise } from '../lib/maybe-promise.ts';
+import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
+import type { Pet, PetStatus } from './pets.ts';
+
+/** Where an order stands. */
+export const ORDER_STATUSES = ['placed', 'approved', 'completed', 'cancelled'] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
+
+/** An order is open, and holds its pet, while placed or approved. */
+export const OPEN_ORDER_STATUSES: readonly OrderStatus[] = ['placed', 'approved'];
+
+export interface Order {
+  id: number;
+  petId: bigint;
+  account: string;
+  status: OrderStatus;
+  /** Milliseconds since the epoch. */
+  placedAt: number;
+  updatedAt: number;
+  /** 1 when placed; every change adds 1 (the ETag). */
+  version: number;
+}
+
+/**
+ * The transitions of an order, and what each does to its pet. `manage`: only a key with
+ * `orders:manage` may make it; the others the order's own account may make too.
+ */
+export const TRANSITIONS: Readonly<Record<OrderStatus, readonly { to: OrderStatus; pet: PetStatus; manage: boolean }[]>> = {
+  placed: [
+    { to: 'approved', pet: 'pending', manage: true },
+    { to: 'cancelled', pet: 'available', manage: false },
+  ],
+  approved: [
+    { to: 'completed', pet: 'sold', manage: true },
+    { to: 'cancelled', pet: 'available', manage: false },
+  ],
+  completed: [],
+  cancelled: [],
+};
+
+/** The transition from `from` to `to`, if the table has it. */
+export function transition(from: OrderStatus, to: OrderStatus) {
+  return TRANSITIONS[from].find((step) => step.to === to);
+}
+
+/** A placement: an order for a pet, by an account, with the Idempotency-Key record to write beside it. */
+export interface OrderPlacement {
+  petId: bigint;
+  account: string;
+  now: number;
+  idempotency?: IdempotencyWrite<Order>;
+}
+
+/** What placing an order did: the order and the pet as it now is, or why not. */
+export type PlacementResult =
+  | { kind: 'placed'; order: Order; pet: Pet }
+  | { kind: 'pet_not_found' }
+  /** The pet is not available (its status says why): another order holds it, or it is sold. */
+  | { kind: 'pet_not_available'; status: PetStatus }
+  | IdempotencyConflict;
+
+/** A step of one order; with `expectedVersion`, only while the order still has that version. */
+export interface OrderChange {
+  id: bigint;
+  to: OrderStatus;
+  expectedVersion: number | null;
+  /** The caller may make the transitions reserved to `orders:manage`. */
+  manage: boolean;
+  /** The caller's account, when it may only change its own account's orders. */
+  account: string | null;
+  now: number;
+}
+
+export type OrderChangeOutcome =
+  | { kind: 'changed'; order: Order; pet: Pet | null }
+  /** The order is already in the status asked for: nothing changed. */
+  | { kind: 'unchanged'; order: Order }
+  | { kind: 'not_found' }
+  | { kind: 'version_mismatch' }
+  /** No such transition from the order's current status. */
+  | { kind: 'invalid_transition'; from: OrderStatus }
+  /** The transition exists, but only `orders:manage` may make it. */
+  | { kind: 'forbidden' };
+
+export interface OrderListOptions {
+  afterId: bigint;
+  status: OrderStatus | undefined;
+  /** Only this account's orders; null: every account's. */
+  account: string | null;
+  limit: number;
+}
+
+/** Counts of pets by status, now. */
+export type Inventory = Record<PetStatus, number>;
+
+/** The orders store of either engine; each write is a batch, each item its own outcome. */
+export interface OrdersStore {
+  /**
+   * Places the orders in one transaction, each with its pet going from `available` to `pending`
+   * and its Idempotency-Key record, if any: one result (or conflict) per placement, in order.
+   * Durable when it returns.
+   */
+  placeMany(placements: readonly OrderPlacement[]): MaybePromise<ItemOutcome<PlacementResult>[]>;
+  /** Applies the steps in one transaction, each with its effect on the pet; durable when it returns. */
+  changeMany(changes: readonly OrderChange[]): MaybePromise<ItemOutcome<OrderChangeOutcome>[]>;
+  get(id: bigint): MaybePromise<Order | null>;
+  /** Up to `limit` orders after `afterId`, by id ascending. */
+  list(options: OrderListOptions): MaybePromise<Order[]>;
+  /** The live record of an API key's Idempotency-Key for placeOrder, or null. */
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
+  /** How many pets have each status now, at a cost that does not grow with the number of pets. */
+  inventory(): MaybePromise<Inventory>;
+}
+
+/** A row of `orders` as both engines select it: pet_id as text, so its int64 digits stay exact. */
+export interface OrderRow {
+  id: number | string;
+  pet_id: string;
+  account: string;
+  status: OrderStatus;
+  placed_at: number | string;
+  updated_at: number | string;
+  version: number;
+}
+
+/** The domain value of a row. */
+export function toOrder(row: OrderRow): Order {
+  return {
+    id: Number(row.id), petId: BigInt(row.pet_id), account: row.account, status: row.status,
+    placedAt: Number(row.placed_at), updatedAt: Number(row.updated_at), version: row.version,
+  };
+}

@@ -1,0 +1,206 @@
+/**
+ * Orders in PostgreSQL, shared by every instance. A batch of placements or steps is one
+ * transaction; each item is its own unit of success or failure (item-savepoints.ts), and every
+ * conflict is a statement's result, never an error (an error would send the whole batch down the
+ * slow path, one savepoint per item):
+ * - a placement takes its pet with `UPDATE ... WHERE status = 'available'`, which locks the pet's
+ *   row: of concurrent placements for one pet, on any instances, the others wait for the first's
+ *   commit, then find the pet `pending` and are refused. The unique index on the pet of open
+ *   orders would refuse a second open order anyway;
+ * - a step locks its order's row (`FOR UPDATE`) before it decides: of two concurrent steps of one
+ *   order, the second sees the first's result (a cancel racing a complete: one wins, the other
+ *   finds no transition).
+ * The inventory reads the counts and the changes not yet folded into them in one snapshot
+ * (migration 4): its cost does not grow with the number of pets.
+ */
+import type { ItemOutcome } from '../../lib/item-outcome.ts';
+import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRow } from '../idempotency.ts';
+import {
+  toOrder, transition, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow,
+  type OrdersStore, type PlacementResult,
+} from '../orders.ts';
+import { toPet, type PetRow, type PetStatus } from '../pets.ts';
+import { guard, guardRead } from './database.ts';
+import type { PostgresSql } from './driver.ts';
+import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
+
+const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, version';
+const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
+
+export interface PostgresOrdersStore extends OrdersStore {
+  /** Folds up to `limit` changes of the pets' counts into the counts; returns how many. */
+  foldCounts(limit: number): Promise<number>;
+}
+
+/** The orders store over a migrated database. */
+export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
+  return {
+    placeMany(placements) {
+      return guard(() => togetherOrOneByOne<ItemOutcome<PlacementResult>[]>(
+        () => inTransaction(sql, (tx) => each(placements, (placement) => place(tx, placement))),
+        () => inTransaction(sql, (tx) => each(placements, (placement) => inSavepoint(tx, (sp) => place(sp, placement)))),
+        'transaction',
+      ));
+    },
+
+    changeMany(changes) {
+      // In order id order, so that two instances' batches lock orders (and their pets) in one order.
+      const sorted = changes.map((change, index) => ({ change, index })).sort((a, b) => (a.change.id < b.change.id ? -1 : a.change.id > b.change.id ? 1 : a.index - b.index));
+      const run = async (apply: (change: OrderChange) => Promise<ItemOutcome<OrderChangeOutcome>>) => {
+        const outcomes = new Array<ItemOutcome<OrderChangeOutcome>>(changes.length);
+        for (const { change, index } of sorted) outcomes[index] = await apply(change);
+        return outcomes;
+      };
+      return guard(() => togetherOrOneByOne<ItemOutcome<OrderChangeOutcome>[]>(
+        () => inTransaction(sql, (tx) => run((change) => step(tx, change))),
+        () => inTransaction(sql, (tx) => run((change) => inSavepoint(tx, (sp) => step(sp, change)))),
+        'transaction',
+      ));
+    },
+
+    async get(id) {
+      const rows = await guardRead(() => sql.unsafe<OrderRow[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1::bigint`, [id.toString()], { prepare: true }));
+      return rows.length === 0 ? null : toOrder(rows[0]!);
+    },
+
+    async list({ afterId, status, account, limit }) {
+      // Each condition is switched off by its null parameter; the indexes on (account, status, id),
+      // (account, id) and (status, id) serve every combination.
+      const rows = await guardRead(() => sql.unsafe<OrderRow[]>(
+        `SELECT ${ORDER_COLUMNS} FROM orders
+          WHERE id > $1::bigint AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR account = $3)
+          ORDER BY id LIMIT $4`,
+        [afterId.toString(), status ?? null, account, limit],
+        { prepare: true },
+      ));
+      return rows.map(toOrder);
+    },
+
+    async findIdempotencyRecord(apiKeyId, key, now) {
+      const rows = await guardRead(() => sql<IdempotencyRow[]>`
+        SELECT * FROM order_idempotency_keys
+         WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key}
+           AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
+      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
+    },
+
+    async inventory() {
+      const rows = await guardRead(() => sql.unsafe<{ status: PetStatus; pets: string }[]>(
+        `SELECT c.status, (c.pets + coalesce((SELECT sum(d.change) FROM pet_count_changes d WHERE d.status = c.status), 0))::text AS pets
+           FROM pet_counts c`,
+        [],
+        { prepare: true },
+      ));
+      const inventory: Inventory = { available: 0, pending: 0, sold: 0 };
+      for (const row of rows) inventory[row.status] = Number(row.pets);
+      return inventory;
+    },
+
+    async foldCounts(limit) {
+      const [row] = await guard(() => sql.unsafe<{ folded: string }[]>(
+        `WITH moved AS (
+           DELETE FROM pet_count_changes WHERE id IN (SELECT id FROM pet_count_changes ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+           RETURNING status, change
+         ), summed AS (SELECT status, sum(change) AS change FROM moved GROUP BY status),
+         folded AS (UPDATE pet_counts c SET pets = c.pets + s.change FROM summed s WHERE c.status = s.status RETURNING 1)
+         SELECT count(*)::text AS folded FROM moved`,
+        [limit],
+        { prepare: true },
+      ));
+      return Number(row!.folded);
+    },
+  };
+}
+
+/** Runs `work` in a transaction of its own, committed when it resolves, rolled back if it throws. */
+function inTransaction<R>(sql: PostgresSql, work: (tx: PostgresSql) => Promise<R>): Promise<R> {
+  return sql.begin((tx) => work(tx as unknown as PostgresSql)) as Promise<R>;
+}
+
+/** `apply` to each item in turn (statements of one transaction are sent one after another). */
+async function each<T, R>(items: readonly T[], apply: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (const item of items) results.push(await apply(item));
+  return results;
+}
+
+/** One placement, inside the batch's transaction. */
+async function place(tx: PostgresSql, { petId, account, now, idempotency }: OrderPlacement): Promise<PlacementResult> {
+  if (idempotency) {
+    const conflict = await claimKey(tx, idempotency.apiKeyId, idempotency.key, idempotency.createdAt);
+    if (conflict) return conflict;
+  }
+  const id = petId.toString();
+  const pets = await tx.unsafe<PetRow[]>(
+    `UPDATE pets SET status = 'pending', version = version + 1 WHERE id = $1::bigint AND status = 'available' RETURNING ${PET_COLUMNS}`,
+    [id],
+    { prepare: true },
+  );
+  if (pets.length === 0) {
+    const found = await tx.unsafe<{ status: PetStatus }[]>('SELECT status FROM pets WHERE id = $1::bigint', [id], { prepare: true });
+    return found.length === 0 ? { kind: 'pet_not_found' } : { kind: 'pet_not_available', status: found[0]!.status };
+  }
+  const [row] = await tx.unsafe<OrderRow[]>(
+    `INSERT INTO orders (pet_id, account, status, placed_at, updated_at) VALUES ($1::bigint, $2, 'placed', $3::bigint, $3::bigint) RETURNING ${ORDER_COLUMNS}`,
+    [id, account, now],
+    { prepare: true },
+  );
+  const order = toOrder(row!);
+  if (idempotency) {
+    const response = idempotency.respond(order);
+    await tx.unsafe(
+      `INSERT INTO order_idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::bigint)
+       ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
+         fingerprint = excluded.fingerprint, response_status = excluded.response_status,
+         response_headers = excluded.response_headers, response_body = excluded.response_body, created_at = excluded.created_at
+       WHERE k.created_at <= excluded.created_at - ${IDEMPOTENCY_TTL_MS}`,
+      [idempotency.apiKeyId, idempotency.key, idempotency.fingerprint, response.status, JSON.stringify(response.headers), response.body, idempotency.createdAt],
+      { prepare: true },
+    );
+  }
+  return { kind: 'placed', order, pet: toPet(pets[0]!) };
+}
+
+/**
+ * Claims a placement's Idempotency-Key with a transaction-level advisory lock (named apart from
+ * createPet's) and looks up its live record: the conflict it meets, or null when it may be made.
+ */
+async function claimKey(tx: PostgresSql, apiKeyId: string, key: string, now: number): Promise<IdempotencyConflict | null> {
+  const [lock] = await tx.unsafe<{ got: boolean }[]>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS got', [`placeOrder ${apiKeyId} ${key}`], { prepare: true });
+  if (!lock!.got) return { conflict: 'in_flight' };
+  const rows = await tx.unsafe<IdempotencyRow[]>(
+    `SELECT * FROM order_idempotency_keys WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint`,
+    [apiKeyId, key, now - IDEMPOTENCY_TTL_MS],
+    { prepare: true },
+  );
+  return rows.length === 0 ? null : { conflict: 'recorded', record: toIdempotencyRecord(rows[0]!) };
+}
+
+/** One step of an order, inside the batch's transaction. */
+async function step(tx: PostgresSql, change: OrderChange): Promise<OrderChangeOutcome> {
+  const id = change.id.toString();
+  const rows = await tx.unsafe<OrderRow[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1::bigint FOR UPDATE`, [id], { prepare: true });
+  const current = rows.length === 0 ? null : toOrder(rows[0]!);
+  if (current === null || (change.account !== null && current.account !== change.account)) return { kind: 'not_found' };
+  if (change.expectedVersion !== null && current.version !== change.expectedVersion) return { kind: 'version_mismatch' };
+  if (current.status === change.to) return { kind: 'unchanged', order: current };
+  const move = transition(current.status, change.to);
+  if (move === undefined) return { kind: 'invalid_transition', from: current.status };
+  if (move.manage && !change.manage) return { kind: 'forbidden' };
+  const [row] = await tx.unsafe<OrderRow[]>(
+    `UPDATE orders SET status = $2, updated_at = $3::bigint, version = version + 1 WHERE id = $1::bigint RETURNING ${ORDER_COLUMNS}`,
+    [id, change.to, change.now],
+    { prepare: true },
+  );
+  const order = toOrder(row!);
+  // Approving leaves the pet pending, and its ETag as it is.
+  if (current.status === 'placed' && change.to === 'approved') return { kind: 'changed', order, pet: null };
+  const pets = await tx.unsafe<PetRow[]>(
+    `UPDATE pets SET status = $2, version = version + 1 WHERE id = $1::bigint RETURNING ${PET_COLUMNS}`,
+    [current.petId.toString(), move.pet],
+    { prepare: true },
+  );
+  return { kind: 'changed', order, pet: pets.length === 0 ? null : toPet(pets[0]!) };
+}
+
