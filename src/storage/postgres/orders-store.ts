@@ -27,6 +27,10 @@ import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
 
+/** The counts and the changes not yet folded into them, read in one snapshot; never the pets. */
+export const INVENTORY_SQL = `SELECT c.status, (c.pets + coalesce((SELECT sum(d.change) FROM pet_count_changes d WHERE d.status = c.status), 0))::text AS pets
+  FROM pet_counts c`;
+
 export interface PostgresOrdersStore extends OrdersStore {
   /** Folds up to `limit` changes of the pets' counts into the counts; returns how many. */
   foldCounts(limit: number): Promise<number>;
@@ -86,8 +90,7 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
 
     async inventory() {
       const rows = await guardRead(() => sql.unsafe<{ status: PetStatus; pets: string }[]>(
-        `SELECT c.status, (c.pets + coalesce((SELECT sum(d.change) FROM pet_count_changes d WHERE d.status = c.status), 0))::text AS pets
-           FROM pet_counts c`,
+        INVENTORY_SQL,
         [],
         { prepare: true },
       ));

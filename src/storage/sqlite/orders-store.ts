@@ -31,6 +31,9 @@ export interface SqliteOrdersStore extends OrdersStore {
 const ORDER_COLUMNS = 'id, CAST(pet_id AS TEXT) AS pet_id, account, status, placed_at, updated_at, version';
 const PET_COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status, version';
 
+/** The counts that triggers keep in every write's transaction (migration 6); never the pets. */
+export const INVENTORY_SQL = 'SELECT status, pets FROM pet_counts';
+
 /** Every statement prepared once. */
 function statements(db: DatabaseSync) {
   const visible = (filter: string) => `SELECT ${ORDER_COLUMNS} FROM orders WHERE ${filter} id > ? ORDER BY id LIMIT ?`;
@@ -46,7 +49,7 @@ function statements(db: DatabaseSync) {
     pageByStatus: db.prepare(visible('status = ? AND')),
     pageOfAccount: db.prepare(visible('account = ? AND')),
     pageOfAccountByStatus: db.prepare(visible('account = ? AND status = ? AND')),
-    counts: db.prepare('SELECT status, pets FROM pet_counts'),
+    counts: db.prepare(INVENTORY_SQL),
   };
 }
 
