@@ -47,6 +47,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
     const setup = { wrk: context.wrk, pinning: load.pinning, seconds, connections: options.connections, authorization };
     const result = await runLoad({ urls: [server.url], pids: [server.pid] }, workload, setup);
     if (server === service) serviceResponses += result.requests + result.non2xx;
+    if (server === service && workload.settle) await workload.settle(server.url, authorization);
     const exited = server.exited();
     if (exited !== null) throw new Error(`${server.name} exited during ${workload.name} (code ${exited.code}, signal ${exited.signal})\n${server.stderrTail()}`);
     return result;

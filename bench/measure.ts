@@ -162,9 +162,16 @@ export function perResponse(result: LoadResult, cores: number): number {
   return (cores * result.wallS) / (result.requests + result.non2xx);
 }
 
-/** The first and last request of each workload's sequence, sent once: each must answer 2xx before any load. */
+/**
+ * The first and last request of each workload's sequence, sent once: each must answer 2xx before
+ * any load. A workload with its own `settle` (ids learnt from answers) is checked by it instead.
+ */
 export async function checkWorkloads(url: string, workloads: readonly Workload[], authorization: string): Promise<void> {
   for (const workload of workloads) {
+    if (workload.settle) {
+      await workload.settle(url, authorization);
+      continue;
+    }
     for (const request of [workload.sequence[0]!, workload.sequence.at(-1)!]) {
       const answer = await fetchOnce(url + request.path, {
         method: request.method,

@@ -10,6 +10,7 @@
  * If-Match) gets its own script with a response() hook.
  */
 import { encodeCursor } from '../src/api/cursor.ts';
+import { fetchOnce } from './processes.ts';
 
 export interface WorkloadFixture {
   /** Pets in the seeded database (ids 1..pets). */
@@ -30,8 +31,16 @@ export interface BenchRequest {
 export interface Drive {
   /** The script's file name in bench/wrk/ and its arguments (its init(args)). */
   wrk: { script: string; args: string[] };
-  /** The requests each connection sends, in order, over and over. */
+  /**
+   * The requests each connection sends, in order, over and over. A script that reacts to answers
+   * (adopt.lua) sends ids it learns: its sequence writes them `{id}` and `{petId}`.
+   */
   sequence: BenchRequest[];
+  /**
+   * For a workload that leaves state behind (open orders): puts it back, through the API, after
+   * each run on the service, so that every round starts alike; also the check before the loads.
+   */
+  settle?: (url: string, authorization: string) => Promise<void>;
 }
 
 interface WorkloadRow {
@@ -69,6 +78,7 @@ export const WORKLOADS = [
   },
   { name: 'create', label: 'POST /v1/pets (durable)', target: 0.5, drive: () => ({ wrk: { script: 'create.lua', args: [NEW_PET_BODY] }, sequence: [create()] }) },
   { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, drive: () => mix(9, '/v1/pets?limit=20') },
+  { name: 'adopt', label: 'POST an order / PATCH it cancelled (durable)', target: null, drive: (f) => adopt(f) },
   // Reads while pets change. It runs last: it changes statuses, which the deep workload's
   // cursor was chosen from.
   { name: 'patchmix', label: 'mix 90% GET limit=20 or by id / 10% PATCH', target: null, drive: (f) => patchMix(f) },
@@ -90,7 +100,7 @@ export function buildWorkloads(fixture: WorkloadFixture, names: readonly Workloa
     name: row.name,
     label: row.label,
     target: row.target,
-    ...row.drive(fixture),
+    ...(row.drive(fixture) as Drive),
   }));
 }
 
@@ -131,6 +141,42 @@ function patchMix(fixture: WorkloadFixture): Drive {
       return { method, path, headers: { 'content-type': 'application/merge-patch+json', 'if-match': '*' }, body: body! };
     }),
   };
+}
+
+/** Pets the adopt workload orders: enough for 200 connections with one each in flight, twice over. */
+const ADOPTABLE_PETS = 400;
+
+/**
+ * Places an order for a free pet, then cancels it, each a durable write of the order and its pet
+ * in one transaction; the pets are the seed's available ones (id % 3 = 1, see seed.ts), which no
+ * workload before this one changes.
+ */
+function adopt(fixture: WorkloadFixture): Drive {
+  const pets = Array.from({ length: Math.min(ADOPTABLE_PETS, Math.floor((fixture.pets + 2) / 3)) }, (_, i) => 1 + 3 * i);
+  return {
+    wrk: { script: 'adopt.lua', args: pets.map(String) },
+    sequence: [
+      { method: 'POST', path: '/v1/store/orders', headers: { 'content-type': 'application/json' }, body: '{"petId":{petId}}' },
+      { method: 'PATCH', path: '/v1/store/orders/{id}', headers: { 'content-type': 'application/merge-patch+json' }, body: '{"status":"cancelled"}' },
+    ],
+    settle: (url, authorization) => cancelOpenOrders(url, authorization),
+  };
+}
+
+/** Cancels every placed order, page by page, through the API. */
+export async function cancelOpenOrders(url: string, authorization: string): Promise<void> {
+  for (;;) {
+    const page = await fetchOnce(`${url}/v1/store/orders?status=placed&limit=100`, { headers: { authorization } });
+    if (page.status !== 200) throw new Error(`GET /v1/store/orders answered ${page.status}: ${page.body.slice(0, 300)}`);
+    const orders = JSON.parse(page.body) as { id: number }[];
+    if (orders.length === 0) return;
+    for (const { id } of orders) {
+      const answer = await fetchOnce(`${url}/v1/store/orders/${id}`, {
+        method: 'PATCH', headers: { authorization, 'content-type': 'application/merge-patch+json' }, body: '{"status":"cancelled"}',
+      });
+      if (answer.status !== 200) throw new Error(`cancelling order ${id} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
+    }
+  }
 }
 
 function get(path: string): BenchRequest {

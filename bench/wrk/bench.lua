@@ -18,6 +18,11 @@ local function headers(spec)
   return list
 end
 
+-- One request's bytes, with the bench key and the media type: for scripts that build requests as they go.
+function bench.format(spec)
+  return wrk.format(spec.method, spec.path, headers(spec), spec.body)
+end
+
 -- Sends the requests in `specs` ({ method =, path =, body =, headers = }) in turn, over and over. Each is
 -- formatted once, here: request() runs for every request, on the generator's own core.
 -- A single request is left to wrk itself, which then sends one buffer without calling Lua.

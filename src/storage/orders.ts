@@ -53,6 +53,22 @@ export function transition(from: OrderStatus, to: OrderStatus) {
   return TRANSITIONS[from].find((step) => step.to === to);
 }
 
+/**
+ * What a step asks of `current` (the order as read, locked, in the step's transaction): an
+ * outcome that changes nothing, or the move to make, with what it does to the pet. The same rules
+ * on every engine, in the interface's order of checks.
+ */
+export function decideStep(current: Order | null, change: OrderChange): Exclude<OrderChangeOutcome, { kind: 'changed' }> | { kind: 'move'; current: Order; pet: PetStatus | null } {
+  if (current === null || (change.account !== null && current.account !== change.account)) return { kind: 'not_found' };
+  if (change.expectedVersion !== null && current.version !== change.expectedVersion) return { kind: 'version_mismatch' };
+  if (current.status === change.to) return { kind: 'unchanged', order: current };
+  const move = transition(current.status, change.to);
+  if (move === undefined) return { kind: 'invalid_transition', from: current.status };
+  if (move.manage && !change.manage) return { kind: 'forbidden' };
+  // Approving leaves the pet pending, and its ETag as it is.
+  return { kind: 'move', current, pet: current.status === 'placed' && change.to === 'approved' ? null : move.pet };
+}
+
 /** A placement: an order for a pet, by an account, with the Idempotency-Key record to write beside it. */
 export interface OrderPlacement {
   petId: bigint;

@@ -3,7 +3,8 @@
  * even when the server is killed with SIGKILL in the middle of a burst of them; and a pet and its
  * order never disagree.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
+import type { DatabaseSync } from 'node:sqlite';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -106,8 +107,9 @@ function bodyOf(i: number): string {
   return `{"name":"crash ${i}","categoryId":${9007199254740993n + BigInt(i)}${status}}`;
 }
 
-test('SIGKILL during concurrent creates loses no acknowledged pet, and retries replay instead of creating', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'pets-kill-'));
+/** A fresh database file for a kill test, with an enterprise key; the servers started on it are killed and the folder removed when the test ends. */
+function killTestDatabase(t: TestContext, prefix: string): { databasePath: string; children: ChildProcess[]; key: string; setup: DatabaseSync } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
   const databasePath = join(dir, 'pets.db');
   const children: ChildProcess[] = [];
   t.after(() => {
@@ -116,6 +118,11 @@ test('SIGKILL during concurrent creates loses no acknowledged pet, and retries r
   });
   const setup = openDatabase(databasePath);
   const { key } = createKeysStore(setup, { appEnv: 'development' }).create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'kill test', now: Date.now() });
+  return { databasePath, children, key, setup };
+}
+
+test('SIGKILL during concurrent creates loses no acknowledged pet, and retries replay instead of creating', async (t) => {
+  const { databasePath, children, key, setup } = killTestDatabase(t, 'pets-kill-');
   setup.close();
 
   // 1. A burst of creates; the server is killed as soon as some have been acknowledged.
@@ -170,15 +177,7 @@ test('SIGKILL during concurrent creates loses no acknowledged pet, and retries r
 });
 
 test('SIGKILL during concurrent orders loses no acknowledged order, retries replay, and every pet agrees with its order', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'pets-kill-orders-'));
-  const databasePath = join(dir, 'pets.db');
-  const children: ChildProcess[] = [];
-  t.after(() => {
-    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const setup = openDatabase(databasePath);
-  const { key } = createKeysStore(setup, { appEnv: 'development' }).create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, now: Date.now() });
+  const { databasePath, children, key, setup } = killTestDatabase(t, 'pets-kill-orders-');
   const PETS = 200;
   createPetsStore(setup).insertMany(Array.from({ length: PETS }, (_, i) => ({ name: `held ${i}`, categoryId: 1n, status: 'available' as const })));
   setup.close();

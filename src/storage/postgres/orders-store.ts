@@ -16,7 +16,7 @@
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRow } from '../idempotency.ts';
 import {
-  toOrder, transition, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow,
+  decideStep, toOrder, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow,
   type OrdersStore, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type PetRow, type PetStatus } from '../pets.ts';
@@ -26,6 +26,10 @@ import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
 
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
+
+/** The counts and the changes not yet folded into them, read in one snapshot; never the pets. */
+export const INVENTORY_SQL = `SELECT c.status, (c.pets + coalesce((SELECT sum(d.change) FROM pet_count_changes d WHERE d.status = c.status), 0))::text AS pets
+  FROM pet_counts c`;
 
 export interface PostgresOrdersStore extends OrdersStore {
   /** Folds up to `limit` changes of the pets' counts into the counts; returns how many. */
@@ -86,8 +90,7 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
 
     async inventory() {
       const rows = await guardRead(() => sql.unsafe<{ status: PetStatus; pets: string }[]>(
-        `SELECT c.status, (c.pets + coalesce((SELECT sum(d.change) FROM pet_count_changes d WHERE d.status = c.status), 0))::text AS pets
-           FROM pet_counts c`,
+        INVENTORY_SQL,
         [],
         { prepare: true },
       ));
@@ -181,26 +184,19 @@ async function claimKey(tx: PostgresSql, apiKeyId: string, key: string, now: num
 async function step(tx: PostgresSql, change: OrderChange): Promise<OrderChangeOutcome> {
   const id = change.id.toString();
   const rows = await tx.unsafe<OrderRow[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1::bigint FOR UPDATE`, [id], { prepare: true });
-  const current = rows.length === 0 ? null : toOrder(rows[0]!);
-  if (current === null || (change.account !== null && current.account !== change.account)) return { kind: 'not_found' };
-  if (change.expectedVersion !== null && current.version !== change.expectedVersion) return { kind: 'version_mismatch' };
-  if (current.status === change.to) return { kind: 'unchanged', order: current };
-  const move = transition(current.status, change.to);
-  if (move === undefined) return { kind: 'invalid_transition', from: current.status };
-  if (move.manage && !change.manage) return { kind: 'forbidden' };
+  const decided = decideStep(rows.length === 0 ? null : toOrder(rows[0]!), change);
+  if (decided.kind !== 'move') return decided;
   const [row] = await tx.unsafe<OrderRow[]>(
     `UPDATE orders SET status = $2, updated_at = $3::bigint, version = version + 1 WHERE id = $1::bigint RETURNING ${ORDER_COLUMNS}`,
     [id, change.to, change.now],
     { prepare: true },
   );
   const order = toOrder(row!);
-  // Approving leaves the pet pending, and its ETag as it is.
-  if (current.status === 'placed' && change.to === 'approved') return { kind: 'changed', order, pet: null };
+  if (decided.pet === null) return { kind: 'changed', order, pet: null };
   const pets = await tx.unsafe<PetRow[]>(
     `UPDATE pets SET status = $2, version = version + 1 WHERE id = $1::bigint RETURNING ${PET_COLUMNS}`,
-    [current.petId.toString(), move.pet],
+    [decided.current.petId.toString(), decided.pet],
     { prepare: true },
   );
   return { kind: 'changed', order, pet: pets.length === 0 ? null : toPet(pets[0]!) };
 }
-

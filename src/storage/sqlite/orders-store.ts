@@ -9,7 +9,7 @@ import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import type { IdempotencyRecord } from '../idempotency.ts';
 import {
-  toOrder, transition, type Inventory, type Order, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement,
+  decideStep, toOrder, type Inventory, type Order, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement,
   type OrderRow, type OrdersStore, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type PetRow, type PetStatus } from '../pets.ts';
@@ -31,6 +31,9 @@ export interface SqliteOrdersStore extends OrdersStore {
 const ORDER_COLUMNS = 'id, CAST(pet_id AS TEXT) AS pet_id, account, status, placed_at, updated_at, version';
 const PET_COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status, version';
 
+/** The counts that triggers keep in every write's transaction (migration 6); never the pets. */
+export const INVENTORY_SQL = 'SELECT status, pets FROM pet_counts';
+
 /** Every statement prepared once. */
 function statements(db: DatabaseSync) {
   const visible = (filter: string) => `SELECT ${ORDER_COLUMNS} FROM orders WHERE ${filter} id > ? ORDER BY id LIMIT ?`;
@@ -46,7 +49,7 @@ function statements(db: DatabaseSync) {
     pageByStatus: db.prepare(visible('status = ? AND')),
     pageOfAccount: db.prepare(visible('account = ? AND')),
     pageOfAccountByStatus: db.prepare(visible('account = ? AND status = ? AND')),
-    counts: db.prepare('SELECT status, pets FROM pet_counts'),
+    counts: db.prepare(INVENTORY_SQL),
   };
 }
 
@@ -79,18 +82,12 @@ export function createOrdersStore(db: DatabaseSync): SqliteOrdersStore {
 
   function step(change: OrderChange): OrderChangeOutcome {
     const row = sql.orderById.get(change.id) as OrderRow | undefined;
-    const current = row === undefined ? null : toOrder(row);
-    if (current === null || (change.account !== null && current.account !== change.account)) return { kind: 'not_found' };
-    if (change.expectedVersion !== null && current.version !== change.expectedVersion) return { kind: 'version_mismatch' };
-    if (current.status === change.to) return { kind: 'unchanged', order: current };
-    const move = transition(current.status, change.to);
-    if (move === undefined) return { kind: 'invalid_transition', from: current.status };
-    if (move.manage && !change.manage) return { kind: 'forbidden' };
+    const decided = decideStep(row === undefined ? null : toOrder(row), change);
+    if (decided.kind !== 'move') return decided;
     const order = toOrder(sql.setOrder.get(change.to, change.now, change.id) as unknown as OrderRow);
-    // Approving leaves the pet pending, and its ETag as it is.
-    if (current.status === 'placed' && change.to === 'approved') return { kind: 'changed', order, pet: null };
-    const petRow = sql.setPet.get(move.pet, current.petId) as PetRow | undefined;
-    recordWrite(journal, Number(current.petId), Number(current.petId));
+    if (decided.pet === null) return { kind: 'changed', order, pet: null };
+    const petRow = sql.setPet.get(decided.pet, decided.current.petId) as PetRow | undefined;
+    recordWrite(journal, Number(decided.current.petId), Number(decided.current.petId));
     return { kind: 'changed', order, pet: petRow === undefined ? null : toPet(petRow) };
   }
 

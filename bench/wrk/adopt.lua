@@ -1,0 +1,42 @@
+-- Adoption: every request either places an order for a free pet or cancels an order placed
+-- before, so each pet goes available -> pending -> available over and over, each step a durable
+-- write of an order and its pet. The pets are the arguments after `--` (available ones; at least
+-- twice as many as connections, so that each connection always finds one free).
+--   wrk ... -s adopt.lua URL -- PETID [PETID ...]
+-- An answer's body says what to do next: a placed order is queued for cancelling, a cancelled
+-- one gives its pet back. Cancels go first, so few orders are open at any time.
+dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "bench.lua")
+
+local free, cancels = {}, {}
+local sent, total = 0, 0
+
+function init(args)
+  for _, id in ipairs(args) do free[#free + 1] = id end
+end
+
+local function format(spec)
+  local bytes = bench.format(spec)
+  sent, total = sent + 1, total + #bytes
+  request_bytes = total / sent
+  return bytes
+end
+
+function request()
+  local order = table.remove(cancels, 1)
+  if order ~= nil then
+    return format({ method = "PATCH", path = "/v1/store/orders/" .. order, body = '{"status":"cancelled"}',
+      headers = { ["Content-Type"] = "application/merge-patch+json" } })
+  end
+  local pet = table.remove(free, 1)
+  if pet == nil then error("adopt.lua: no free pet; give at least twice as many pets as connections") end
+  return format({ method = "POST", path = "/v1/store/orders", body = '{"petId":' .. pet .. '}' })
+end
+
+function response(status, headers, body)
+  local id, pet, state = body:match('^{"id":(%d+),"petId":(%d+),.-"status":"(%a+)"')
+  if state == "placed" then
+    cancels[#cancels + 1] = id
+  elseif state == "cancelled" then
+    free[#free + 1] = pet
+  end
+end
