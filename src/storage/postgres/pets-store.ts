@@ -26,6 +26,24 @@ import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
 // id comes as text (the driver leaves int8 alone) and becomes a Number in toPet; casting to float8
 // in SQL measured several times slower per row.
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
+
+/** The pets of a batch of lookups by id ($1: their ids). */
+export const PETS_BY_ID = `SELECT ${PET_COLUMNS} FROM pets WHERE id = ANY($1::bigint[])`;
+
+/**
+ * The pages of a batch of lists ($1, $2, $3: each page's cursor id, status or null, and rows).
+ * Each page is its own keyset query (LATERAL), on the primary key or on (status, id); the branch
+ * whose condition on q.status is false is not run.
+ */
+export const PAGES = `
+  SELECT q.ord, p.* FROM unnest($1::bigint[], $2::text[], $3::integer[]) WITH ORDINALITY AS q(after_id, status, lim, ord)
+  CROSS JOIN LATERAL (
+    (SELECT ${PET_COLUMNS} FROM pets WHERE q.status IS NULL AND id > q.after_id ORDER BY id LIMIT q.lim)
+    UNION ALL
+    (SELECT ${PET_COLUMNS} FROM pets WHERE q.status IS NOT NULL AND status = q.status AND id > q.after_id ORDER BY status, id LIMIT q.lim)
+  ) AS p
+  ORDER BY q.ord, p.id`;
+
 /** Read statements of one instance awaited at once, per kind (lookups, pages). */
 const READ_BATCHES_IN_FLIGHT = 3;
 
@@ -195,7 +213,7 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
   // request in it arrived, so it sees whatever had been committed before.
   const gets = createGroupCommit<string, Pet | null>({
     async commit(ids) {
-      const rows = await guardRead(() => sql.unsafe<PetRow[]>(`SELECT ${PET_COLUMNS} FROM pets WHERE id = ANY($1::bigint[])`, [ids as string[]], { prepare: true }));
+      const rows = await guardRead(() => sql.unsafe<PetRow[]>(PETS_BY_ID, [ids as string[]], { prepare: true }));
       const byId = new Map(rows.map((row) => [String(row.id), toPet(row)]));
       return ids.map((id) => byId.get(BigInt(id).toString()) ?? null);
     },
@@ -203,16 +221,8 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
   });
   const lists = createGroupCommit<ListOptions, Pet[]>({
     async commit(pages) {
-      // Each page is its own keyset query (LATERAL), on the primary key or on (status, id); the
-      // branch whose condition on q.status is false is not run.
       const rows = await guardRead(() => sql.unsafe<(PetRow & { ord: string })[]>(
-        `SELECT q.ord, p.* FROM unnest($1::bigint[], $2::text[], $3::integer[]) WITH ORDINALITY AS q(after_id, status, lim, ord)
-         CROSS JOIN LATERAL (
-           (SELECT ${PET_COLUMNS} FROM pets WHERE q.status IS NULL AND id > q.after_id ORDER BY id LIMIT q.lim)
-           UNION ALL
-           (SELECT ${PET_COLUMNS} FROM pets WHERE q.status IS NOT NULL AND status = q.status AND id > q.after_id ORDER BY status, id LIMIT q.lim)
-         ) AS p
-         ORDER BY q.ord, p.id`,
+        PAGES,
         [pages.map((page) => page.afterId.toString()), pages.map((page) => page.status ?? null), pages.map((page) => page.limit)],
         { prepare: true },
       ));
