@@ -19,6 +19,9 @@ const FIRST_KEY_LOCK = '7370646576';
 
 type Sql = PostgresSql;
 
+/** The keys of a batch of lookups ($1: the hashes of their tokens). */
+export const KEYS_BY_HASH = `SELECT key_hash, ${KEY_COLUMNS} FROM api_keys WHERE key_hash = ANY($1::text[])`;
+
 /**
  * The key store over a migrated PostgreSQL database. One closure, longer than a screen, because
  * the pool and the batched lookups are shared by every method; each method is short.
@@ -50,7 +53,7 @@ export function createKeysStore(sql: PostgresSql, options: KeysStoreOptions): Ke
   const lookups = createGroupCommit<string, ApiKeyRecord | null>({
     async commit(hashes) {
       const rows = await guardRead(() =>
-        sql.unsafe<(ApiKeyRow & { key_hash: string })[]>(`SELECT key_hash, ${KEY_COLUMNS} FROM api_keys WHERE key_hash = ANY($1::text[])`, [hashes as string[]], { prepare: true }),
+        sql.unsafe<(ApiKeyRow & { key_hash: string })[]>(KEYS_BY_HASH, [hashes as string[]], { prepare: true }),
       );
       const byHash = new Map(rows.map((row) => [row.key_hash, toRecord(row)]));
       return hashes.map((hash) => byHash.get(hash) ?? null);

@@ -417,5 +417,140 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);
   `,
+  // 5: take_tokens with less work per call, same arguments and same answers. A batch is mostly
+  // many takes of few callers (one key, many requests). Version 2 cost PostgreSQL 300 us of CPU
+  // (user time, median of 5 runs) per call of 45 takes of one key; store_caller, a SQL function
+  // parsed and planned again at every call, was 66 us of it. Here the row is written back by an
+  // UPDATE of the function itself (its plan kept), the takes are grouped by caller, and a caller
+  // whose takes share one limit, with no ban and a token in both buckets for each, is answered by
+  // one query: 217 us per call measured the same way. Replaced in place, so that instances of the
+  // previous version, while they are rolled, get the same decisions from it.
+  `
+  CREATE OR REPLACE FUNCTION take_tokens(
+    p_callers text[], p_per_minute bigint[], p_per_day bigint[],
+    p_now bigint, p_ban_threshold integer, p_ban_ms bigint, p_max_addresses bigint
+  ) RETURNS TABLE (ord integer, minute_units bigint, day_units bigint, updated_at bigint, code text, retry_after integer)
+  LANGUAGE plpgsql AS $fn$
+  DECLARE
+    minute_ms constant bigint := 60000;
+    day_ms    constant bigint := 86400000;
+    g record;
+    r rate_limit_callers%ROWTYPE;
+    untracked boolean;
+    k integer;
+    i integer;
+    pm bigint;
+    pd bigint;
+    elapsed bigint;
+    wait_ms double precision;
+    n integer;
+  BEGIN
+    -- A batch that brings a new address takes the count's lock before any caller's row, as the
+    -- purge does, so that two batches never wait for each other in a cycle.
+    IF EXISTS (SELECT 1 FROM unnest(p_callers) AS c(caller)
+                WHERE c.caller LIKE 'ip:%' AND NOT EXISTS (SELECT 1 FROM rate_limit_callers WHERE caller = c.caller)) THEN
+      PERFORM 1 FROM rate_limit_address_count FOR UPDATE;
+    END IF;
+    -- Callers in order (rows are locked in that order), each with its takes in batch order.
+    FOR g IN
+      SELECT x.caller, array_agg(x.i ORDER BY x.i) AS ords, max(x.pm) = min(x.pm) AND max(x.pd) = min(x.pd) AS one_limit
+        FROM (SELECT s.i, p_callers[s.i] AS caller, p_per_minute[s.i] AS pm, p_per_day[s.i] AS pd
+                FROM generate_subscripts(p_callers, 1) AS s(i)) AS x
+       GROUP BY x.caller
+       ORDER BY x.caller
+    LOOP
+      untracked := false;
+      LOOP
+        SELECT * INTO r FROM rate_limit_callers WHERE caller = g.caller FOR UPDATE;
+        EXIT WHEN FOUND;
+        -- An address the limiter cannot track is refused, never let through unlimited.
+        IF g.caller LIKE 'ip:%' AND NOT make_room_for_address(p_now, p_max_addresses) THEN
+          untracked := true;
+          EXIT;
+        END IF;
+        -- A new caller starts with full buckets, under the limits of its first take. Another
+        -- instance may insert it first, or the idle purge delete it in between: then look again.
+        INSERT INTO rate_limit_callers (caller, per_minute, per_day, minute_units, day_units, updated_at)
+        VALUES (g.caller, p_per_minute[g.ords[1]], p_per_day[g.ords[1]], p_per_minute[g.ords[1]] * minute_ms, p_per_day[g.ords[1]] * day_ms, p_now)
+        ON CONFLICT (caller) DO NOTHING;
+      END LOOP;
+
+      IF untracked THEN
+        RETURN QUERY SELECT o, 0::bigint, p_per_day[o] * day_ms, p_now, 'rate_limited'::text, greatest(1, ceil(minute_ms::numeric / p_per_minute[o] / 1000))::integer
+                       FROM unnest(g.ords) AS o;
+        CONTINUE;
+      END IF;
+
+      k := cardinality(g.ords);
+      FOREACH i IN ARRAY g.ords LOOP
+        pm := p_per_minute[i];
+        pd := p_per_day[i];
+        -- Refill to now under this take's limits (clamped to a lowered capacity).
+        elapsed := p_now - r.updated_at;
+        IF elapsed > 0 THEN
+          r.minute_units := CASE WHEN elapsed >= minute_ms THEN pm * minute_ms ELSE least(pm * minute_ms, r.minute_units + elapsed * pm) END;
+          r.day_units := CASE WHEN elapsed >= day_ms THEN pd * day_ms ELSE least(pd * day_ms, r.day_units + elapsed * pd) END;
+          r.updated_at := p_now;
+        ELSE
+          r.minute_units := least(r.minute_units, pm * minute_ms);
+          r.day_units := least(r.day_units, pd * day_ms);
+        END IF;
+        r.per_minute := pm;
+        r.per_day := pd;
+        -- The caller's first take, under one limit for all, no ban, and a token in both buckets
+        -- for each: all are allowed, and one query answers them. Every take of a batch has the
+        -- same p_now, so the refill of the takes after the first would change nothing.
+        IF i = g.ords[1] AND g.one_limit AND p_now >= r.banned_until AND r.minute_units >= k * minute_ms AND r.day_units >= k * day_ms THEN
+          RETURN QUERY SELECT g.ords[j], r.minute_units - j * minute_ms, r.day_units - j * day_ms, r.updated_at, NULL::text, 0
+                         FROM generate_subscripts(g.ords, 1) AS j;
+          r.minute_units := r.minute_units - k * minute_ms;
+          r.day_units := r.day_units - k * day_ms;
+          EXIT;
+        END IF;
+        ord := i;
+        IF p_now < r.banned_until THEN
+          code := 'temporarily_banned';
+          retry_after := greatest(1, ceil((r.banned_until - p_now) / 1000.0))::integer;
+        ELSIF r.minute_units < minute_ms OR r.day_units < day_ms THEN
+          r.recent_rejections := r.recent_rejections || p_now;
+          n := cardinality(r.recent_rejections);
+          IF n > p_ban_threshold THEN
+            r.recent_rejections := r.recent_rejections[n - p_ban_threshold + 1 : n];
+            n := p_ban_threshold;
+          END IF;
+          IF n = p_ban_threshold AND p_now - r.recent_rejections[1] < minute_ms THEN
+            IF p_now >= r.banned_until + day_ms THEN r.ban_count := 0; END IF;
+            r.banned_until := p_now + least(p_ban_ms * power(2::numeric, least(r.ban_count, 32)), day_ms)::bigint;
+            r.ban_count := r.ban_count + 1;
+            r.recent_rejections := '{}';
+            code := 'temporarily_banned';
+            retry_after := greatest(1, ceil((r.banned_until - p_now) / 1000.0))::integer;
+          ELSE
+            wait_ms := greatest(
+              CASE WHEN r.minute_units >= minute_ms THEN 0 ELSE (minute_ms - r.minute_units)::double precision / pm END,
+              CASE WHEN r.day_units >= day_ms THEN 0 ELSE (day_ms - r.day_units)::double precision / pd END);
+            code := 'rate_limited';
+            retry_after := greatest(1, ceil((r.updated_at + wait_ms - p_now) / 1000.0))::integer;
+          END IF;
+        ELSE
+          r.minute_units := r.minute_units - minute_ms;
+          r.day_units := r.day_units - day_ms;
+          code := NULL;
+          retry_after := 0;
+        END IF;
+        minute_units := r.minute_units;
+        day_units := r.day_units;
+        updated_at := r.updated_at;
+        RETURN NEXT;
+      END LOOP;
+
+      UPDATE rate_limit_callers AS c
+         SET (per_minute, per_day, minute_units, day_units, updated_at, banned_until, ban_count, recent_rejections)
+           = (r.per_minute, r.per_day, r.minute_units, r.day_units, r.updated_at, r.banned_until, r.ban_count, r.recent_rejections)
+       WHERE c.caller = r.caller;
+    END LOOP;
+  END;
+  $fn$;
+  `,
 ];
 

@@ -9,6 +9,9 @@ import { createLimiterStore } from '../../../src/storage/postgres/limiter-store.
 import { PLANS } from '../../../src/limits/plans.ts';
 import { fakeClock } from '../../support/test-server.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
+import { connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
+import { MIGRATIONS } from '../../../src/storage/postgres/migrations.ts';
+import type { PostgresSql } from '../../../src/storage/postgres/driver.ts';
 
 describeWithPostgres('the PostgreSQL limiter', (cluster) => {
 
@@ -145,5 +148,45 @@ describeWithPostgres('the PostgreSQL limiter', (cluster) => {
     assert.equal(decisions.filter((decision) => decision.allowed).length, 200, 'fresh addresses are idle-evictable: all served');
     const rows = await sql<{ n: string }[]>`SELECT count(*)::text AS n FROM rate_limit_callers WHERE caller LIKE 'ip:%'`;
     assert.ok(Number(rows[0]!.n) <= 50, `${rows[0]!.n} rows`);
+  });
+
+  test('the take_tokens of migration 5 answers every batch exactly as that of migration 2 did, and leaves the same rows', async (t) => {
+    // Two databases: one at version 4 (take_tokens of migration 2), one at the latest. The same
+    // batches go to both: runs of one caller, limits that change within a batch, new addresses at
+    // the cap, rejections, bans, and a clock that steps back.
+    const [older, newer] = await Promise.all([MIGRATIONS.slice(0, 4), MIGRATIONS].map(async (migrations) => {
+      const url = await cluster().createDatabase();
+      const sql = await connectPostgres(url, { poolSize: 1 });
+      t.after(() => sql.end({ timeout: 1 }));
+      await migratePostgres(sql, migrations);
+      return sql;
+    }));
+    let seed = 11;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    const pick = <T,>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+    const callers = ['key:a', 'key:b', 'ip:1', 'ip:2', 'ip:3', 'ip:4'];
+    const limits = [[2, 5], [3, 1_000], [60, 1_000], [1_000, 100_000]] as const;
+    let now = 1_700_000_000_000;
+    const take = (sql: PostgresSql, batch: { caller: string; pm: number; pd: number }[]) => sql`
+      SELECT ord, minute_units::text, day_units::text, updated_at::text, code, retry_after
+        FROM take_tokens(${sql.array(batch.map((b) => b.caller))}::text[], ${sql.array(batch.map((b) => b.pm))}::bigint[],
+                         ${sql.array(batch.map((b) => b.pd))}::bigint[], ${now}::bigint, 4, 30000::bigint, 3::bigint)`;
+    const state = (sql: PostgresSql) => sql`SELECT * FROM rate_limit_callers ORDER BY caller`;
+    const outcomes = new Set<string>();
+    for (let step = 0; step < 300; step++) {
+      const size = 1 + Math.floor(random() ** 2 * 40);
+      const batch = Array.from({ length: size }, () => {
+        const [pm, pd] = pick(limits);
+        return { caller: pick(callers), pm, pd };
+      });
+      // Most batches are many takes of one caller under one limit, as a busy key sends them.
+      if (random() < 0.5) batch.fill(batch[0]!);
+      const [expected, actual] = await Promise.all([take(older!, batch), take(newer!, batch)]);
+      assert.deepEqual([...actual], [...expected], `step ${step}`);
+      for (const row of expected) outcomes.add(String(row.code));
+      now += random() < 0.05 ? -2_000 : Math.floor(random() ** 3 * 90_000);
+    }
+    assert.deepEqual([...(await state(newer!))], [...(await state(older!))]);
+    assert.deepEqual([...outcomes].sort(), ['null', 'rate_limited', 'temporarily_banned'], 'every outcome was reached');
   });
 });
