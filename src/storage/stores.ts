@@ -29,8 +29,12 @@ export interface Stores {
 }
 
 export interface Upkeep {
-  /** Saves limiter state kept in memory, every second and at exit; absent where there is none. */
-  saveLimiterState?: () => void;
+  /**
+   * Saves limiter state kept in memory, every second and at exit; absent where there is none.
+   * Settles once saved (through SQLite's writer thread, later); throws or rejects on a failure,
+   * the changes kept for the next save.
+   */
+  saveLimiterState?: () => MaybePromise<unknown>;
   /** Deletes Idempotency-Key records that have expired at `now`, oldest first. */
   purgeExpiredRecords(now: number, limit: number): MaybePromise<number>;
   /** Deletes limiter rows idle for a day (both buckets full again); absent where none are kept. */
