@@ -3,15 +3,14 @@
  * when DATABASE_URL is set), listens, runs the timers, handles signals and crashes. Everything
  * it wires together takes its dependencies as arguments.
  *
- * One boot path, four roles:
+ * One boot path, three roles:
  * - the single process (WORKERS unset or 1): it serves the API itself;
  * - the primary thread of WORKERS above 1: it holds the limiter and the connection counts and
  *   starts the workers (src/cluster/primary.ts);
- * - a worker thread of that primary: this same file is its entry (src/cluster/worker.ts);
- * - the writer thread of a SQLite file, started by either of the first two: the only connection
- *   that writes the file, for every thread (src/storage/sqlite/writer-thread.ts).
+ * - a worker thread of that primary: this same file is its entry (src/cluster/worker.ts).
  * The first two share everything else: the engine, the development key, the chores, the
- * metrics listener, the `listening` line and the shutdown.
+ * metrics listener, the `listening` line and the shutdown. On a SQLite file either starts the
+ * writer thread (src/writer.ts), the only connection that writes the file, for every thread.
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
@@ -26,14 +25,11 @@ import type { App } from './http/server.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
 import { DatabaseUnavailableError } from './storage/errors.ts';
 import type { Stores } from './storage/stores.ts';
-import { closeDatabase, openReaderDatabase, openServerDatabase, openWriterDatabase, readOnly } from './storage/sqlite/database.ts';
+import { closeDatabase, openReaderDatabase, openServerDatabase, readOnly } from './storage/sqlite/database.ts';
 import { openReaderStores, openStores as openSqliteStores } from './storage/sqlite/stores.ts';
 import { createKeysStore } from './storage/sqlite/keys-store.ts';
-import { startWriterThread, type WriterHost, type WriterStart } from './storage/sqlite/writer-host.ts';
+import { startWriterThread, type WriterHost } from './storage/sqlite/writer-host.ts';
 import { createWriterClient } from './storage/sqlite/writer-client.ts';
-import type { Responders } from './storage/sqlite/writer-protocol.ts';
-import { rememberedCreation } from './api/pets/creations.ts';
-import { rememberedPlacement } from './api/orders/placements.ts';
 import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
 import { startChores, type Chores } from './service/chores.ts';
@@ -72,9 +68,6 @@ interface Engine {
   close(): Promise<void>;
 }
 
-/** What the writer thread remembers of an idempotent write: what the request thread would. */
-const RESPONDERS: Responders = { createPet: rememberedCreation, placeOrder: rememberedPlacement };
-
 async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   const options = { appEnv: config.appEnv, clock: systemClock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds };
   if (config.databaseUrl === null) {
@@ -87,7 +80,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
       const stores = openSqliteStores(db, options);
       return { name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, writer: null, developmentKey, close: async () => closeDatabase(db) };
     }
-    const writer = startWriterThread({ entry: new URL(import.meta.url), path: config.databasePath });
+    const writer = startWriterThread({ entry: new URL('./writer.ts', import.meta.url), path: config.databasePath });
     const client = createWriterClient(writer.connect());
     const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, options);
     return {
@@ -296,15 +289,5 @@ async function runWorkerThread({ config, start, writer }: { config: Config; star
   });
 }
 
-/** The writer thread of a file: the only connection that writes it, until told to close. */
-async function runWriterThread({ path, memory }: WriterStart, control: MessagePort): Promise<void> {
-  const { runWriter } = await import('./storage/sqlite/writer-thread.ts');
-  // The first connection migrated the file before starting this thread.
-  const db = openWriterDatabase(path);
-  await runWriter({ db, memory, control, responders: RESPONDERS });
-  closeDatabase(db);
-}
-
 if (isMainThread) await runProcess(readConfig());
-else if ((workerData as { role?: string }).role === 'writer') await runWriterThread(workerData as WriterStart, parentPort!);
 else await runWorkerThread(workerData as { config: Config; start: WorkerStart; writer: WorkerWriter }, parentPort!);

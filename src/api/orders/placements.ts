@@ -9,10 +9,10 @@
 import { ApiError } from '../../http/api-error.ts';
 import type { Reply } from '../../http/reply.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
-import type { IdempotencyConflict, StoredResponse } from '../../storage/idempotency.ts';
+import type { IdempotencyConflict } from '../../storage/idempotency.ts';
 import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrdersStore, OrderStatus, PlacementResult } from '../../storage/orders.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
-import { createIdempotentWrites, storedResponse } from '../idempotent-writes.ts';
+import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
 import type { Caller } from '../operations.ts';
 import { placed } from './json.ts';
 
@@ -38,11 +38,6 @@ export interface OrderWritesOptions {
 const petNotFound = (petId: bigint) => new ApiError('pet_not_found', `No pet has id ${petId}.`);
 const petNotAvailable = (petId: bigint, status: string) =>
   new ApiError('pet_not_available', `Pet ${petId} is ${status}, not available: it cannot be ordered now.`);
-
-/** What a placement's Idempotency-Key record remembers: its 201 (SQLite's writer thread builds it with this too). */
-export function rememberedPlacement(order: Order): StoredResponse {
-  return storedResponse(placed(order));
-}
 
 /** The write paths of orders: `place` answers a placement, `change` applies a step. */
 export function createOrderWrites({ orders, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: OrderWritesOptions) {
@@ -80,7 +75,7 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
         lookup: (now) => orders.findIdempotencyRecord(caller.id, key, now),
         submit: (now) => placements.submit({
           ...placement(now),
-          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: rememberedPlacement },
+          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: REMEMBERED.placeOrder },
         }),
       }, answer(petId));
     },

@@ -9,8 +9,7 @@ import type { Clock } from '../../clock.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
 import type { CreationResult, NewPet, Pet, PetCreation, PetsStore } from '../../storage/pets.ts';
-import type { StoredResponse } from '../../storage/idempotency.ts';
-import { createIdempotentWrites, storedResponse } from '../idempotent-writes.ts';
+import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
 import type { Reply } from '../../http/reply.ts';
 import { created } from './json.ts';
 
@@ -40,14 +39,6 @@ export interface PetCreations {
   create(pet: NewPet, caller: { keyId: string }, idempotency: IdempotentRequest | null): Promise<Reply>;
 }
 
-/**
- * What a create's Idempotency-Key record remembers: its 201, built once the pet has its id (by
- * SQLite's writer thread too, which builds it with this same function).
- */
-export function rememberedCreation(pet: Pet): StoredResponse {
-  return storedResponse(created(pet));
-}
-
 /** Builds the create path over a pets store. */
 export function createPetCreations({ pets, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
   const writer = createGroupCommit<PetCreation, CreationResult>({
@@ -63,7 +54,7 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
     return write(`${apiKeyId} ${key}`, fingerprint, {
       lookup: (now) => pets.findIdempotencyRecord(apiKeyId, key, now),
-      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: rememberedCreation } }),
+      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: REMEMBERED.createPet } }),
     }, (stored: Pet) => {
       observer.petCreated();
       return created(stored);

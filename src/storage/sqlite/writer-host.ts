@@ -8,9 +8,8 @@ import type { WriterControl, WriterMemory } from './writer-protocol.ts';
 import { JOURNAL_BYTES } from './write-journal.ts';
 import { publicationIn } from './data-version.ts';
 
-/** What the writer thread is started with (`workerData`): `role` tells its entry what to run. */
+/** What the writer thread is started with (`workerData`). */
 export interface WriterStart {
-  role: 'writer';
   path: string;
   memory: WriterMemory;
 }
@@ -31,12 +30,12 @@ export function createWriterMemory(): WriterMemory {
 }
 
 /**
- * Starts the writer thread on the file at `path`, running `entry` (main.ts, which opens the
- * connection and runs the writer when its `workerData.role` is `writer`).
+ * Starts the writer thread on the file at `path`, running `entry` (src/writer.ts, which opens the
+ * connection and runs the writer).
  */
 export function startWriterThread({ entry, path, execArgv }: { entry: URL; path: string; execArgv?: string[] }): WriterHost {
   const memory = createWriterMemory();
-  const workerData: WriterStart = { role: 'writer', path, memory };
+  const workerData: WriterStart = { path, memory };
   const thread = new Worker(entry, { workerData, ...(execArgv ? { execArgv } : {}) });
   const failure = Promise.withResolvers<string>();
   const exited = Promise.withResolvers<void>();

@@ -4,15 +4,13 @@
  * has a MessagePort of its own to the writer; everything on it is structured-cloned plain data.
  *
  * Two things do not clone and are carried another way: the function that builds the response an
- * Idempotency-Key record remembers (the writer thread has its own, by operation: `Responders`),
+ * Idempotency-Key record remembers (the writer thread is given the API's, by operation: `Responders`),
  * and errors, whose SQLite result code the error mapping needs (sent as their fields and made
  * again on the other side).
  */
 import type { MessagePort } from 'node:worker_threads';
 import { isItemFailure, ItemFailure, type ItemOutcome } from '../../lib/item-outcome.ts';
-import type { IdempotencyOperation, IdempotencyWrite, StoredResponse } from '../idempotency.ts';
-import type { Order } from '../orders.ts';
-import type { Pet } from '../pets.ts';
+import type { IdempotencyOperation, IdempotencyWrite, Responders, StoredResponse } from '../idempotency.ts';
 import type { WriteItem, WriteOp } from './writes.ts';
 
 /** What the shared memory of one writer holds: its journal and its publication (data-version.ts). */
@@ -48,12 +46,6 @@ export type WriterControl =
   | { type: 'connect'; port: MessagePort }
   /** Finish what was sent, close the connection, answer `closed`. */
   | { type: 'close' };
-
-/** Builds the response that an Idempotency-Key record remembers, per operation. */
-export interface Responders {
-  createPet(pet: Pet): StoredResponse;
-  placeOrder(order: Order): StoredResponse;
-}
 
 /** The operation whose Idempotency-Key records a write's items carry. */
 const RECORDED: Partial<Record<WriteOp, IdempotencyOperation>> = { insertPets: 'createPet', placeOrders: 'placeOrder' };

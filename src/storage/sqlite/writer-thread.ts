@@ -12,14 +12,15 @@
  * answers every batch in it with the error and leaves nothing behind; an item that fails alone
  * is answered alone (item-savepoints.ts).
  *
- * The thread's entry (main.ts) opens the connection and hands it here with its ports.
+ * The thread's entry (src/writer.ts) opens the connection and hands it here with its ports.
  */
-import type { MessagePort } from 'node:worker_threads';
+import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
 import { createCommitPublisher, publicationIn } from './data-version.ts';
 import { journalIn } from './write-journal.ts';
 import { createWriteExecutor, type WriteRequest } from './writes.ts';
-import { receivedItems, sendError, sendOutcomes, type Responders, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './writer-protocol.ts';
+import type { Responders } from '../idempotency.ts';
+import { receivedItems, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './writer-protocol.ts';
 
 export interface WriterDeps {
   /** The writable connection (openWriterDatabase): WAL, synchronous=FULL, no auto-checkpoint. */
@@ -112,9 +113,16 @@ export function runWriter({ db, memory, control, responders, schedule = (flush) 
         request();
       });
       port.on('close', () => ports.delete(port));
-    } else if (!closing) {
+    } else if (message.type === 'close' && !closing) {
       closing = true;
-      if (!scheduled) close();
+      // What was sent before the order to close is answered first, wherever it waits.
+      for (const port of ports) {
+        for (let next = receiveMessageOnPort(port); next !== undefined; next = receiveMessageOnPort(port)) {
+          queue.push({ port, message: next.message as WriteMessage });
+        }
+      }
+      if (queue.length === 0) close();
+      else request();
     }
   });
   return closed.promise;
