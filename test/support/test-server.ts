@@ -14,7 +14,7 @@ import { closeDatabase, openDatabase, readOnly } from '../../src/storage/sqlite/
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
 import { openReaderStores, type ReaderStores } from '../../src/storage/sqlite/stores.ts';
 import { startWriterThread, type WriterHost } from '../../src/storage/sqlite/writer-host.ts';
-import { createWriterClient } from '../../src/storage/sqlite/writer-client.ts';
+import { createWriterClient, type WriterClient } from '../../src/storage/sqlite/writer-client.ts';
 import { createLogger } from '../../src/http/access-log.ts';
 import { createService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service/service.ts';
 import { openStores as openSqliteStores, type SqliteStores } from '../../src/storage/sqlite/stores.ts';
@@ -112,19 +112,46 @@ export type WriterTestServer = Omit<TestServer, 'service'> & {
   writer: WriterHost;
   /** Runs `sql` on the writer thread's own connection (to fault it); resolves once it ran. */
   writerExec(sql: string): Promise<void>;
+  /** Holds the writer thread busy, as a long commit would; resolves, once it is held, with the way to let go. */
+  pauseWriter(): Promise<() => void>;
 };
 
-/** The writer's connection, through the BroadcastChannel of test/support/writer-thread.ts. */
-export function writerFaults(path: string): (sql: string) => Promise<void> {
-  return (sql) => new Promise((resolve) => {
+/** Asks the writer thread of test/support/writer-thread.ts, through its BroadcastChannel, and waits for its answer. */
+function askWriter(path: string, message: object, answered: (data: { done?: string; paused?: boolean }) => boolean): Promise<void> {
+  return new Promise((resolve) => {
     const channel = new BroadcastChannel(`writer-faults:${path}`);
     channel.onmessage = (event) => {
-      if ((event as { data: { done?: string } }).data.done !== sql) return;
+      if (!answered((event as { data: { done?: string; paused?: boolean } }).data)) return;
       channel.close();
       resolve();
     };
-    channel.postMessage({ sql });
+    channel.postMessage(message);
   });
+}
+
+/**
+ * Resolves once the writer thread answers a write (one that deletes nothing): its module has
+ * loaded, so its BroadcastChannel exists (a message posted before that is lost).
+ */
+export async function writerReady(client: Pick<WriterClient, 'submit'>): Promise<void> {
+  await client.submit('purgeRecords', [{ now: 0, limit: 0 }]);
+}
+
+/** Runs statements on the writer thread's connection (test/support/writer-thread.ts). */
+export function writerFaults(path: string): (sql: string) => Promise<void> {
+  return (sql) => askWriter(path, { sql }, (data) => data.done === sql);
+}
+
+/** Holds the writer thread of test/support/writer-thread.ts; resolves with the way to let it go. */
+export function writerPause(path: string): () => Promise<() => void> {
+  return async () => {
+    const pause = new SharedArrayBuffer(4);
+    await askWriter(path, { pause }, (data) => data.paused === true);
+    return () => {
+      Atomics.store(new Int32Array(pause), 0, 1);
+      Atomics.notify(new Int32Array(pause), 0);
+    };
+  };
 }
 
 /** The entry of the writer threads that tests start (test/support/writer-thread.ts). */
@@ -140,10 +167,16 @@ export async function startWriterTestServer(t: TestContext, options: Omit<TestSe
   const path = join(dir, 'pets.db');
   const db = openDatabase(path);
   const clock = options.clock ?? fakeClock();
-  const keys = createKeysStore(db, { appEnv: 'development' });
-  const issued = testKeys(keys, clock);
+  const issued = await testKeys(createKeysStore(db, { appEnv: 'development' }), clock);
   const writer = startWriterThread({ entry: TEST_WRITER_ENTRY, path });
   const client = createWriterClient(writer.connect());
+  await writerReady(client);
+  const cleanUp = async () => {
+    closeDatabase(db);
+    client.close();
+    await writer.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
   const { logger, logs } = captureLogs(clock);
   const config = testConfig(options);
   const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, {
@@ -156,14 +189,13 @@ export async function startWriterTestServer(t: TestContext, options: Omit<TestSe
     ...(options.server ? { server: options.server } : {}),
     observer: options.observer,
   });
-  const served = await serve(t, service, clock, logger, logs, issued);
-  t.after(async () => {
-    closeDatabase(db);
-    client.close();
-    await writer.close();
-    rmSync(dir, { recursive: true, force: true });
+  const served = await serve(t, service, clock, logger, logs, Promise.resolve(issued)).catch(async (error: unknown) => {
+    await cleanUp();
+    throw error;
   });
-  return { ...served, db, service, path, writer, writerExec: writerFaults(path) };
+  // After the server has closed (hooks run in the order they were added).
+  t.after(cleanUp);
+  return { ...served, db, service, path, writer, writerExec: writerFaults(path), pauseWriter: writerPause(path) };
 }
 
 /** A test server on PostgreSQL: the same service, over a pool on a migrated database. */

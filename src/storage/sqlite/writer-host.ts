@@ -37,6 +37,8 @@ export function startWriterThread({ entry, path, execArgv }: { entry: URL; path:
   const memory = createWriterMemory();
   const workerData: WriterStart = { path, memory };
   const thread = new Worker(entry, { workerData, ...(execArgv ? { execArgv } : {}) });
+  // The thread keeps nothing alive by itself: a client waiting for an answer does (writer-client.ts).
+  thread.unref();
   const failure = Promise.withResolvers<string>();
   const exited = Promise.withResolvers<void>();
   let closing = false;

@@ -23,13 +23,13 @@ import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
 import { isItemFailure, type ItemOutcome } from '../../../src/lib/item-outcome.ts';
 import { REMEMBERED } from '../../../src/api/idempotent-writes.ts';
 import { statusBit, type ChangeOutcome, type CreationResult, type NewPet, type Pet, type PetCreation } from '../../../src/storage/pets.ts';
-import { fakeClock, TEST_WRITER_ENTRY, writerFaults } from '../../support/test-server.ts';
+import { fakeClock, TEST_WRITER_ENTRY, writerFaults, writerReady } from '../../support/test-server.ts';
 
 const pet = (name: string, categoryId = 1n): NewPet => ({ name, categoryId, status: 'available' });
 const T0 = Date.UTC(2026, 0, 1);
 
 /** A writer thread on a fresh file, `clients` ports to it, and a reading connection with its stores. */
-function startWriter(t: TestContext, clients = 2) {
+async function startWriter(t: TestContext, clients = 2) {
   const dir = mkdtempSync(join(tmpdir(), 'pets-writer-thread-'));
   const path = join(dir, 'pets.db');
   const db = openDatabase(path);
@@ -46,6 +46,7 @@ function startWriter(t: TestContext, clients = 2) {
     await writer.close();
     rmSync(dir, { recursive: true, force: true });
   });
+  await writerReady(ports[0]!);
   const count = (table: string) => (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
   return { path, db, account, writer, clients: ports, reader, count, exec: writerFaults(path) };
 }
@@ -65,7 +66,7 @@ const rename = (client: WriterClient, id: number, name: string, expectedVersion:
 const remembering = (key: string, createdAt = T0) => ({ apiKeyId: 'key_a', key, fingerprint: `fp-${key}`, createdAt, respond: REMEMBERED.createPet });
 
 test('the batches of one port commit in the order it sent them, each seeing the one before', async (t) => {
-  const { clients: [client], reader } = startWriter(t, 1);
+  const { clients: [client], reader } = await startWriter(t, 1);
   const [rex] = (await insert(client!, [pet('Rex')])) as Pet[];
   // Fifty changes sent at once, each expecting the version the one before it leaves.
   const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => rename(client!, rex!.id, `Rex ${i}`, i + 1)));
@@ -74,7 +75,7 @@ test('the batches of one port commit in the order it sent them, each seeing the 
 });
 
 test('a batch sent after another port\'s batch was answered commits after it', async (t) => {
-  const { clients: [first, second], reader } = startWriter(t);
+  const { clients: [first, second], reader } = await startWriter(t);
   const [rex] = (await insert(first!, [pet('Rex')])) as Pet[];
   for (let round = 0; round < 10; round++) {
     const [changed] = await rename(round % 2 === 0 ? first! : second!, rex!.id, `Rex ${round}`, round + 1);
@@ -84,7 +85,7 @@ test('a batch sent after another port\'s batch was answered commits after it', a
 });
 
 test('batches that arrive while the writer commits, from every port and of every kind, share its next transaction', async (t) => {
-  const { path, account, clients: [first, second], count } = startWriter(t);
+  const { path, account, clients: [first, second], count } = await startWriter(t);
   const pets = (await insert(first!, Array.from({ length: 50 }, (_, i) => pet(`p${i}`)))) as Pet[];
   const before = commitsOf(path);
   // 200 batches sent at once: creates, renames and placements, half on each port.
@@ -105,7 +106,7 @@ test('batches that arrive while the writer commits, from every port and of every
 });
 
 test('a group the database refuses (its write lock held elsewhere) answers every batch with the error and writes nothing; the next group succeeds', async (t) => {
-  const { path, account, clients: [first, second], count } = startWriter(t);
+  const { path, account, clients: [first, second], count } = await startWriter(t);
   const [rex] = (await insert(first!, [pet('Rex')])) as Pet[];
   const other = new DatabaseSync(path);
   t.after(() => other.close());
@@ -126,7 +127,7 @@ test('a group the database refuses (its write lock held elsewhere) answers every
 });
 
 test('a full disk part-way through a group: every batch of it fails, no row and no record is left, nothing is journaled', async (t) => {
-  const { clients: [first, second], count, exec, reader, db } = startWriter(t);
+  const { clients: [first, second], count, exec, reader, db } = await startWriter(t);
   await insert(first!, [pet('Rex')]);
   const { page_count: pages } = db.prepare('PRAGMA page_count').get() as { page_count: number };
   await exec(`PRAGMA max_page_count = ${pages}`);
@@ -148,7 +149,7 @@ test('a full disk part-way through a group: every batch of it fails, no row and 
 });
 
 test('an item that fails alone is answered alone, with its own error, and every other batch of the group is stored', async (t) => {
-  const { clients: [first, second], reader } = startWriter(t);
+  const { clients: [first, second], reader } = await startWriter(t);
   const answers = await Promise.all([insert(first!, [pet('Good'), pet('Bad', 0n)]), insert(second!, [pet('Other')])]);
   const [good, bad] = answers[0]!;
   assert.equal((good as Pet).name, 'Good');
@@ -159,7 +160,7 @@ test('an item that fails alone is answered alone, with its own error, and every 
 });
 
 test('one Idempotency-Key from two ports in one group makes one pet; the other is answered with the record the writer built', async (t) => {
-  const { clients: [first, second], count } = startWriter(t);
+  const { clients: [first, second], count } = await startWriter(t);
   const [a, b] = await Promise.all([
     insert(first!, [{ ...pet('Rex'), idempotency: remembering('same') }]),
     insert(second!, [{ ...pet('Rex'), idempotency: remembering('same') }]),
@@ -170,7 +171,7 @@ test('one Idempotency-Key from two ports in one group makes one pet; the other i
 });
 
 test('before a write is answered, a reader finds it in the journal and its commit published: no cached answer outside it is dropped, and any other connection\'s commit drops them all', async (t) => {
-  const { path, clients: [first], reader } = startWriter(t, 1);
+  const { path, clients: [first], reader } = await startWriter(t, 1);
   const [rex] = (await insert(first!, [pet('Rex'), { ...pet('Tom'), status: 'sold' }])) as Pet[];
   await new Promise((resolve) => setImmediate(resolve));
   const before = reader.pets.revision()!;
@@ -199,7 +200,7 @@ test('before a write is answered, a reader finds it in the journal and its commi
 });
 
 test('the limiter\'s save and the purge of expired records are writes of the writer too', async (t) => {
-  const { clients: [first], count, reader } = startWriter(t, 1);
+  const { clients: [first], count, reader } = await startWriter(t, 1);
   await insert(first!, [{ ...pet('old'), idempotency: remembering('old', T0) }, { ...pet('new'), idempotency: remembering('new', T0 + 86_400_000) }]);
   assert.equal(await reader.upkeep.purgeExpiredRecords(T0 + 86_400_000 + 1, 10), 1);
   assert.equal(count('idempotency_keys'), 1);
