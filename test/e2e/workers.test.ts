@@ -203,6 +203,42 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     }
   });
 
+  test('under concurrent writes from both workers, every read that starts after a write\'s answer sees it, on either worker', async () => {
+    const key = newKey({ perMinute: 1_000_000, perDay: 1_000_000 });
+    const json = { ...auth(key), 'content-type': 'application/json' };
+    const patchHeaders = { ...auth(key), 'content-type': 'application/merge-patch+json' };
+    const other = (connection: number) => connections[workerOf.indexOf(workerOf[connection] === 1 ? 2 : 1)]!;
+    const made = await Promise.all(Array.from({ length: 8 }, (_, i) => connections[i]!.send('/v1/pets', { method: 'POST', body: JSON.stringify({ name: `Busy ${i}`, categoryId: 1 }), headers: json })));
+    const ids = made.map((answer) => (JSON.parse(answer.body) as { id: number }).id);
+    const first = Math.min(...ids) - 1;
+    // Both workers cache every pet and the pages that hold them.
+    for (const connection of connections) {
+      for (const id of ids) assert.equal((await connection.send(`/v1/pets/${id}`, { headers: auth(key) })).status, 200);
+      assert.equal((await connection.send(`/v1/pets?limit=100&cursor=${Buffer.from(`after:${first}`).toString('base64url')}`, { headers: auth(key) })).status, 200);
+    }
+    for (let round = 1; round <= 5; round++) {
+      // Each pet changed by a connection of one worker, a pet created by each connection of the
+      // first eight: all at once; each answer is checked at once on a connection of the other worker.
+      await Promise.all([
+        ...ids.map(async (id, i) => {
+          const changed = await connections[i]!.send(`/v1/pets/${id}`, { method: 'PATCH', body: JSON.stringify({ name: `Busy ${i} r${round}` }), headers: patchHeaders });
+          assert.equal(changed.status, 200);
+          const reader = other(i);
+          assert.equal(JSON.parse((await reader.send(`/v1/pets/${id}`, { headers: auth(key) })).body).name, `Busy ${i} r${round}`, `pet ${id}, round ${round}, by id`);
+          const page = JSON.parse((await reader.send(`/v1/pets?limit=100&cursor=${Buffer.from(`after:${first}`).toString('base64url')}`, { headers: auth(key) })).body) as { id: number; name: string }[];
+          assert.equal(page.find((pet) => pet.id === id)?.name, `Busy ${i} r${round}`, `pet ${id}, round ${round}, in the list`);
+        }),
+        ...ids.map(async (_, i) => {
+          const createdNow = await connections[i + 8]!.send('/v1/pets', { method: 'POST', body: JSON.stringify({ name: `New ${i} r${round}`, categoryId: 1 }), headers: json });
+          assert.equal(createdNow.status, 201);
+          const { id } = JSON.parse(createdNow.body) as { id: number };
+          const last = JSON.parse((await other(i + 8).send(`/v1/pets?limit=100&cursor=${Buffer.from(`after:${id - 1}`).toString('base64url')}`, { headers: auth(key) })).body) as { id: number }[];
+          assert.equal(last[0]?.id, id, `a new pet is on the last page of the other worker at once (round ${round})`);
+        }),
+      ]);
+    }
+  });
+
   test('50 concurrent orders for one pet over both workers: exactly one 201; the pet is pending and the inventory counts it on every connection at once', async () => {
     const store = createKeysStore(db, { appEnv: 'staging' });
     const adopters = Array.from({ length: 5 }, () =>
@@ -264,7 +300,7 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     assert.equal(byWorker[0]! + byWorker[1]!, total);
     // The first test sent one /healthz per connection, the cap test CAP more and one after.
     assert.ok(valueOf(exposition, 'http_requests_total', { method: 'GET', route: '/healthz', status: '200' }) >= CONNECTIONS + 1);
-    assert.equal(valueOf(exposition, 'pets_created_total'), 19, 'five idempotent creates, the ten beside them, the PATCH test\'s pet and the orders test\'s three, whichever worker made them');
+    assert.equal(valueOf(exposition, 'pets_created_total'), 19 + 8 + 40, 'five idempotent creates, the ten beside them, the PATCH test\'s pet, the concurrent test\'s 8 and 40 and the orders test\'s three, whichever worker made them');
     assert.equal(valueOf(exposition, 'orders_total', { status: 'placed' }), 3, 'one order of each of the orders test\'s rounds');
     assert.ok(valueOf(exposition, 'idempotent_replays_total') > 0);
     assert.equal(valueOf(exposition, 'rate_limit_rejections_total', { code: 'temporarily_banned' }), 151 + 1 + 2);
@@ -382,4 +418,50 @@ test('a worker that crashes takes the whole process down: exit 1, one line on st
   assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
   const saved = db.prepare('SELECT day_tokens FROM rate_limit_callers WHERE caller LIKE ?').get('key:%') as { day_tokens: number } | undefined;
   assert.equal(saved?.day_tokens, 99, 'the request\'s token was saved before the exit');
+});
+
+test('a writer thread that crashes takes the whole process down: exit 1, one line on stderr, nothing of the error', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-writer-crash-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'pets.db');
+  const db = openDatabase(path);
+  t.after(() => db.close());
+  const { key } = createKeysStore(db, { appEnv: 'staging' }).create({ plan: 'enterprise', perMinute: 100_000, perDay: 100_000, now: Date.now() });
+  // From outside the code under test: preloaded into every thread, it throws in the writer thread
+  // (the one started with the writer's memory) once asked to insert a pet named 'crash'.
+  const fault = 'data:text/javascript,' + encodeURIComponent(`
+    import { isMainThread, workerData } from 'node:worker_threads';
+    import { StatementSync } from 'node:sqlite';
+    if (!isMainThread && workerData?.memory?.journal) {
+      const get = StatementSync.prototype.get;
+      StatementSync.prototype.get = function (...values) {
+        if (values[0] === 'crash') setImmediate(() => { throw new TypeError('injected'); });
+        return get.apply(this, values);
+      };
+    }`);
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['--import', fault, MAIN], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', WORKERS: '2', APP_ENV: 'staging', DATABASE_PATH: path },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => child.kill('SIGKILL'));
+  let stdout = '';
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  const exited = once(child, 'exit') as Promise<[number | null]>;
+  const url = await new Promise<string>((resolve) => {
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+      const found = /"event":"listening","url":"([^"]+)"/.exec(stdout)?.[1];
+      if (found) resolve(found);
+    });
+  });
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  assert.equal((await fetch(`${url}/v1/pets`, { method: 'POST', headers, body: '{"name":"fine","categoryId":1}' })).status, 201);
+  await fetch(`${url}/v1/pets`, { method: 'POST', headers, body: '{"name":"crash","categoryId":1}' }).catch(() => null);
+  const [code] = await exited;
+  assert.equal(code, 1);
+  assert.equal(stderr, 'the writer thread crashed (TypeError); stopping the server\n');
+  assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
+  assert.equal((db.prepare("SELECT count(*) AS n FROM pets WHERE name = 'fine'").get() as { n: number }).n, 1);
 });

@@ -59,6 +59,8 @@ export function startWriterThread({ entry, path, execArgv }: { entry: URL; path:
     failed: failure.promise,
     close() {
       closing = true;
+      // Until it has stopped, the thread keeps the process alive.
+      thread.ref();
       post({ type: 'close' });
       return exited.promise;
     },
