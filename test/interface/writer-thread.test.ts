@@ -8,6 +8,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { errorBody, json, startWriterTestServer } from '../support/test-server.ts';
+import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
 
 const created = (response: Response) => response.status === 201;
 
@@ -66,4 +68,17 @@ test('once the writer has stopped, writes are 503 unavailable and reads go on', 
   assert.equal((await server.request('/v1/pets/1')).status, 200);
   await new Promise((resolve) => setImmediate(resolve));
   assert.ok(server.logs.some((line) => line.includes('"event":"database_unavailable"') && line.includes('"reason":"writer_stopped"')));
+});
+
+test('a key revoked by the keys command (another connection) is refused by the next request, though the writer committed meanwhile', async (t) => {
+  const server = await startWriterTestServer(t);
+  assert.equal((await server.request('/v1/pets')).status, 200, 'the key is cached');
+  assert.equal((await server.post('/v1/pets', { name: 'Rex', categoryId: 1 })).status, 201);
+  const other = openDatabase(server.path);
+  t.after(() => other.close());
+  assert.ok(createKeysStore(other, { appEnv: 'development' }).revoke(server.keyId, server.clock()));
+  assert.equal((await server.post('/v1/pets', { name: 'Tom', categoryId: 1 }, { key: server.freeKey })).status, 201, 'a write of the writer after the revocation');
+  const refused = await server.request('/v1/pets');
+  assert.equal(refused.status, 401);
+  assert.equal((await errorBody(refused)).code, 'invalid_api_key');
 });

@@ -87,20 +87,24 @@ function walIndexHeader(db: DatabaseSync): { changed: () => boolean } {
 
 /**
  * Reads the WAL index header of `db`'s file into a buffer of WAL_INDEX_HEADER_BYTES, saying
- * whether it could; null where there is no `-shm` file. The connection keeps the database open,
- * so the file is never removed under it; `closeDatabase` closes the descriptor.
+ * whether it could; null where there is no `-shm` file. One descriptor per connection, whoever
+ * asks: the connection keeps the database open, so the file is never removed under it, and
+ * `closeDatabase` closes the descriptor.
  */
 function headerReader(db: DatabaseSync): ((into: Buffer) => boolean) | null {
-  const path = db.location();
-  if (path === null || path === '') return null;
-  let fd: number;
-  try {
-    fd = openSync(`${path}-shm`, 'r');
-  } catch {
-    return null;
+  let fd = walIndexFiles.get(db);
+  if (fd === undefined) {
+    const path = db.location();
+    if (path === null || path === '') return null;
+    try {
+      fd = openSync(`${path}-shm`, 'r');
+    } catch {
+      return null;
+    }
+    walIndexFiles.set(db, fd);
   }
-  walIndexFiles.set(db, fd);
-  return (into) => readSync(fd, into, 0, WAL_INDEX_HEADER_BYTES, 0) === WAL_INDEX_HEADER_BYTES;
+  const opened = fd;
+  return (into) => readSync(opened, into, 0, WAL_INDEX_HEADER_BYTES, 0) === WAL_INDEX_HEADER_BYTES;
 }
 
 // --- the writer thread's commits, told apart from everybody else's ------------------------------
@@ -151,7 +155,14 @@ export function createCommitPublisher(db: DatabaseSync, { state, header }: Commi
   const current = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
   // mxFrame, the last valid frame of the WAL: 4 bytes at offset 16, in the machine's byte order.
   const frames = new Uint32Array(current.buffer, current.byteOffset + 16, 1);
-  const version = () => (statement.get() as unknown as [number])[0];
+  // Should the pragma fail (an I/O error), the readers assume that anyone may have committed.
+  const version = () => {
+    try {
+      return (statement.get() as unknown as [number])[0];
+    } catch {
+      return NaN;
+    }
+  };
   let seen = version();
   const publish = () => {
     // The header first, then the pragma: a commit by another connection between our COMMIT and

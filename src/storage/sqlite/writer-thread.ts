@@ -29,8 +29,6 @@ export interface WriterDeps {
   /** From the thread's owner: new ports, and the order to close (`parentPort`). */
   control: MessagePort;
   responders: Responders;
-  /** Runs a group after the messages already received (default setImmediate). */
-  schedule?: (flush: () => void) => void;
 }
 
 /** Most items in one group, so that one transaction cannot hold the writer for long. */
@@ -44,7 +42,7 @@ interface Received {
 }
 
 /** Serves writes until told to close; resolves once closed (the connection too). */
-export function runWriter({ db, memory, control, responders, schedule = (flush) => void setImmediate(flush) }: WriterDeps): Promise<void> {
+export function runWriter({ db, memory, control, responders }: WriterDeps): Promise<void> {
   const executor = createWriteExecutor(db, journalIn(memory.journal));
   const publisher = createCommitPublisher(db, publicationIn(memory.publication));
   const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
@@ -57,7 +55,8 @@ export function runWriter({ db, memory, control, responders, schedule = (flush) 
   const request = () => {
     if (!scheduled && queue.length > 0) {
       scheduled = true;
-      schedule(flush);
+      // After the messages already received: they join this group.
+      setImmediate(flush);
     }
   };
 
