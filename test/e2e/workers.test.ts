@@ -9,9 +9,9 @@
  * connections and finds, from the per-worker request count of /metrics, which worker holds each
  * one. All 32 on one worker has a chance of 2 x 2^-32; the first test fails then, saying so.
  */
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -380,40 +380,48 @@ test('with WORKERS, a fixed PORT that another socket holds fails the start with 
   assert.doesNotMatch(result.stdout, /"event":"listening"/);
 });
 
-test('a worker that crashes takes the whole process down: exit 1, one line on stderr, the limiter saved first', async (t) => {
+/**
+ * A server with WORKERS=2 on a fresh file, started with `fault` preloaded into every thread
+ * (worker threads inherit --import): a fault from outside the code under test. Resolves once it
+ * listens; `exited` resolves with its exit code, `output` with what it wrote.
+ */
+async function startWithFault(t: TestContext, fault: string, env: Record<string, string> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'pets-workers-crash-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'pets.db');
   const db = openDatabase(path);
   t.after(() => db.close());
   const { key } = createKeysStore(db, { appEnv: 'staging' }).create({ plan: 'enterprise', perMinute: 100_000, perDay: 100, now: Date.now() });
-  // The fault comes from outside the code under test: a module preloaded into every thread
-  // (worker threads inherit --import) makes worker 2 throw when asked for its metrics.
-  const fault = 'data:text/javascript,import { isMainThread, parentPort, workerData } from "node:worker_threads";' +
-    'if (!isMainThread && workerData?.start?.index === 2) parentPort.on("message", (m) => { if (m.type === "counts") throw new TypeError("injected"); });';
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['--import', fault, MAIN], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', WORKERS: '2', APP_ENV: 'staging', DATABASE_PATH: path, METRICS_PORT: '0' },
+  const child = spawn(process.execPath, ['--import', `data:text/javascript,${encodeURIComponent(fault)}`, MAIN], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', WORKERS: '2', APP_ENV: 'staging', DATABASE_PATH: path, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.after(() => child.kill('SIGKILL'));
   let stdout = '';
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  const exited = once(child, 'exit') as Promise<[number | null]>;
-  const urls = await new Promise<{ api: string; metrics: string }>((resolve) => {
+  const exited = (once(child, 'exit') as Promise<[number | null]>).then(([code]) => code);
+  const urls = await new Promise<{ api: string; metrics: string | undefined }>((resolve) => {
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
       stdout += text;
       const api = /"event":"listening","url":"([^"]+)"/.exec(stdout)?.[1];
       const metrics = /"event":"metrics_listening","url":"([^"]+)"/.exec(stdout)?.[1];
-      if (api && metrics) resolve({ api, metrics });
+      if (api && (metrics || env.METRICS_PORT === undefined)) resolve({ api, metrics });
     });
   });
+  return { db, key, urls, exited, output: () => ({ stdout, stderr }) };
+}
+
+test('a worker that crashes takes the whole process down: exit 1, one line on stderr, the limiter saved first', async (t) => {
+  // Worker 2 throws when asked for its metrics.
+  const { db, key, urls, exited, output } = await startWithFault(t, `import { isMainThread, parentPort, workerData } from "node:worker_threads";
+    if (!isMainThread && workerData?.start?.index === 2) parentPort.on("message", (m) => { if (m.type === "counts") throw new TypeError("injected"); });`,
+  { METRICS_PORT: '0' });
   const answer = await fetch(`${urls.api}/v1/pets`, { headers: { authorization: `Bearer ${key}` } });
   assert.equal(answer.status, 200);
   await fetch(`${urls.metrics}/metrics`).catch(() => null);
-  const [code] = await exited;
-  assert.equal(code, 1);
+  assert.equal(await exited, 1);
+  const { stdout, stderr } = output();
   assert.equal(stderr, 'worker 2 of 2 crashed (TypeError); stopping the server\n');
   assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
   const saved = db.prepare('SELECT day_tokens FROM rate_limit_callers WHERE caller LIKE ?').get('key:%') as { day_tokens: number } | undefined;
@@ -421,16 +429,9 @@ test('a worker that crashes takes the whole process down: exit 1, one line on st
 });
 
 test('a writer thread that crashes takes the whole process down: exit 1, one line on stderr, nothing of the error', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'pets-writer-crash-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, 'pets.db');
-  const db = openDatabase(path);
-  t.after(() => db.close());
-  const { key } = createKeysStore(db, { appEnv: 'staging' }).create({ plan: 'enterprise', perMinute: 100_000, perDay: 100_000, now: Date.now() });
-  // From outside the code under test: preloaded into every thread, it throws in the writer thread
-  // (the one started with the writer's memory) once asked to insert a pet named 'crash'.
-  const fault = 'data:text/javascript,' + encodeURIComponent(`
-    import { isMainThread, workerData } from 'node:worker_threads';
+  // The writer thread (the one started with the writer's memory) throws once asked to insert a
+  // pet named 'crash'.
+  const { db, key, urls, exited, output } = await startWithFault(t, `import { isMainThread, workerData } from 'node:worker_threads';
     import { StatementSync } from 'node:sqlite';
     if (!isMainThread && workerData?.memory?.journal) {
       const get = StatementSync.prototype.get;
@@ -439,28 +440,11 @@ test('a writer thread that crashes takes the whole process down: exit 1, one lin
         return get.apply(this, values);
       };
     }`);
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['--import', fault, MAIN], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', WORKERS: '2', APP_ENV: 'staging', DATABASE_PATH: path },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.after(() => child.kill('SIGKILL'));
-  let stdout = '';
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  const exited = once(child, 'exit') as Promise<[number | null]>;
-  const url = await new Promise<string>((resolve) => {
-    child.stdout.setEncoding('utf8').on('data', (text: string) => {
-      stdout += text;
-      const found = /"event":"listening","url":"([^"]+)"/.exec(stdout)?.[1];
-      if (found) resolve(found);
-    });
-  });
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-  assert.equal((await fetch(`${url}/v1/pets`, { method: 'POST', headers, body: '{"name":"fine","categoryId":1}' })).status, 201);
-  await fetch(`${url}/v1/pets`, { method: 'POST', headers, body: '{"name":"crash","categoryId":1}' }).catch(() => null);
-  const [code] = await exited;
-  assert.equal(code, 1);
+  assert.equal((await fetch(`${urls.api}/v1/pets`, { method: 'POST', headers, body: '{"name":"fine","categoryId":1}' })).status, 201);
+  await fetch(`${urls.api}/v1/pets`, { method: 'POST', headers, body: '{"name":"crash","categoryId":1}' }).catch(() => null);
+  assert.equal(await exited, 1);
+  const { stdout, stderr } = output();
   assert.equal(stderr, 'the writer thread crashed (TypeError); stopping the server\n');
   assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
   assert.equal((db.prepare("SELECT count(*) AS n FROM pets WHERE name = 'fine'").get() as { n: number }).n, 1);

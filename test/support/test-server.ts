@@ -87,16 +87,7 @@ export async function startTestServer(t: TestContext, options: TestServerOptions
   const clock = options.clock ?? fakeClock();
   const { logger, logs } = captureLogs(clock);
   const config = testConfig(options);
-  const stores = openSqliteStores(db, {
-    appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds,
-    ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
-  });
-  const service = createService({
-    stores, config, clock, logger,
-    ...(options.overrides ? { overrides: options.overrides } : {}),
-    ...(options.server ? { server: options.server } : {}),
-    observer: options.observer,
-  });
+  const service = serviceOver(openSqliteStores(db, storesOptions(config, clock, options)), config, clock, logger, options);
   const served = await serve(t, service, clock, logger, logs);
   // After the server has closed (hooks run in the order they were added).
   t.after(() => {
@@ -179,16 +170,8 @@ export async function startWriterTestServer(t: TestContext, options: Omit<TestSe
   };
   const { logger, logs } = captureLogs(clock);
   const config = testConfig(options);
-  const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, {
-    appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds,
-    ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
-  });
-  const service = createService({
-    stores, config, clock, logger,
-    ...(options.overrides ? { overrides: options.overrides } : {}),
-    ...(options.server ? { server: options.server } : {}),
-    observer: options.observer,
-  });
+  const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, storesOptions(config, clock, options));
+  const service = serviceOver(stores, config, clock, logger, options);
   const served = await serve(t, service, clock, logger, logs, Promise.resolve(issued)).catch(async (error: unknown) => {
     await cleanUp();
     throw error;
@@ -209,6 +192,24 @@ export async function startPostgresTestServer(t: TestContext, sql: PostgresSql, 
   const stores = openPostgresStores(sql, { appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds });
   const service = createService({ stores, config, clock, logger });
   return { ...(await serve(t, service, clock, logger, logs)), service };
+}
+
+/** The SQLite stores' options for a test's config. */
+function storesOptions(config: ServiceConfig, clock: FakeClock, options: Pick<TestServerOptions, 'maxAnonymousCallers'>) {
+  return {
+    appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds,
+    ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
+  };
+}
+
+/** The service over `stores`, with a test's overrides, server options and observer. */
+function serviceOver<S extends Stores>(stores: S, config: ServiceConfig, clock: FakeClock, logger: Logger, options: TestServerOptions): Service<S> {
+  return createService({
+    stores, config, clock, logger,
+    ...(options.overrides ? { overrides: options.overrides } : {}),
+    ...(options.server ? { server: options.server } : {}),
+    observer: options.observer,
+  });
 }
 
 function captureLogs(clock: FakeClock): { logger: Logger; logs: string[] } {
