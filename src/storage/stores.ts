@@ -4,6 +4,7 @@
  * open connection (storage/sqlite/stores.ts, storage/postgres/stores.ts), and the service is
  * built the same way over either (src/service/service.ts).
  */
+import type { GroupCommitOptions } from '../lib/group-commit.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import type { DatabaseErrorOf } from './errors.ts';
@@ -19,6 +20,12 @@ export interface Stores {
   limiter: RateLimiter;
   /** Recognises this engine's failures, for the one error mapping (503 or 500). */
   databaseErrorOf: DatabaseErrorOf;
+  /**
+   * How the write paths batch for this engine, where it differs from their own defaults (one or
+   * two batches of a kind out at once, each gathered during one event-loop turn, as PostgreSQL's
+   * pool wants). SQLite's writer thread takes any number of batches, in the order sent.
+   */
+  writeBatching?: WriteBatching;
   /** Whether the database can be reached (GET /healthz); absent: always (an embedded file). */
   health?: () => boolean | Promise<boolean>;
   /**
@@ -27,6 +34,9 @@ export interface Stores {
    */
   upkeep: Upkeep;
 }
+
+/** What an engine may set of its write paths' group commit. */
+export type WriteBatching = Pick<GroupCommitOptions<unknown, unknown>, 'maxInFlight' | 'schedule'>;
 
 export interface Upkeep {
   /**

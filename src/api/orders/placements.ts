@@ -32,6 +32,8 @@ export interface OrderWritesOptions {
   groupCommit?: boolean;
   /** See GroupCommitOptions.schedule (tests flush batches by hand). */
   schedule?: (flush: () => void) => void;
+  /** Batches of a kind out at once (GroupCommitOptions.maxInFlight); default the path's own. */
+  maxInFlight?: number;
   observer?: OrdersObserver;
 }
 
@@ -40,16 +42,17 @@ const petNotAvailable = (petId: bigint, status: string) =>
   new ApiError('pet_not_available', `Pet ${petId} is ${status}, not available: it cannot be ordered now.`);
 
 /** The write paths of orders: `place` answers a placement, `change` applies a step. */
-export function createOrderWrites({ orders, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: OrderWritesOptions) {
+export function createOrderWrites({ orders, clock, groupCommit = true, schedule, maxInFlight, observer = NO_OBSERVER }: OrderWritesOptions) {
   const placements = createGroupCommit<OrderPlacement, PlacementResult>({
     commit: (batch) => orders.placeMany(batch),
     enabled: groupCommit,
-    maxInFlight: 2,
+    maxInFlight: maxInFlight ?? 2,
     ...(schedule ? { schedule } : {}),
   });
   const changes = createGroupCommit<OrderChange, OrderChangeOutcome>({
     commit: (batch) => orders.changeMany(batch),
     enabled: groupCommit,
+    ...(maxInFlight !== undefined ? { maxInFlight } : {}),
     ...(schedule ? { schedule } : {}),
   });
   const write = createIdempotentWrites({ clock, replayed: () => observer.idempotentReplayed() });

@@ -30,6 +30,8 @@ export interface PetCreationsOptions {
   groupCommit?: boolean;
   /** See GroupCommitOptions.schedule. */
   schedule?: (flush: () => void) => void;
+  /** Batches out at once (GroupCommitOptions.maxInFlight); default the path's own. */
+  maxInFlight?: number;
   /** Told of every pet stored and every replay; default: nobody. */
   observer?: CreationsObserver;
 }
@@ -40,12 +42,12 @@ export interface PetCreations {
 }
 
 /** Builds the create path over a pets store. */
-export function createPetCreations({ pets, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
+export function createPetCreations({ pets, clock, groupCommit = true, schedule, maxInFlight = 2, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
   const writer = createGroupCommit<PetCreation, CreationResult>({
     commit: (creations) => pets.insertMany(creations),
     enabled: groupCommit,
-    // PostgreSQL: one batch being committed while the next gathers (SQLite commits at once).
-    maxInFlight: 2,
+    // PostgreSQL: one batch being committed while the next gathers.
+    maxInFlight,
     ...(schedule ? { schedule } : {}),
   });
   const write = createIdempotentWrites({ clock, replayed: () => observer.idempotentReplayed() });

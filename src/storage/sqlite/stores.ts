@@ -93,6 +93,9 @@ export function openReaderStores(db: DatabaseSync, writer: WriterLink, options: 
     pets,
     orders: createOrdersStore(db, writer.submit),
     databaseErrorOf: sqliteOrWriterErrorOf,
+    // The writer takes every batch as it comes, in order, and commits those that arrive while it
+    // commits as one group: a path need not hold one back while another is out.
+    writeBatching: { maxInFlight: Infinity },
     ...limiterAndUpkeep(createLimiterStore(db, save), options, (now, limit) => pets.purgeIdempotencyRecords(now, limit)),
   };
 }
