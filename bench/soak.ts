@@ -1,7 +1,8 @@
 /**
  * Soak test: `npm run soak -- [--seconds 120] [--rate 400] [--concurrency 32]`.
  *
- * Runs the real service in this process over a SQLite file in a temporary directory, drives it
+ * Runs the real service in this process over a SQLite file in a temporary directory, with its
+ * writer thread (src/writer.ts) as in production, drives it
  * with wrk (bench/wrk/soak.lua: every kind of request, good and bad, at about --rate requests a
  * second over --concurrency connections) on 127.0.0.1 for a set time, and samples this
  * process's RSS and event-loop delay every second. The service runs in this process, not as a
@@ -28,10 +29,13 @@ import { parseArgs } from 'node:util';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { AddressInfo } from 'node:net';
-import { openDatabase } from '../src/storage/sqlite/database.ts';
+import { closeDatabase, openDatabase, readOnly } from '../src/storage/sqlite/database.ts';
 import { createLogger } from '../src/http/access-log.ts';
 import { createService } from '../src/service/service.ts';
-import { openStores } from '../src/storage/sqlite/stores.ts';
+import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
+import { openReaderStores } from '../src/storage/sqlite/stores.ts';
+import { startWriterThread } from '../src/storage/sqlite/writer-host.ts';
+import { createWriterClient } from '../src/storage/sqlite/writer-client.ts';
 import { systemClock } from '../src/clock.ts';
 import { LIMITER_SAVE_INTERVAL_MS } from '../src/service/chores.ts';
 import { findExecutable } from './cpu.ts';
@@ -61,6 +65,12 @@ function positiveInteger(name: string, text: string): number {
 const directory = mkdtempSync(join(tmpdir(), 'pets-soak-'));
 const databasePath = join(directory, 'soak.db');
 const db = openDatabase(databasePath);
+// The keys first, on the connection that then only reads; every later write goes to the writer.
+const keys = createKeysStore(db, { appEnv: 'development' });
+const roomy = keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() });
+const free = keys.create({ plan: 'free', label: 'soak-free', now: systemClock() });
+const writer = startWriterThread({ entry: new URL('../src/writer.ts', import.meta.url), path: databasePath });
+const writerClient = createWriterClient(writer.connect());
 let loggedBytes = 0;
 let requestsSoFar = 0;
 // Access lines are built exactly as in production, then counted instead of printed: one a request.
@@ -75,10 +85,9 @@ const logger = createLogger({
 const service = createService({
   // TRUST_PROXY lets the load speak for 512 client addresses from one loopback socket.
   config: { appEnv: 'development', trustProxy: true, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null },
-  stores: openStores(db, { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 }), clock: systemClock, logger,
+  stores: openReaderStores(readOnly(db), { submit: writerClient.submit, memory: writer.memory }, { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 }),
+  clock: systemClock, logger,
 });
-const roomy = service.stores.keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() });
-const free = service.stores.keys.create({ plan: 'free', label: 'soak-free', now: systemClock() });
 const flushTimer = setInterval(() => service.stores.upkeep.saveLimiterState!(), LIMITER_SAVE_INTERVAL_MS);
 
 const { server } = service;
@@ -158,10 +167,12 @@ wholeRun.disable();
 perSecond.disable();
 server.closeAllConnections();
 await new Promise((resolve) => server.close(resolve));
-service.stores.upkeep.saveLimiterState!();
+await service.stores.upkeep.saveLimiterState!();
 logger.flush();
 const databaseBytes = statSync(databasePath).size + (statSync(`${databasePath}-wal`, { throwIfNoEntry: false })?.size ?? 0);
-db.close();
+closeDatabase(db);
+writerClient.close();
+await writer.close();
 rmSync(directory, { recursive: true, force: true });
 
 // The first and last minute (or half, for a short run), leaving out the first sample.

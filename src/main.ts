@@ -9,7 +9,8 @@
  *   starts the workers (src/cluster/primary.ts);
  * - a worker thread of that primary: this same file is its entry (src/cluster/worker.ts).
  * The first two share everything else: the engine, the development key, the chores, the
- * metrics listener, the `listening` line and the shutdown.
+ * metrics listener, the `listening` line and the shutdown. On a SQLite file either starts the
+ * writer thread (src/writer.ts), the only connection that writes the file, for every thread.
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
@@ -24,14 +25,17 @@ import type { App } from './http/server.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
 import { DatabaseUnavailableError } from './storage/errors.ts';
 import type { Stores } from './storage/stores.ts';
-import { closeDatabase, openDatabase, openServerDatabase } from './storage/sqlite/database.ts';
-import { openStores as openSqliteStores } from './storage/sqlite/stores.ts';
+import { closeDatabase, openReaderDatabase, openServerDatabase, readOnly } from './storage/sqlite/database.ts';
+import { openReaderStores, openStores as openSqliteStores } from './storage/sqlite/stores.ts';
+import { createKeysStore } from './storage/sqlite/keys-store.ts';
+import { startWriterThread, type WriterHost } from './storage/sqlite/writer-host.ts';
+import { createWriterClient } from './storage/sqlite/writer-client.ts';
 import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
 import { startChores, type Chores } from './service/chores.ts';
 import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
 import type { WorkerCounts } from './cluster/worker-pool.ts';
-import type { WorkerStart } from './cluster/protocol.ts';
+import type { WorkerStart, WorkerWriter } from './cluster/protocol.ts';
 
 /** At most 1 MiB of log text waits for a slow reader; beyond that lines are dropped and counted. */
 const LOG_BUFFER_BYTES = 1024 * 1024;
@@ -57,15 +61,37 @@ interface Engine {
   stores: Stores;
   /** The in-memory limiter (SQLite), which the primary of WORKERS shares with its workers. */
   memoryLimiter: Limiter | null;
+  /** The writer thread of a SQLite file, which every worker of WORKERS writes through too. */
+  writer: WriterHost | null;
+  /** The key `ensureDevelopmentKey` created, to be shown once. */
+  developmentKey: string | null;
   close(): Promise<void>;
 }
 
 async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   const options = { appEnv: config.appEnv, clock: systemClock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds };
   if (config.databaseUrl === null) {
+    // This connection migrates the file and makes the development key, then only reads: from
+    // then on the writer thread is the only connection that writes (a file; `:memory:` is one
+    // connection, which writes itself).
     const db = openServerDatabase(config.databasePath, (fields) => logger.event(fields), { ownFolder: config.databasePathIsDefault });
-    const stores = openSqliteStores(db, options);
-    return { name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, close: async () => closeDatabase(db) };
+    const developmentKey = await ensureDevelopmentKey(createKeysStore(db, { appEnv: config.appEnv }), config.appEnv, systemClock());
+    if (config.databasePath === ':memory:') {
+      const stores = openSqliteStores(db, options);
+      return { name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, writer: null, developmentKey, close: async () => closeDatabase(db) };
+    }
+    const writer = startWriterThread({ entry: new URL('./writer.ts', import.meta.url), path: config.databasePath });
+    const client = createWriterClient(writer.connect());
+    const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, options);
+    return {
+      name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, writer, developmentKey,
+      // The readers first, so that the writer is the last connection: it checkpoints the WAL as it closes.
+      close: async () => {
+        closeDatabase(db);
+        client.close();
+        await writer.close();
+      },
+    };
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
@@ -83,10 +109,13 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
       initial,
       changed: (up, reason) => logger.event(up ? { level: 'info', event: 'database_reachable' } : { level: 'error', event: 'database_unreachable', reason }),
     });
+    const stores = openStores(availability.sql, { ...options, availability });
     return {
       name: 'postgres',
-      stores: openStores(availability.sql, { ...options, availability }),
+      stores,
       memoryLimiter: null,
+      writer: null,
+      developmentKey: await ensureDevelopmentKey(stores.keys, config.appEnv, systemClock()),
       close: () => availability.end({ timeout: 5 }),
     };
   } catch (error) {
@@ -131,7 +160,7 @@ interface Serving {
 async function createServing(config: Config, engine: Engine, logger: Logger, observer: () => Parameters<typeof createService>[0]['observer']): Promise<Serving> {
   if (config.workers > 1) {
     const { createPrimary } = await import('./cluster/primary.ts');
-    const primary = createPrimary({ config, limiter: engine.memoryLimiter!, entry: new URL(import.meta.url) });
+    const primary = createPrimary({ config, limiter: engine.memoryLimiter!, entry: new URL(import.meta.url), writer: engine.writer! });
     return { ...primary, gatherCounts: primary.gatherCounts, fields: { workers: config.workers } };
   }
   let service: ReturnType<typeof createService> | null = null;
@@ -173,7 +202,7 @@ async function runProcess(config: Config): Promise<void> {
   const stopRequested = stop.promise;
 
   const engine = await openEngine(config, logger);
-  const developmentKey = await ensureDevelopmentKey(engine.stores.keys, config.appEnv, systemClock());
+  const { developmentKey } = engine;
   if (developmentKey) process.stderr.write(`Created a free development API key; it is shown only this once:\n\n  ${developmentKey}\n\n`);
 
   let observed: Awaited<ReturnType<typeof startMetrics>> | null = null;
@@ -187,9 +216,11 @@ async function runProcess(config: Config): Promise<void> {
       logger.event({ level: 'error', event, error: errorName(error) });
     },
   });
-  serving.failed.then((line) => {
+  // A worker or the writer thread that dies stops the process, once the limiter is saved (or,
+  // without a writer, has failed to be).
+  void Promise.race([serving.failed, engine.writer?.failed ?? new Promise<string>(() => {})]).then(async (line) => {
     process.stderr.write(`${line}\n`);
-    chores.stop();
+    await chores.stop();
     logger.flush();
     process.exit(1);
   });
@@ -202,8 +233,8 @@ async function runProcess(config: Config): Promise<void> {
       fail(listenFailure(config.host, config.metricsPort!, error.code ?? error.name)));
     logger.event({ level: 'info', event: 'metrics_listening', url: urlOf(bound) });
   }
-  const bound = await serving.start().catch((error: Error) => {
-    chores.stop();
+  const bound = await serving.start().catch(async (error: Error) => {
+    await chores.stop();
     return fail(error.message);
   });
   logger.event({
@@ -233,20 +264,30 @@ async function shutdown(signal: string, { logger, engine, serving, chores, metri
     metrics.probe.stop();
   }
   await serving.drain();
-  chores.stop();
+  await chores.stop();
   logger.event({ level: 'info', event: 'stopped' });
   logger.flush();
   await engine.close();
 }
 
-/** A worker thread of the primary: its own connection to the file, served until told to drain. */
-async function runWorkerThread({ config, start }: { config: Config; start: WorkerStart }, channel: MessagePort): Promise<void> {
+/**
+ * A worker thread of the primary: its own connection to the file, which only reads, and its own
+ * port to the writer thread; served until told to drain.
+ */
+async function runWorkerThread({ config, start, writer }: { config: Config; start: WorkerStart; writer: WorkerWriter }, channel: MessagePort): Promise<void> {
   const { runWorker } = await import('./cluster/worker.ts');
   const logger = createLogger({ level: config.logLevel, clock: systemClock, write: fdWriter(1, LOG_BUFFER_BYTES, systemClock) });
   // The primary opened (and migrated) the file, and warned about its modes, before any worker.
-  const db = openDatabase(config.databasePath, { busyTimeoutMs: 250 });
-  await runWorker({ config, start, channel, db, clock: systemClock, logger, close: () => closeDatabase(db) });
+  const db = openReaderDatabase(config.databasePath);
+  const client = createWriterClient(writer.port);
+  await runWorker({
+    config, start, channel, db, writer: { submit: client.submit, memory: writer.memory }, clock: systemClock, logger,
+    close: () => {
+      closeDatabase(db);
+      client.close();
+    },
+  });
 }
 
 if (isMainThread) await runProcess(readConfig());
-else await runWorkerThread(workerData as { config: Config; start: WorkerStart }, parentPort!);
+else await runWorkerThread(workerData as { config: Config; start: WorkerStart; writer: WorkerWriter }, parentPort!);

@@ -20,7 +20,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['service'],
   ['cluster'],
   ['cli'],
-  ['main.ts', 'start.js', 'compile-cache.js'],
+  ['main.ts', 'writer.ts', 'start.js', 'compile-cache.js'],
 ];
 
 const SRC = join(import.meta.dirname, '..', 'src');

@@ -3,10 +3,13 @@
  * one SQLite file, with every guarantee of the single process.
  *
  * - N worker threads (worker.ts) each run the whole HTTP service on their own connection to the
- *   file and listen on the same HOST:PORT with SO_REUSEPORT; the kernel spreads new connections
- *   over them. Reads stay exact across workers: every cache drops what another connection's
- *   commit may have changed (PRAGMA data_version), and a create checks its Idempotency-Key again
- *   inside its write transaction.
+ *   file, which only reads, and listen on the same HOST:PORT with SO_REUSEPORT; the kernel
+ *   spreads new connections over them. Every write of every worker goes to the one writer thread
+ *   (src/storage/sqlite/writer-thread.ts), which main.ts started: no two connections ever wait
+ *   for each other's write lock. Reads stay exact across workers: the writer journals what each
+ *   write touched in memory every worker shares, and publishes each commit before answering it,
+ *   so the next request on any worker drops exactly the cached answers the write touched; a
+ *   commit by any other connection drops them all.
  * - This thread holds what must be counted once for the port: the in-memory rate limiter (the
  *   one of the stores main.ts opened, saved by the same chores as in one process) and the open
  *   connections per address (limiter-host.ts). Workers ask it, a batch per event-loop turn.
@@ -18,6 +21,7 @@ import type { Config } from '../config.ts';
 import { createConnectionGate } from '../http/connection-gate.ts';
 import { SERVER_LIMITS } from '../http/server.ts';
 import type { Limiter } from '../limits/limiter.ts';
+import type { WriterHost } from '../storage/sqlite/writer-host.ts';
 import { listen, listenFailure } from '../service/serving.ts';
 import { createLimiterHost } from './limiter-host.ts';
 import { createWorkerPool, type WorkerCounts } from './worker-pool.ts';
@@ -28,6 +32,8 @@ export interface PrimaryDeps {
   limiter: Pick<Limiter, 'take'>;
   /** The module every worker thread runs (main.ts). */
   entry: URL;
+  /** The writer thread, which gives each worker a port of its own. */
+  writer: Pick<WriterHost, 'connect' | 'memory'>;
 }
 
 export interface Primary {
@@ -42,14 +48,14 @@ export interface Primary {
 }
 
 /** The primary, its workers not started yet (so that the metrics listener can come up first). */
-export function createPrimary({ config, limiter, entry }: PrimaryDeps): Primary {
+export function createPrimary({ config, limiter, entry, writer }: PrimaryDeps): Primary {
   const failure = Promise.withResolvers<string>();
   const stopped = Promise.withResolvers<void>();
   const host = createLimiterHost({
     limiter,
     gate: createConnectionGate({ maxConnections: SERVER_LIMITS.maxConnections, maxConnectionsPerAddress: config.maxConnectionsPerAddress }),
   });
-  const pool = createWorkerPool({ config, entry, host, failed: failure.resolve, stopped: stopped.resolve });
+  const pool = createWorkerPool({ config, entry, writer, host, failed: failure.resolve, stopped: stopped.resolve });
   /** `step`, unless a worker failed meanwhile: then the failure's line is thrown. */
   const unlessFailed = <T>(step: Promise<T>) => Promise.race([step, failure.promise.then((line) => Promise.reject(new Error(line)))]);
 

@@ -6,7 +6,9 @@
  * bucket and ban) and the open connections per address. Workers ask; the primary answers in
  * the order asked.
  */
+import type { MessagePort } from 'node:worker_threads';
 import type { Decision } from '../limits/buckets.ts';
+import type { WriterMemory } from '../storage/sqlite/writer-protocol.ts';
 import type { ConnectionRefusal } from '../http/connection-gate.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
 
@@ -16,6 +18,12 @@ export interface WorkerStart {
   index: number;
   /** The port to listen on: the configured one, or the one the first worker was given for 0. */
   port: number;
+}
+
+/** How a worker reaches the writer thread (`workerData.writer`): its own port, and the writer's shared memory. */
+export interface WorkerWriter {
+  port: MessagePort;
+  memory: WriterMemory;
 }
 
 /** A worker to the primary. */

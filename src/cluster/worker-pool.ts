@@ -9,7 +9,8 @@ import { errorName } from '../http/access-log.ts';
 import { listenFailure } from '../service/serving.ts';
 import type { Config } from '../config.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
-import type { PrimaryMessage, WorkerMessage } from './protocol.ts';
+import type { WriterHost } from '../storage/sqlite/writer-host.ts';
+import type { PrimaryMessage, WorkerMessage, WorkerWriter } from './protocol.ts';
 
 /** What one worker counted, for a scrape of /metrics. */
 export interface WorkerCounts {
@@ -21,6 +22,8 @@ export interface WorkerPoolDeps {
   config: Config;
   /** The module every worker thread runs (src/main.ts, which is also the process's entry). */
   entry: URL;
+  /** The writer thread: each worker gets a port of its own to it. */
+  writer: Pick<WriterHost, 'connect' | 'memory'>;
   /** Answers the limiter and connection messages (limiter-host.ts); false for the others. */
   host(message: WorkerMessage, reply: (answer: PrimaryMessage) => void): boolean;
   /** A worker could not listen, crashed or exited unasked: `line` says which and why. */
@@ -49,7 +52,7 @@ interface RunningWorker {
  * An empty pool; `start` adds the workers. One closure, longer than a screen, because the workers
  * and the scrapes waiting for their counts are state that every method shares.
  */
-export function createWorkerPool({ config, entry, host, failed, stopped }: WorkerPoolDeps): WorkerPool {
+export function createWorkerPool({ config, entry, writer, host, failed, stopped }: WorkerPoolDeps): WorkerPool {
   const workers: RunningWorker[] = [];
   const scrapes = new Map<number, { left: number; answers: WorkerCounts[]; done(answers: WorkerCounts[]): void }>();
   let nextScrape = 0;
@@ -67,7 +70,8 @@ export function createWorkerPool({ config, entry, host, failed, stopped }: Worke
 
   return {
     start(index, port) {
-      const thread = new Worker(entry, { workerData: { config, start: { index, port } } });
+      const toWriter: WorkerWriter = { port: writer.connect(), memory: writer.memory };
+      const thread = new Worker(entry, { workerData: { config, start: { index, port }, writer: toWriter }, transferList: [toWriter.port] });
       const worker: RunningWorker = { thread, stopped: false, post: (message) => thread.postMessage(message) };
       workers.push(worker);
       const listening = Promise.withResolvers<AddressInfo>();

@@ -1,9 +1,9 @@
 /**
  * One HTTP worker thread of WORKERS above 1 (main.ts is its entry and opens its connection): the
- * whole service on its own connection to the SQLite file, listening on the shared port with
- * SO_REUSEPORT (the kernel spreads new connections over the workers), with the rate limiter and
- * the connection counts of the primary thread. It never handles signals: the primary tells it
- * to drain.
+ * whole service on its own connection to the SQLite file, which only reads, its writes sent to
+ * the one writer thread, listening on the shared port with SO_REUSEPORT (the kernel spreads new
+ * connections over the workers), with the rate limiter and the connection counts of the primary
+ * thread. It never handles signals: the primary tells it to drain.
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
@@ -12,7 +12,7 @@ import type { Clock } from '../clock.ts';
 import type { Logger } from '../http/access-log.ts';
 import { createService } from '../service/service.ts';
 import { drainServer, listen } from '../service/serving.ts';
-import { openStores } from '../storage/sqlite/stores.ts';
+import { openReaderStores, type WriterLink } from '../storage/sqlite/stores.ts';
 import { createRemoteLimiter } from './remote-limiter.ts';
 import { createRemoteGate } from './remote-gate.ts';
 import type { PrimaryMessage, WorkerMessage, WorkerStart } from './protocol.ts';
@@ -22,8 +22,10 @@ export interface WorkerDeps {
   start: WorkerStart;
   /** The channel to the primary (`parentPort`). */
   channel: MessagePort;
-  /** This worker's own connection to the file (opened and migrated by main.ts). */
+  /** This worker's own connection to the file, which only reads (opened by main.ts). */
   db: DatabaseSync;
+  /** This worker's way to the writer thread. */
+  writer: WriterLink;
   clock: Clock;
   logger: Logger;
   /** Closes what main.ts opened for this worker, once it has drained. */
@@ -31,12 +33,12 @@ export interface WorkerDeps {
 }
 
 /** Serves until the primary says drain; resolves once drained, closed and reported `stopped`. */
-export async function runWorker({ config, start, channel, db, clock, logger, close }: WorkerDeps): Promise<void> {
+export async function runWorker({ config, start, channel, db, writer, clock, logger, close }: WorkerDeps): Promise<void> {
   const post = (message: WorkerMessage) => channel.postMessage(message);
   const observed = config.metricsPort === null ? null : await startMetrics();
   const limiter = createRemoteLimiter(post);
   const gate = createRemoteGate(post);
-  const stores = openStores(db, { appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds, limiter });
+  const stores = openReaderStores(db, writer, { appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds, limiter });
   const { app, server } = createService({ stores, config, clock, logger, server: { connectionGate: gate }, observer: observed?.metrics });
   const stopped = Promise.withResolvers<void>();
 

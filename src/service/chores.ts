@@ -31,19 +31,29 @@ export interface ChoresDeps {
 }
 
 export interface Chores {
-  /** Stops the timers and saves the limiter a last time. */
-  stop(): void;
+  /** Stops the timers and saves the limiter a last time; resolves once it is saved (or failed, and said so). */
+  stop(): Promise<void>;
 }
 
 /** Starts the timers (unref'd: they never keep the process alive) and a first purge. */
 export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
   const { saveLimiterState, purgeIdleCallers, foldCounts } = upkeep;
-  const save = () => {
+  // A save through SQLite's writer thread may still be out when the next second comes: that
+  // second's is then skipped, and its changes go with the next.
+  let saving: Promise<void> | null = null;
+  const save = (): Promise<void> | null => {
+    if (saving !== null) return saving;
     try {
-      saveLimiterState?.();
+      const saved = saveLimiterState?.();
+      if (saved instanceof Promise) {
+        saving = saved.then(() => {}, (error: unknown) => failed('limiter_save_failed', error)).finally(() => {
+          saving = null;
+        });
+      }
     } catch (error) {
       failed('limiter_save_failed', error);
     }
+    return saving;
   };
   const purgeRecords = oneAtATime(() => purgeInChunks((limit) => upkeep.purgeExpiredRecords(clock(), limit)));
   const purgeCallers = oneAtATime(() => (purgeIdleCallers ? purgeInChunks(purgeIdleCallers) : Promise.resolve(0)));
@@ -53,7 +63,7 @@ export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
     purgeCallers().catch((error: unknown) => failed('limiter_purge_failed', error));
   };
   const timers = [
-    ...(saveLimiterState ? [setInterval(save, LIMITER_SAVE_INTERVAL_MS)] : []),
+    ...(saveLimiterState ? [setInterval(() => void save(), LIMITER_SAVE_INTERVAL_MS)] : []),
     setInterval(purge, PURGE_INTERVAL_MS),
     ...(foldCounts ? [setInterval(() => void fold().catch((error: unknown) => failed('counts_fold_failed', error)), FOLD_INTERVAL_MS)] : []),
   ];
@@ -62,7 +72,9 @@ export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
   return {
     stop() {
       for (const timer of timers) clearInterval(timer);
-      save();
+      // The last save, at once; or, after a save still out, once that one has settled.
+      const last = () => save() ?? Promise.resolve();
+      return saving === null ? last() : saving.then(last);
     },
   };
 }

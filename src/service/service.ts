@@ -80,9 +80,11 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const keyHashOf = createConnectionKeyHasher(config.appEnv);
   const proxies = proxyTrust(config.trustProxy);
+  // How this engine's writes are best batched (SQLite's writer thread: every batch at once).
+  const batching = stores.writeBatching ?? {};
   /** The store's handlers, over the orders' write paths. */
   const ordersHandlers = () => {
-    const writes = createOrderWrites({ orders: stores.orders, clock, groupCommit, ...(observer ? { observer } : {}) });
+    const writes = createOrderWrites({ orders: stores.orders, clock, groupCommit, ...batching, ...(observer ? { observer } : {}) });
     return createOrdersHandlers({ orders: stores.orders, clock, placeOrder: writes.place, changeOrder: writes.change });
   };
   const app = createPipeline({
@@ -97,8 +99,8 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
       ...createPetsHandlers({
         pets,
         clock,
-        createPet: createPetCreations({ pets, clock, groupCommit, observer }).create,
-        changePet: createPetChanges({ pets, groupCommit }),
+        createPet: createPetCreations({ pets, clock, groupCommit, ...batching, observer }).create,
+        changePet: createPetChanges({ pets, groupCommit, ...batching }),
       }),
       ...ordersHandlers(),
       getOpenApiDocument: () => ({ status: 200, body: served }),

@@ -11,6 +11,13 @@ import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from '.
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
 export type PetStatus = (typeof PET_STATUSES)[number];
 
+/** A set of statuses as bits (bit i for PET_STATUSES[i]): what a write touched, what an answer shows. */
+export function statusBit(status: PetStatus): number {
+  return 1 << PET_STATUSES.indexOf(status);
+}
+/** Every status: an answer about pets of any status, a write whose statuses are not known. */
+export const ANY_STATUS = (1 << PET_STATUSES.length) - 1;
+
 export interface NewPet {
   name: string;
   categoryId: bigint;
@@ -94,20 +101,21 @@ export interface PetsStore {
    */
   revision(): PetsRevision | null;
   /**
-   * Whether a write through this connection after revision `since` (a `writes` count) inserted,
-   * changed or deleted a pet whose id is in (after, through]. Also true when the journal no
-   * longer reaches back to `since`: a cache must then assume the worst. Asked only of an engine
-   * whose revision() is not null.
+   * Whether a write after revision `since` (a `writes` count) inserted, changed or deleted a pet
+   * whose id is in (after, through] and whose status, before or after, is among `statuses` (bits
+   * of statusBit; default any). Also true when the journal no longer reaches back to `since`: a
+   * cache must then assume the worst. Asked only of an engine whose revision() is not null.
    */
-  writtenSince(since: number, after: bigint | number, through: number): boolean;
+  writtenSince(since: number, after: bigint | number, through: number, statuses?: number): boolean;
 }
 
 /**
- * What a cache of answers about pets compares. `external` is PRAGMA data_version: it changes
- * when another connection or process commits, after which nothing cached can be trusted.
- * `writes` counts the writes through this connection (any store on it); which pets each write
- * touched is kept in a journal that `writtenSince` reads, so a cached answer survives the writes
- * that cannot change it.
+ * What a cache of answers about pets compares. `external` changes when a connection that does
+ * not journal its writes commits (the keys command, another process), after which nothing
+ * cached can be trusted. `writes` counts the journaled writes: those of the server's writer (the
+ * writer thread, or this very connection when it makes its own writes); which pets each touched
+ * is kept in a journal that `writtenSince` reads, so a cached answer survives the writes that
+ * cannot change it, whichever thread or worker made them.
  */
 export interface PetsRevision {
   external: number;

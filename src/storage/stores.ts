@@ -4,6 +4,7 @@
  * open connection (storage/sqlite/stores.ts, storage/postgres/stores.ts), and the service is
  * built the same way over either (src/service/service.ts).
  */
+import type { GroupCommitOptions } from '../lib/group-commit.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import type { DatabaseErrorOf } from './errors.ts';
@@ -19,6 +20,12 @@ export interface Stores {
   limiter: RateLimiter;
   /** Recognises this engine's failures, for the one error mapping (503 or 500). */
   databaseErrorOf: DatabaseErrorOf;
+  /**
+   * How the write paths batch for this engine, where it differs from their own defaults (one or
+   * two batches of a kind out at once, each gathered during one event-loop turn, as PostgreSQL's
+   * pool wants). SQLite's writer thread takes any number of batches, in the order sent.
+   */
+  writeBatching?: WriteBatching;
   /** Whether the database can be reached (GET /healthz); absent: always (an embedded file). */
   health?: () => boolean | Promise<boolean>;
   /**
@@ -28,9 +35,16 @@ export interface Stores {
   upkeep: Upkeep;
 }
 
+/** What an engine may set of its write paths' group commit. */
+export type WriteBatching = Pick<GroupCommitOptions<unknown, unknown>, 'maxInFlight' | 'schedule'>;
+
 export interface Upkeep {
-  /** Saves limiter state kept in memory, every second and at exit; absent where there is none. */
-  saveLimiterState?: () => void;
+  /**
+   * Saves limiter state kept in memory, every second and at exit; absent where there is none.
+   * Settles once saved (through SQLite's writer thread, later); throws or rejects on a failure,
+   * the changes kept for the next save.
+   */
+  saveLimiterState?: () => MaybePromise<unknown>;
   /** Deletes Idempotency-Key records that have expired at `now`, oldest first. */
   purgeExpiredRecords(now: number, limit: number): MaybePromise<number>;
   /** Deletes limiter rows idle for a day (both buckets full again); absent where none are kept. */

@@ -1,7 +1,8 @@
 /**
  * Durability: an acknowledged create or order is never lost and a retried one never duplicated,
- * even when the server is killed with SIGKILL in the middle of a burst of them; and a pet and its
- * order never disagree.
+ * even when the server is killed with SIGKILL in the middle of a burst of them (one process, or
+ * two workers writing through the one writer thread), or while its writer thread holds a group it
+ * has committed but not yet answered; and a pet and its order never disagree.
  */
 import { test, type TestContext } from 'node:test';
 import type { DatabaseSync } from 'node:sqlite';
@@ -28,14 +29,18 @@ interface Server {
   url: string;
 }
 
-/** Starts `node src/main.ts` on the file and resolves once it logs that it is listening. */
-async function startServer(databasePath: string): Promise<Server> {
-  const child = spawn(process.execPath, ['src/main.ts'], {
+/**
+ * Starts `node src/main.ts` on the file and resolves once it logs that it is listening; `env`
+ * adds to its environment (WORKERS), `nodeOptions` go before the script (a preloaded fault), and
+ * `stderr` is told each line the process writes there.
+ */
+async function startServer(databasePath: string, { env = {}, nodeOptions = [], stderr = () => {} }: { env?: Record<string, string>; nodeOptions?: string[]; stderr?: (line: string) => void } = {}): Promise<Server> {
+  const child = spawn(process.execPath, [...nodeOptions, 'src/main.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: databasePath, APP_ENV: 'development', LOG_LEVEL: 'info' },
+    env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: databasePath, APP_ENV: 'development', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stderr!.resume();
+  createInterface({ input: child.stderr! }).on('line', stderr);
   const lines = createInterface({ input: child.stdout! });
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the server did not start within 10 s')), 10_000);
@@ -121,12 +126,13 @@ function killTestDatabase(t: TestContext, prefix: string): { databasePath: strin
   return { databasePath, children, key, setup };
 }
 
-test('SIGKILL during concurrent creates loses no acknowledged pet, and retries replay instead of creating', async (t) => {
+for (const workers of ['1', '2']) test(`SIGKILL during concurrent creates loses no acknowledged pet, and retries replay instead of creating (WORKERS=${workers})`, async (t) => {
+  const env = { WORKERS: workers };
   const { databasePath, children, key, setup } = killTestDatabase(t, 'pets-kill-');
   setup.close();
 
   // 1. A burst of creates; the server is killed as soon as some have been acknowledged.
-  const first = await startServer(databasePath);
+  const first = await startServer(databasePath, { env });
   children.push(first.child);
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   let acknowledgedCount = 0;
@@ -149,7 +155,7 @@ test('SIGKILL during concurrent creates loses no acknowledged pet, and retries r
   assert.ok(acknowledged.size < CREATES, 'the kill came part-way through');
 
   // 2. Restarted on the same file, every acknowledged pet is there with its exact body.
-  const second = await startServer(databasePath);
+  const second = await startServer(databasePath, { env });
   children.push(second.child);
   const again = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   t.after(() => again.destroy());
@@ -227,6 +233,72 @@ test('SIGKILL during concurrent orders loses no acknowledged order, retries repl
   const rows = check.prepare("SELECT count(*) AS orders, count(DISTINCT pet_id) AS pets FROM orders WHERE status = 'placed'").get() as { orders: number; pets: number };
   assert.deepEqual({ ...rows }, { orders: PETS, pets: PETS }, 'each request placed exactly one order');
   assert.equal(disagreements().n, 0);
+  second.child.kill('SIGTERM');
+  await once(second.child, 'exit');
+});
+
+/**
+ * Preloaded into every thread of the server: in the writer thread (the one started with the
+ * writer's shared memory), once COMMIT has returned for the group holding a pet named 'hold',
+ * it says so on stderr and holds the thread before the group is answered.
+ */
+const HOLD_AFTER_COMMIT = 'data:text/javascript,' + encodeURIComponent(`
+  import { isMainThread, workerData } from 'node:worker_threads';
+  import { writeSync } from 'node:fs';
+  import { DatabaseSync, StatementSync } from 'node:sqlite';
+  if (!isMainThread && workerData?.memory?.journal) {
+    let holding = false;
+    const get = StatementSync.prototype.get;
+    StatementSync.prototype.get = function (...values) {
+      if (values[0] === 'hold') holding = true;
+      return get.apply(this, values);
+    };
+    const exec = DatabaseSync.prototype.exec;
+    DatabaseSync.prototype.exec = function (sql) {
+      const result = exec.call(this, sql);
+      if (sql === 'COMMIT' && holding) {
+        writeSync(2, 'committed, not answered\\n');
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+      }
+      return result;
+    };
+  }
+`);
+
+test('SIGKILL while the writer thread holds a group it has committed but not answered: the group is stored, and its retries replay it', async (t) => {
+  const { databasePath, children, key, setup } = killTestDatabase(t, 'pets-kill-writer-');
+  setup.close();
+
+  const held = Promise.withResolvers<void>();
+  const first = await startServer(databasePath, { nodeOptions: ['--import', HOLD_AFTER_COMMIT], stderr: (line) => line === 'committed, not answered' && held.resolve() });
+  children.push(first.child);
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  // Acknowledged creates first, then a burst around the one named 'hold'.
+  const before = await Promise.all(Array.from({ length: 20 }, (_, i) => post(first, agent, key, `before-${i}`, bodyOf(i))));
+  assert.ok(before.every((answer) => answer.status === 201));
+  const names = ['hold', ...Array.from({ length: 30 }, (_, i) => `beside ${i}`)];
+  const burst = Promise.allSettled(names.map((name) => post(first, agent, key, `burst-${name.replace(" ", "-")}`, `{"name":"${name}","categoryId":1}`)));
+  await held.promise;
+  first.child.kill('SIGKILL');
+  await once(first.child, 'exit');
+  agent.destroy();
+  const unanswered = (await burst).filter((outcome) => outcome.status === 'rejected').length;
+  assert.ok(unanswered >= 1, 'at least the held group went unanswered');
+
+  const check = openDatabase(databasePath);
+  t.after(() => check.close());
+  assert.equal((check.prepare("SELECT count(*) AS n FROM pets WHERE name = 'hold'").get() as { n: number }).n, 1, 'committed before the kill: on disk');
+
+  const second = await startServer(databasePath);
+  children.push(second.child);
+  const again = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  t.after(() => again.destroy());
+  const retried = await Promise.all(names.map((name) => post(second, again, key, `burst-${name.replace(" ", "-")}`, `{"name":"${name}","categoryId":1}`)));
+  assert.deepEqual(retried.filter((answer) => answer.status !== 201), []);
+  assert.equal(retried[0]!.replayed, 'true', 'the held create replays: it was made once');
+  const counts = check.prepare('SELECT name, count(*) AS n FROM pets GROUP BY name HAVING n > 1').all();
+  assert.deepEqual(counts, [], 'no request made two pets');
+  for (let i = 0; i < 20; i++) assert.equal((check.prepare('SELECT count(*) AS n FROM pets WHERE name = ?').get(`crash ${i}`) as { n: number }).n, 1);
   second.child.kill('SIGTERM');
   await once(second.child, 'exit');
 });

@@ -9,9 +9,9 @@
  * connections and finds, from the per-worker request count of /metrics, which worker holds each
  * one. All 32 on one worker has a chance of 2 x 2^-32; the first test fails then, saying so.
  */
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -203,6 +203,42 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     }
   });
 
+  test('under concurrent writes from both workers, every read that starts after a write\'s answer sees it, on either worker', async () => {
+    const key = newKey({ perMinute: 1_000_000, perDay: 1_000_000 });
+    const json = { ...auth(key), 'content-type': 'application/json' };
+    const patchHeaders = { ...auth(key), 'content-type': 'application/merge-patch+json' };
+    const other = (connection: number) => connections[workerOf.indexOf(workerOf[connection] === 1 ? 2 : 1)]!;
+    const made = await Promise.all(Array.from({ length: 8 }, (_, i) => connections[i]!.send('/v1/pets', { method: 'POST', body: JSON.stringify({ name: `Busy ${i}`, categoryId: 1 }), headers: json })));
+    const ids = made.map((answer) => (JSON.parse(answer.body) as { id: number }).id);
+    const first = Math.min(...ids) - 1;
+    // Both workers cache every pet and the pages that hold them.
+    for (const connection of connections) {
+      for (const id of ids) assert.equal((await connection.send(`/v1/pets/${id}`, { headers: auth(key) })).status, 200);
+      assert.equal((await connection.send(`/v1/pets?limit=100&cursor=${Buffer.from(`after:${first}`).toString('base64url')}`, { headers: auth(key) })).status, 200);
+    }
+    for (let round = 1; round <= 5; round++) {
+      // Each pet changed by a connection of one worker, a pet created by each connection of the
+      // first eight: all at once; each answer is checked at once on a connection of the other worker.
+      await Promise.all([
+        ...ids.map(async (id, i) => {
+          const changed = await connections[i]!.send(`/v1/pets/${id}`, { method: 'PATCH', body: JSON.stringify({ name: `Busy ${i} r${round}` }), headers: patchHeaders });
+          assert.equal(changed.status, 200);
+          const reader = other(i);
+          assert.equal(JSON.parse((await reader.send(`/v1/pets/${id}`, { headers: auth(key) })).body).name, `Busy ${i} r${round}`, `pet ${id}, round ${round}, by id`);
+          const page = JSON.parse((await reader.send(`/v1/pets?limit=100&cursor=${Buffer.from(`after:${first}`).toString('base64url')}`, { headers: auth(key) })).body) as { id: number; name: string }[];
+          assert.equal(page.find((pet) => pet.id === id)?.name, `Busy ${i} r${round}`, `pet ${id}, round ${round}, in the list`);
+        }),
+        ...ids.map(async (_, i) => {
+          const createdNow = await connections[i + 8]!.send('/v1/pets', { method: 'POST', body: JSON.stringify({ name: `New ${i} r${round}`, categoryId: 1 }), headers: json });
+          assert.equal(createdNow.status, 201);
+          const { id } = JSON.parse(createdNow.body) as { id: number };
+          const last = JSON.parse((await other(i + 8).send(`/v1/pets?limit=100&cursor=${Buffer.from(`after:${id - 1}`).toString('base64url')}`, { headers: auth(key) })).body) as { id: number }[];
+          assert.equal(last[0]?.id, id, `a new pet is on the last page of the other worker at once (round ${round})`);
+        }),
+      ]);
+    }
+  });
+
   test('50 concurrent orders for one pet over both workers: exactly one 201; the pet is pending and the inventory counts it on every connection at once', async () => {
     const store = createKeysStore(db, { appEnv: 'staging' });
     const adopters = Array.from({ length: 5 }, () =>
@@ -264,7 +300,7 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     assert.equal(byWorker[0]! + byWorker[1]!, total);
     // The first test sent one /healthz per connection, the cap test CAP more and one after.
     assert.ok(valueOf(exposition, 'http_requests_total', { method: 'GET', route: '/healthz', status: '200' }) >= CONNECTIONS + 1);
-    assert.equal(valueOf(exposition, 'pets_created_total'), 19, 'five idempotent creates, the ten beside them, the PATCH test\'s pet and the orders test\'s three, whichever worker made them');
+    assert.equal(valueOf(exposition, 'pets_created_total'), 19 + 8 + 40, 'five idempotent creates, the ten beside them, the PATCH test\'s pet, the concurrent test\'s 8 and 40 and the orders test\'s three, whichever worker made them');
     assert.equal(valueOf(exposition, 'orders_total', { status: 'placed' }), 3, 'one order of each of the orders test\'s rounds');
     assert.ok(valueOf(exposition, 'idempotent_replays_total') > 0);
     assert.equal(valueOf(exposition, 'rate_limit_rejections_total', { code: 'temporarily_banned' }), 151 + 1 + 2);
@@ -344,42 +380,72 @@ test('with WORKERS, a fixed PORT that another socket holds fails the start with 
   assert.doesNotMatch(result.stdout, /"event":"listening"/);
 });
 
-test('a worker that crashes takes the whole process down: exit 1, one line on stderr, the limiter saved first', async (t) => {
+/**
+ * A server with WORKERS=2 on a fresh file, started with `fault` preloaded into every thread
+ * (worker threads inherit --import): a fault from outside the code under test. Resolves once it
+ * listens; `exited` resolves with its exit code, `output` with what it wrote.
+ */
+async function startWithFault(t: TestContext, fault: string, env: Record<string, string> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'pets-workers-crash-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'pets.db');
   const db = openDatabase(path);
   t.after(() => db.close());
   const { key } = createKeysStore(db, { appEnv: 'staging' }).create({ plan: 'enterprise', perMinute: 100_000, perDay: 100, now: Date.now() });
-  // The fault comes from outside the code under test: a module preloaded into every thread
-  // (worker threads inherit --import) makes worker 2 throw when asked for its metrics.
-  const fault = 'data:text/javascript,import { isMainThread, parentPort, workerData } from "node:worker_threads";' +
-    'if (!isMainThread && workerData?.start?.index === 2) parentPort.on("message", (m) => { if (m.type === "counts") throw new TypeError("injected"); });';
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['--import', fault, MAIN], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', WORKERS: '2', APP_ENV: 'staging', DATABASE_PATH: path, METRICS_PORT: '0' },
+  const child = spawn(process.execPath, ['--import', `data:text/javascript,${encodeURIComponent(fault)}`, MAIN], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', WORKERS: '2', APP_ENV: 'staging', DATABASE_PATH: path, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.after(() => child.kill('SIGKILL'));
   let stdout = '';
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  const exited = once(child, 'exit') as Promise<[number | null]>;
-  const urls = await new Promise<{ api: string; metrics: string }>((resolve) => {
+  const exited = (once(child, 'exit') as Promise<[number | null]>).then(([code]) => code);
+  const urls = await new Promise<{ api: string; metrics: string | undefined }>((resolve) => {
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
       stdout += text;
       const api = /"event":"listening","url":"([^"]+)"/.exec(stdout)?.[1];
       const metrics = /"event":"metrics_listening","url":"([^"]+)"/.exec(stdout)?.[1];
-      if (api && metrics) resolve({ api, metrics });
+      if (api && (metrics || env.METRICS_PORT === undefined)) resolve({ api, metrics });
     });
   });
+  return { db, key, urls, exited, output: () => ({ stdout, stderr }) };
+}
+
+test('a worker that crashes takes the whole process down: exit 1, one line on stderr, the limiter saved first', async (t) => {
+  // Worker 2 throws when asked for its metrics.
+  const { db, key, urls, exited, output } = await startWithFault(t, `import { isMainThread, parentPort, workerData } from "node:worker_threads";
+    if (!isMainThread && workerData?.start?.index === 2) parentPort.on("message", (m) => { if (m.type === "counts") throw new TypeError("injected"); });`,
+  { METRICS_PORT: '0' });
   const answer = await fetch(`${urls.api}/v1/pets`, { headers: { authorization: `Bearer ${key}` } });
   assert.equal(answer.status, 200);
   await fetch(`${urls.metrics}/metrics`).catch(() => null);
-  const [code] = await exited;
-  assert.equal(code, 1);
+  assert.equal(await exited, 1);
+  const { stdout, stderr } = output();
   assert.equal(stderr, 'worker 2 of 2 crashed (TypeError); stopping the server\n');
   assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
   const saved = db.prepare('SELECT day_tokens FROM rate_limit_callers WHERE caller LIKE ?').get('key:%') as { day_tokens: number } | undefined;
   assert.equal(saved?.day_tokens, 99, 'the request\'s token was saved before the exit');
+});
+
+test('a writer thread that crashes takes the whole process down: exit 1, one line on stderr, nothing of the error', async (t) => {
+  // The writer thread (the one started with the writer's memory) throws once asked to insert a
+  // pet named 'crash'.
+  const { db, key, urls, exited, output } = await startWithFault(t, `import { isMainThread, workerData } from 'node:worker_threads';
+    import { StatementSync } from 'node:sqlite';
+    if (!isMainThread && workerData?.memory?.journal) {
+      const get = StatementSync.prototype.get;
+      StatementSync.prototype.get = function (...values) {
+        if (values[0] === 'crash') setImmediate(() => { throw new TypeError('injected'); });
+        return get.apply(this, values);
+      };
+    }`);
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  assert.equal((await fetch(`${urls.api}/v1/pets`, { method: 'POST', headers, body: '{"name":"fine","categoryId":1}' })).status, 201);
+  await fetch(`${urls.api}/v1/pets`, { method: 'POST', headers, body: '{"name":"crash","categoryId":1}' }).catch(() => null);
+  assert.equal(await exited, 1);
+  const { stdout, stderr } = output();
+  assert.equal(stderr, 'the writer thread crashed (TypeError); stopping the server\n');
+  assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
+  assert.equal((db.prepare("SELECT count(*) AS n FROM pets WHERE name = 'fine'").get() as { n: number }).n, 1);
 });

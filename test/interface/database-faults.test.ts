@@ -1,9 +1,10 @@
 /**
  * Database faults: a locked database and a full disk answer 503 unavailable with
  * nothing half-written, keep no idempotency key, and the server recovers by itself once the
- * cause goes away.
+ * cause goes away; whether the server writes in place (`:memory:`, one connection) or through its
+ * writer thread (a file), where a failed group answers every write of it.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,13 +13,13 @@ import { DatabaseSync } from 'node:sqlite';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
 import type { PetsStore } from '../../src/storage/pets.ts';
-import { errorBody, startTestServer, type TestServer } from '../support/test-server.ts';
+import { errorBody, startTestServer, startWriterTestServer, type TestServer } from '../support/test-server.ts';
 
-function count(server: TestServer, table: string): number {
+function count(server: Pick<TestServer, 'db'>, table: string): number {
   return (server.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
 }
 
-function create(server: TestServer, key: string, name = `pet ${key}`) {
+function create(server: Pick<TestServer, 'post'>, key: string, name = `pet ${key}`) {
   return server.post('/v1/pets', { name, categoryId: 1 }, { headers: { 'idempotency-key': key } });
 }
 
@@ -28,11 +29,24 @@ function temporaryFile(t: { after(fn: () => void): void }): string {
   return join(dir, 'pets.db');
 }
 
-test('a write lock held by another connection past busy_timeout is 503 unavailable; the server recovers when it is released', async (t) => {
+/**
+ * A server on a file: its one connection writing in place (waiting 50 ms for a lock), or, as
+ * the server runs, its writer thread (waiting 250 ms).
+ */
+async function onFile(t: TestContext, writerThread: boolean): Promise<{ server: Pick<TestServer, 'db' | 'post' | 'request' | 'logs'>; path: string }> {
+  if (writerThread) {
+    const server = await startWriterTestServer(t);
+    return { server, path: server.path };
+  }
   const path = temporaryFile(t);
   const db = openDatabase(path, { busyTimeoutMs: 50 });
   const server = await startTestServer(t, { db });
   t.after(() => db.close());
+  return { server, path };
+}
+
+for (const writerThread of [false, true]) test(`a write lock held by another connection past busy_timeout is 503 unavailable; the server recovers when it is released (${writerThread ? 'through the writer thread' : 'in place'})`, async (t) => {
+  const { server, path } = await onFile(t, writerThread);
   const other = new DatabaseSync(path);
   t.after(() => other.close());
   other.exec('BEGIN IMMEDIATE'); // holds the write lock, as another process would
@@ -57,11 +71,23 @@ test('a write lock held by another connection past busy_timeout is 503 unavailab
   assert.equal(count(server, 'pets'), 5);
 });
 
-test('a full disk is 503 unavailable with no partial batch; freeing space lets the same keys succeed', async (t) => {
-  const server = await startTestServer(t);
+/** A server, and a way to run a statement on the connection that writes (max_page_count is per connection). */
+const WRITERS = [
+  { name: 'in place', async start(t: TestContext) {
+    const server = await startTestServer(t);
+    return { server, onWriter: async (sql: string) => void server.db.exec(sql) };
+  } },
+  { name: 'through the writer thread', async start(t: TestContext) {
+    const server = await startWriterTestServer(t);
+    return { server, onWriter: server.writerExec };
+  } },
+];
+
+for (const { name, start } of WRITERS) test(`a full disk is 503 unavailable with no partial batch; freeing space lets the same keys succeed (${name})`, async (t) => {
+  const { server, onWriter } = await start(t);
   // max_page_count makes SQLite fail with SQLITE_FULL exactly as a full disk does, mid-transaction.
   const { page_count: pages } = server.db.prepare('PRAGMA page_count').get() as { page_count: number };
-  server.db.exec(`PRAGMA max_page_count = ${pages}`);
+  await onWriter(`PRAGMA max_page_count = ${pages}`);
 
   const keys = Array.from({ length: 40 }, (_, i) => `key-${String(i).padStart(3, '0')}`);
   const names = keys.map((key) => `${key} `.padEnd(100, 'x'));
@@ -80,7 +106,7 @@ test('a full disk is 503 unavailable with no partial batch; freeing space lets t
     assert.equal(remembered.has(keys[i]!), response.status === 201, `record of ${keys[i]}`);
   }
 
-  server.db.exec('PRAGMA max_page_count = 1073741823');
+  await onWriter('PRAGMA max_page_count = 1073741823');
   const retries = await Promise.all(keys.map((key, i) => create(server, key, names[i])));
   for (const [i, response] of retries.entries()) {
     assert.equal(response.status, 201, keys[i]);
@@ -115,11 +141,8 @@ test('disk full through the store seam, part-way through a batch: every request 
   assert.equal(count(server, 'pets'), 1);
 });
 
-test('a locked database makes PATCH and DELETE 503 unavailable with nothing changed; they succeed once it is released', async (t) => {
-  const path = temporaryFile(t);
-  const db = openDatabase(path, { busyTimeoutMs: 50 });
-  const server = await startTestServer(t, { db });
-  t.after(() => db.close());
+for (const writerThread of [false, true]) test(`a locked database makes PATCH and DELETE 503 unavailable with nothing changed; they succeed once it is released (${writerThread ? 'through the writer thread' : 'in place'})`, async (t) => {
+  const { server, path } = await onFile(t, writerThread);
   for (let i = 0; i < 2; i++) assert.equal((await server.post('/v1/pets', { name: `pet ${i}`, categoryId: 1 })).status, 201);
   const etag = (await server.request('/v1/pets/1')).headers.get('etag')!;
   const rows = () => JSON.stringify(server.db.prepare('SELECT * FROM pets ORDER BY id').all());

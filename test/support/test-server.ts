@@ -6,7 +6,15 @@
 import type { TestContext } from 'node:test';
 import type { AddressInfo } from 'node:net';
 import type { DatabaseSync } from 'node:sqlite';
-import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BroadcastChannel } from 'node:worker_threads';
+import { closeDatabase, openDatabase, readOnly } from '../../src/storage/sqlite/database.ts';
+import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
+import { openReaderStores, type ReaderStores } from '../../src/storage/sqlite/stores.ts';
+import { startWriterThread, type WriterHost } from '../../src/storage/sqlite/writer-host.ts';
+import { createWriterClient, type WriterClient } from '../../src/storage/sqlite/writer-client.ts';
 import { createLogger } from '../../src/http/access-log.ts';
 import { createService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service/service.ts';
 import { openStores as openSqliteStores, type SqliteStores } from '../../src/storage/sqlite/stores.ts';
@@ -56,6 +64,11 @@ export interface TestServer {
 
 export interface TestServerOptions {
   clock?: FakeClock;
+  /**
+   * Serve as the server does on a file: a temporary database whose writes the writer thread makes
+   * (test/support/writer-thread.ts), read on a connection of this thread. See startWriterTestServer.
+   */
+  writerThread?: boolean;
   /** An open database to use (and leave open); default a fresh `:memory:` one. */
   db?: DatabaseSync;
   config?: Partial<ServiceConfig>;
@@ -69,26 +82,103 @@ export interface TestServerOptions {
 
 /** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
 export async function startTestServer(t: TestContext, options: TestServerOptions = {}): Promise<TestServer> {
+  if (options.writerThread) return startWriterTestServer(t, options) as unknown as Promise<TestServer>;
   const db = options.db ?? openDatabase(':memory:');
   const clock = options.clock ?? fakeClock();
   const { logger, logs } = captureLogs(clock);
   const config = testConfig(options);
-  const stores = openSqliteStores(db, {
-    appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds,
-    ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
-  });
-  const service = createService({
-    stores, config, clock, logger,
-    ...(options.overrides ? { overrides: options.overrides } : {}),
-    ...(options.server ? { server: options.server } : {}),
-    observer: options.observer,
-  });
+  const service = serviceOver(openSqliteStores(db, storesOptions(config, clock, options)), config, clock, logger, options);
   const served = await serve(t, service, clock, logger, logs);
   // After the server has closed (hooks run in the order they were added).
   t.after(() => {
     if (!options.db) db.close();
   });
   return { ...served, db, service };
+}
+
+/** A test server whose writes go through the writer thread (`writerThread: true`). */
+export type WriterTestServer = Omit<TestServer, 'service'> & {
+  service: Service<ReaderStores>;
+  path: string;
+  writer: WriterHost;
+  /** Runs `sql` on the writer thread's own connection (to fault it); resolves once it ran. */
+  writerExec(sql: string): Promise<void>;
+  /** Holds the writer thread busy, as a long commit would; resolves, once it is held, with the way to let go. */
+  pauseWriter(): Promise<() => void>;
+};
+
+/** Asks the writer thread of test/support/writer-thread.ts, through its BroadcastChannel, and waits for its answer. */
+function askWriter(path: string, message: object, answered: (data: { done?: string; paused?: boolean }) => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const channel = new BroadcastChannel(`writer-faults:${path}`);
+    channel.onmessage = (event) => {
+      if (!answered((event as { data: { done?: string; paused?: boolean } }).data)) return;
+      channel.close();
+      resolve();
+    };
+    channel.postMessage(message);
+  });
+}
+
+/**
+ * Resolves once the writer thread answers a write (one that deletes nothing): its module has
+ * loaded, so its BroadcastChannel exists (a message posted before that is lost).
+ */
+export async function writerReady(client: Pick<WriterClient, 'submit'>): Promise<void> {
+  await client.submit('purgeRecords', [{ now: 0, limit: 0 }]);
+}
+
+/** Runs statements on the writer thread's connection (test/support/writer-thread.ts). */
+export function writerFaults(path: string): (sql: string) => Promise<void> {
+  return (sql) => askWriter(path, { sql }, (data) => data.done === sql);
+}
+
+/** Holds the writer thread of test/support/writer-thread.ts; resolves with the way to let it go. */
+export function writerPause(path: string): () => Promise<() => void> {
+  return async () => {
+    const pause = new SharedArrayBuffer(4);
+    await askWriter(path, { pause }, (data) => data.paused === true);
+    return () => {
+      Atomics.store(new Int32Array(pause), 0, 1);
+      Atomics.notify(new Int32Array(pause), 0);
+    };
+  };
+}
+
+/** The entry of the writer threads that tests start (test/support/writer-thread.ts). */
+export const TEST_WRITER_ENTRY = new URL('./writer-thread.ts', import.meta.url);
+
+/**
+ * The service as it runs on a file: a temporary database, migrated and given the two keys by a
+ * first connection that then only reads, and a writer thread for every write. `server.db` is that
+ * reading connection.
+ */
+export async function startWriterTestServer(t: TestContext, options: Omit<TestServerOptions, 'db' | 'writerThread'> = {}): Promise<WriterTestServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-writer-'));
+  const path = join(dir, 'pets.db');
+  const db = openDatabase(path);
+  const clock = options.clock ?? fakeClock();
+  const issued = await testKeys(createKeysStore(db, { appEnv: 'development' }), clock);
+  const writer = startWriterThread({ entry: TEST_WRITER_ENTRY, path });
+  const client = createWriterClient(writer.connect());
+  await writerReady(client);
+  const cleanUp = async () => {
+    closeDatabase(db);
+    client.close();
+    await writer.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const { logger, logs } = captureLogs(clock);
+  const config = testConfig(options);
+  const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, storesOptions(config, clock, options));
+  const service = serviceOver(stores, config, clock, logger, options);
+  const served = await serve(t, service, clock, logger, logs, Promise.resolve(issued)).catch(async (error: unknown) => {
+    await cleanUp();
+    throw error;
+  });
+  // After the server has closed (hooks run in the order they were added).
+  t.after(cleanUp);
+  return { ...served, db, service, path, writer, writerExec: writerFaults(path), pauseWriter: writerPause(path) };
 }
 
 /** A test server on PostgreSQL: the same service, over a pool on a migrated database. */
@@ -104,6 +194,24 @@ export async function startPostgresTestServer(t: TestContext, sql: PostgresSql, 
   return { ...(await serve(t, service, clock, logger, logs)), service };
 }
 
+/** The SQLite stores' options for a test's config. */
+function storesOptions(config: ServiceConfig, clock: FakeClock, options: Pick<TestServerOptions, 'maxAnonymousCallers'>) {
+  return {
+    appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds,
+    ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
+  };
+}
+
+/** The service over `stores`, with a test's overrides, server options and observer. */
+function serviceOver<S extends Stores>(stores: S, config: ServiceConfig, clock: FakeClock, logger: Logger, options: TestServerOptions): Service<S> {
+  return createService({
+    stores, config, clock, logger,
+    ...(options.overrides ? { overrides: options.overrides } : {}),
+    ...(options.server ? { server: options.server } : {}),
+    observer: options.observer,
+  });
+}
+
 function captureLogs(clock: FakeClock): { logger: Logger; logs: string[] } {
   const logs: string[] = [];
   return { logs, logger: createLogger({ level: 'debug', clock, write: (text) => logs.push(...text.trimEnd().split('\n')) }) };
@@ -117,10 +225,17 @@ function testConfig(options: Pick<TestServerOptions, 'config'>): ServiceConfig {
   };
 }
 
-/** Creates the two test keys, listens, and builds the request helpers (either engine). */
-async function serve(t: TestContext, service: Service<Stores>, clock: FakeClock, logger: Logger, logs: string[]) {
-  const roomy = await service.stores.keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() });
-  const free = await service.stores.keys.create({ plan: 'free', label: 'free', now: clock() });
+/** The two test keys: one whose limits never bind, one on the free plan. */
+async function testKeys(keys: Pick<Stores['keys'], 'create'>, clock: FakeClock) {
+  return {
+    roomy: await keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'tests', now: clock() }),
+    free: await keys.create({ plan: 'free', label: 'free', now: clock() }),
+  };
+}
+
+/** Creates the two test keys (unless made already), listens, and builds the request helpers (either engine). */
+async function serve(t: TestContext, service: Service<Stores>, clock: FakeClock, logger: Logger, logs: string[], keys = testKeys(service.stores.keys, clock)) {
+  const { roomy, free } = await keys;
   const { server } = service;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   let closed = false;

@@ -12,7 +12,7 @@ import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotencyConflict } from '../../storage/idempotency.ts';
 import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrdersStore, OrderStatus, PlacementResult } from '../../storage/orders.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
-import { createIdempotentWrites, storedResponse } from '../idempotent-writes.ts';
+import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
 import type { Caller } from '../operations.ts';
 import { placed } from './json.ts';
 
@@ -32,6 +32,8 @@ export interface OrderWritesOptions {
   groupCommit?: boolean;
   /** See GroupCommitOptions.schedule (tests flush batches by hand). */
   schedule?: (flush: () => void) => void;
+  /** Batches of a kind out at once (GroupCommitOptions.maxInFlight); default the path's own. */
+  maxInFlight?: number;
   observer?: OrdersObserver;
 }
 
@@ -40,16 +42,17 @@ const petNotAvailable = (petId: bigint, status: string) =>
   new ApiError('pet_not_available', `Pet ${petId} is ${status}, not available: it cannot be ordered now.`);
 
 /** The write paths of orders: `place` answers a placement, `change` applies a step. */
-export function createOrderWrites({ orders, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: OrderWritesOptions) {
+export function createOrderWrites({ orders, clock, groupCommit = true, schedule, maxInFlight, observer = NO_OBSERVER }: OrderWritesOptions) {
   const placements = createGroupCommit<OrderPlacement, PlacementResult>({
     commit: (batch) => orders.placeMany(batch),
     enabled: groupCommit,
-    maxInFlight: 2,
+    maxInFlight: maxInFlight ?? 2,
     ...(schedule ? { schedule } : {}),
   });
   const changes = createGroupCommit<OrderChange, OrderChangeOutcome>({
     commit: (batch) => orders.changeMany(batch),
     enabled: groupCommit,
+    ...(maxInFlight !== undefined ? { maxInFlight } : {}),
     ...(schedule ? { schedule } : {}),
   });
   const write = createIdempotentWrites({ clock, replayed: () => observer.idempotentReplayed() });
@@ -75,7 +78,7 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
         lookup: (now) => orders.findIdempotencyRecord(caller.id, key, now),
         submit: (now) => placements.submit({
           ...placement(now),
-          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: (order: Order) => storedResponse(placed(order)) },
+          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: REMEMBERED.placeOrder },
         }),
       }, answer(petId));
     },

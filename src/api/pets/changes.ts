@@ -16,16 +16,19 @@ export interface PetChangesOptions {
   groupCommit?: boolean;
   /** See GroupCommitOptions.schedule. */
   schedule?: (flush: () => void) => void;
+  /** Batches out at once (GroupCommitOptions.maxInFlight); default the path's own. */
+  maxInFlight?: number;
 }
 
 /** Applies one change durably; resolves with its outcome once its batch is committed. */
 export type ChangePet = (change: PetChange) => Promise<ChangeOutcome>;
 
 /** Builds the change path over a pets store. */
-export function createPetChanges({ pets, groupCommit = true, schedule }: PetChangesOptions): ChangePet {
+export function createPetChanges({ pets, groupCommit = true, schedule, maxInFlight }: PetChangesOptions): ChangePet {
   const writer = createGroupCommit<PetChange, ChangeOutcome>({
     commit: (changes) => pets.changeMany(changes),
     enabled: groupCommit,
+    ...(maxInFlight !== undefined ? { maxInFlight } : {}),
     ...(schedule ? { schedule } : {}),
   });
   return (change) => writer.submit(change);

@@ -9,7 +9,7 @@ import type { Clock } from '../../clock.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
 import type { CreationResult, NewPet, Pet, PetCreation, PetsStore } from '../../storage/pets.ts';
-import { createIdempotentWrites, storedResponse } from '../idempotent-writes.ts';
+import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
 import type { Reply } from '../../http/reply.ts';
 import { created } from './json.ts';
 
@@ -30,6 +30,8 @@ export interface PetCreationsOptions {
   groupCommit?: boolean;
   /** See GroupCommitOptions.schedule. */
   schedule?: (flush: () => void) => void;
+  /** Batches out at once (GroupCommitOptions.maxInFlight); default the path's own. */
+  maxInFlight?: number;
   /** Told of every pet stored and every replay; default: nobody. */
   observer?: CreationsObserver;
 }
@@ -40,12 +42,12 @@ export interface PetCreations {
 }
 
 /** Builds the create path over a pets store. */
-export function createPetCreations({ pets, clock, groupCommit = true, schedule, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
+export function createPetCreations({ pets, clock, groupCommit = true, schedule, maxInFlight = 2, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
   const writer = createGroupCommit<PetCreation, CreationResult>({
     commit: (creations) => pets.insertMany(creations),
     enabled: groupCommit,
-    // PostgreSQL: one batch being committed while the next gathers (SQLite commits at once).
-    maxInFlight: 2,
+    // PostgreSQL: one batch being committed while the next gathers.
+    maxInFlight,
     ...(schedule ? { schedule } : {}),
   });
   const write = createIdempotentWrites({ clock, replayed: () => observer.idempotentReplayed() });
@@ -54,7 +56,7 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
     return write(`${apiKeyId} ${key}`, fingerprint, {
       lookup: (now) => pets.findIdempotencyRecord(apiKeyId, key, now),
-      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: (made) => storedResponse(created(made)) } }),
+      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: REMEMBERED.createPet } }),
     }, (stored: Pet) => {
       observer.petCreated();
       return created(stored);

@@ -10,7 +10,7 @@ import type { Clock } from '../../clock.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
 import { ifMatchHolds, parseIfMatch } from '../../http/if-match.ts';
-import type { ChangeOutcome, NewPet, Pet, PetPatch, PetsStore, PetStatus } from '../../storage/pets.ts';
+import { ANY_STATUS, statusBit, type ChangeOutcome, type NewPet, type Pet, type PetPatch, type PetsStore, type PetStatus } from '../../storage/pets.ts';
 import type { ChangePet } from './changes.ts';
 import type { Reply } from '../../http/reply.ts';
 import { petETag, petReply, petsJson } from './json.ts';
@@ -116,7 +116,8 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
           headers.Link = `<${next}>; rel="next"`;
         }
         const reply: Reply = { status: 200, body: petsJson(page), headers };
-        if (revision !== null) listCache.set(context.search, reply, { after: afterId, through }, revision);
+        const statuses = status === undefined ? ANY_STATUS : statusBit(status);
+        if (revision !== null) listCache.set(context.search, reply, { after: afterId, through, statuses }, revision);
         return reply;
       });
     },

@@ -1,29 +1,38 @@
 /**
  * Answers of read operations, kept while they are certainly still right, with no timer.
  *
- * Every cached answer is a function of the pets whose ids lie in one range (after, through]:
- * one pet by id covers its own id; a list page covers the ids after its cursor up to the extra
- * row it read to know whether a next page exists (a last page, which read no extra row, covers
- * every id after its cursor). No write outside that range can change the answer: a page holds
+ * Every cached answer is a function of the pets whose ids lie in one range (after, through] and
+ * whose status is among a set: one pet by id covers its own id, any status; a list page covers
+ * the ids after its cursor up to the extra row it read to know whether a next page exists (a
+ * last page, which read no extra row, covers every id after its cursor), with the status it is
+ * filtered by, or any. No write outside that range or set can change the answer: a page holds
  * the first rows after its cursor, so a pet changed, deleted or added beyond its extra row is
  * not among them, and a new pet's id is above every existing one (AUTOINCREMENT), so it falls
- * only into ranges without an end. So an entry is dropped when the pets' revision shows:
- * - a commit by another connection or process (PRAGMA data_version): anything may have changed;
- * - a write through this connection (an insert, a change or a delete, through any store on it)
- *   that touched an id in the entry's range, or that the journal no longer remembers.
- * The revision is read before the answer is computed and every write is journaled before it
- * commits, and node:sqlite is synchronous, so no write can fall between an answer and its check.
+ * only into ranges without an end; a pet that neither had nor has a page's status is on neither
+ * its old nor its new version of the page. So an entry is dropped when the pets' revision shows:
+ * - a commit by a connection that does not journal its writes (the keys command, another
+ *   process): anything may have changed;
+ * - a journaled write (an insert, a change or a delete, by the writer thread for any worker, or
+ *   by this connection itself) that touched a pet in the entry's range and set, or that the
+ *   journal no longer remembers.
+ * The revision is read before the answer is computed, and a write is journaled once committed and
+ * before it is answered, so a write either is in the revision (and the rows read include it) or
+ * comes after it (and is checked against the entry at its next use).
  */
-import type { PetsRevision, PetsStore } from '../../storage/pets.ts';
+import { ANY_STATUS, type PetsRevision, type PetsStore } from '../../storage/pets.ts';
 import type { Reply } from '../../http/reply.ts';
 
-/** The ids an answer depends on: those above `after` and up to `through` (Infinity: no end). */
+/**
+ * The pets an answer depends on: ids above `after` and up to `through` (Infinity: no end), with a
+ * status among `statuses` (statusBit's bits; default any).
+ */
 export interface Coverage {
   after: bigint | number;
   through: number;
+  statuses?: number;
 }
 
-interface Entry extends Coverage {
+interface Entry extends Required<Coverage> {
   reply: Reply;
   /** The revision up to which the entry is known to be right. */
   revision: PetsRevision;
@@ -51,7 +60,7 @@ export function createReplyCache(capacity: number, journal: Pick<PetsStore, 'wri
         return undefined;
       }
       if (entry.revision.writes !== now.writes) {
-        if (journal.writtenSince(entry.revision.writes, entry.after, entry.through)) {
+        if (journal.writtenSince(entry.revision.writes, entry.after, entry.through, entry.statuses)) {
           entries.delete(key);
           return undefined;
         }
@@ -60,9 +69,9 @@ export function createReplyCache(capacity: number, journal: Pick<PetsStore, 'wri
       }
       return entry.reply;
     },
-    set(key, reply, { after, through }, revision) {
+    set(key, reply, { after, through, statuses = ANY_STATUS }, revision) {
       if (entries.size >= capacity && !entries.has(key)) entries.delete(entries.keys().next().value!);
-      entries.set(key, { reply, after, through, revision });
+      entries.set(key, { reply, after, through, statuses, revision });
     },
   };
 }

@@ -65,32 +65,199 @@ const WAL_INDEX_HEADER_BYTES = 48;
  * "Unchanged" therefore proves that nobody committed; "changed" may also be this connection's
  * own commit, and then the pragma (which is exact) is asked for nothing.
  *
- * This connection keeps the database open, so the `-shm` file is never removed under it. Where
- * there is no such file (`:memory:`, or a journal mode other than WAL), every call says
+ * Where there is no such file (`:memory:`, or a journal mode other than WAL), every call says
  * "changed" and the pragma is asked each time, as before.
  */
 function walIndexHeader(db: DatabaseSync): { changed: () => boolean } {
-  const always = { changed: () => true };
-  const path = db.location();
-  if (path === null || path === '') return always;
-  let fd: number;
-  try {
-    fd = openSync(`${path}-shm`, 'r');
-  } catch {
-    return always;
-  }
-  walIndexFiles.set(db, fd);
+  const read = headerReader(db);
+  if (read === null) return { changed: () => true };
   const seen = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
-  const read = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  const current = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
   let known = false;
   return {
     changed() {
-      if (readSync(fd, read, 0, WAL_INDEX_HEADER_BYTES, 0) !== WAL_INDEX_HEADER_BYTES) return true;
-      if (known && read.equals(seen)) return false;
-      read.copy(seen);
+      if (!read(current)) return true;
+      if (known && current.equals(seen)) return false;
+      current.copy(seen);
       known = true;
       return true;
     },
+  };
+}
+
+/**
+ * Reads the WAL index header of `db`'s file into a buffer of WAL_INDEX_HEADER_BYTES, saying
+ * whether it could; null where there is no `-shm` file. One descriptor per connection, whoever
+ * asks: the connection keeps the database open, so the file is never removed under it, and
+ * `closeDatabase` closes the descriptor.
+ */
+function headerReader(db: DatabaseSync): ((into: Buffer) => boolean) | null {
+  let fd = walIndexFiles.get(db);
+  if (fd === undefined) {
+    const path = db.location();
+    if (path === null || path === '') return null;
+    try {
+      fd = openSync(`${path}-shm`, 'r');
+    } catch {
+      return null;
+    }
+    walIndexFiles.set(db, fd);
+  }
+  const opened = fd;
+  return (into) => readSync(opened, into, 0, WAL_INDEX_HEADER_BYTES, 0) === WAL_INDEX_HEADER_BYTES;
+}
+
+// --- the writer thread's commits, told apart from everybody else's ------------------------------
+
+/**
+ * What the writer thread tells the readers about its commits, in memory they share: the WAL
+ * index header as its last commit left it, a count of the commits by other connections it has
+ * noticed (`epoch`), and whether it is between a BEGIN and that publication (`pending`). `seq`
+ * is odd while the header is being copied.
+ */
+export interface CommitPublication {
+  readonly buffer: SharedArrayBuffer;
+  readonly state: Int32Array;
+  readonly header: Uint8Array;
+}
+
+const SEQ = 0;
+const PENDING = 1;
+const EPOCH = 2;
+const STATE_BYTES = 16;
+
+/** How long a reader waits for the writer to publish a commit it sees, before assuming the worst. */
+const PUBLICATION_WAIT_MS = 20;
+
+/** A publication over `buffer`, which another thread may have made: both then see the same one. */
+export function publicationIn(buffer = new SharedArrayBuffer(STATE_BYTES + WAL_INDEX_HEADER_BYTES)): CommitPublication {
+  return { buffer, state: new Int32Array(buffer, 0, STATE_BYTES / 4), header: new Uint8Array(buffer, STATE_BYTES, WAL_INDEX_HEADER_BYTES) };
+}
+
+export interface CommitPublisher {
+  /** Called once the write lock is held: a change of the file from now on is the writer's. */
+  begin(): void;
+  /**
+   * Called after the transaction, committed or not, and before anybody is answered: publishes
+   * the header as it now is, with the epoch raised if any other connection committed since the
+   * previous publication (PRAGMA data_version of the writer's connection says so, exactly).
+   * Returns the frames in the WAL now (the header's mxFrame), for the writer's checkpoints.
+   */
+  publish(): number;
+}
+
+/** The writer thread's side, over its own connection `db` (a file in WAL mode). */
+export function createCommitPublisher(db: DatabaseSync, { state, header }: CommitPublication): CommitPublisher {
+  const read = headerReader(db);
+  if (read === null) throw new Error('the writer thread needs a database file in WAL mode');
+  const statement = db.prepare('PRAGMA data_version');
+  statement.setReturnArrays(true);
+  const current = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  // mxFrame, the last valid frame of the WAL: 4 bytes at offset 16, in the machine's byte order.
+  const frames = new Uint32Array(current.buffer, current.byteOffset + 16, 1);
+  // Should the pragma fail (an I/O error), the readers assume that anyone may have committed.
+  const version = () => {
+    try {
+      return (statement.get() as unknown as [number])[0];
+    } catch {
+      return NaN;
+    }
+  };
+  let seen = version();
+  const publish = () => {
+    // The header first, then the pragma: a commit by another connection between our COMMIT and
+    // the read of the header is in the header, and the pragma, read after, counts it.
+    if (!read(current)) current.fill(0);
+    const now = version();
+    if (now !== seen) {
+      seen = now;
+      Atomics.add(state, EPOCH, 1);
+    }
+    Atomics.add(state, SEQ, 1);
+    header.set(current);
+    Atomics.add(state, SEQ, 1);
+    Atomics.store(state, PENDING, 0);
+    Atomics.notify(state, PENDING);
+    return frames[0]!;
+  };
+  // Another connection's commits before the writer started are nobody's concern: the readers'
+  // first look comes after this.
+  publish();
+  return {
+    begin: () => void Atomics.store(state, PENDING, 1),
+    publish,
+  };
+}
+
+/**
+ * The `external` of a reading connection whose writes the writer thread makes: a number that
+ * changes when, and only when, a connection other than the writer may have committed since the
+ * previous call (the keys command, another process). The writer's own commits are journaled
+ * (write-journal.ts) and leave it as it is. Read at most once per callback, like `dataVersion`.
+ *
+ * The WAL index header moves with every commit. When it moved since the last look, the change
+ * was the writer's alone if the header is now exactly the one the writer published after its
+ * last commit, and the writer noticed no other commit meanwhile (the epoch is the one seen at the
+ * last look). Otherwise the number changes. A reader that looks between the writer's COMMIT and
+ * its publication (microseconds) finds the writer `pending` and waits for the publication,
+ * rather than dropping every cached answer for nothing.
+ */
+export function foreignCommits(db: DatabaseSync, { state, header: published }: CommitPublication): () => number {
+  const read = headerReader(db);
+  if (read === null) throw new Error('a reader of the writer thread needs a database file in WAL mode');
+  const current = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  const seen = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  const copy = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  let known = false;
+  let epoch = 0;
+  let version = 0;
+  let fresh = false;
+  const expire = () => {
+    fresh = false;
+  };
+
+  /**
+   * The writer's epoch at its last publication, if that publication is the current header (and
+   * was not being copied meanwhile); null otherwise. The epoch is read after the publication's
+   * `seq`, so it includes every other commit the writer noticed before publishing it.
+   */
+  function publishedEpoch(): number | null {
+    const before = Atomics.load(state, SEQ);
+    copy.set(published);
+    const now = Atomics.load(state, EPOCH);
+    return (before & 1) === 0 && Atomics.load(state, SEQ) === before && copy.equals(current) ? now : null;
+  }
+
+  function look(): void {
+    if (!read!(current)) {
+      version++;
+      return;
+    }
+    if (!known) {
+      epoch = Atomics.load(state, EPOCH);
+    } else if (!current.equals(seen)) {
+      let now = publishedEpoch();
+      // Between the writer's COMMIT and its publication: wait for it, then look again.
+      if (now === null && Atomics.load(state, PENDING) === 1) {
+        Atomics.wait(state, PENDING, 1, PUBLICATION_WAIT_MS);
+        now = read!(current) ? publishedEpoch() : null;
+      }
+      if (now !== epoch) {
+        version++;
+        epoch = Atomics.load(state, EPOCH);
+      }
+    }
+    current.copy(seen);
+    known = true;
+  }
+
+  return () => {
+    if (!fresh) {
+      fresh = true;
+      queueMicrotask(expire);
+      look();
+    }
+    return version;
   };
 }
 

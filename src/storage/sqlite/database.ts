@@ -54,6 +54,35 @@ export function openServerDatabase(path: string, log: (fields: Record<string, un
   return db;
 }
 
+/**
+ * The writer thread's connection (writer-thread.ts): the only one of the server that writes the
+ * file. WAL and synchronous=FULL as every connection; SQLite's automatic checkpoint is off, since
+ * it would run inside a COMMIT, before the group is answered: the writer checkpoints after.
+ * Waiting for another process's write lock blocks only the writer, and still at most 250 ms.
+ */
+export function openWriterDatabase(path: string): DatabaseSync {
+  const db = openDatabase(path, { busyTimeoutMs: 250 });
+  db.exec('PRAGMA wal_autocheckpoint = 0');
+  return db;
+}
+
+/**
+ * A connection that only reads, on a file that the server's first connection migrated: each
+ * worker thread's of WORKERS. Its writes go to the writer thread; one made here by mistake fails
+ * (SQLITE_READONLY, a 503) rather than take the write lock from the writer.
+ */
+export function openReaderDatabase(path: string): DatabaseSync {
+  const db = new DatabaseSync(path, { readOnly: true });
+  db.exec('PRAGMA busy_timeout = 250');
+  return db;
+}
+
+/** From now on `db` only reads (the server's first connection, once it has migrated the file). */
+export function readOnly(db: DatabaseSync): DatabaseSync {
+  db.exec('PRAGMA query_only = 1');
+  return db;
+}
+
 /** Runs every migration newer than the database's `user_version`. */
 export function migrate(db: DatabaseSync, migrations: readonly string[] = MIGRATIONS): void {
   const row = db.prepare('PRAGMA user_version').get() as { user_version: number };

@@ -49,7 +49,7 @@ function connectionCache(db: DatabaseSync): KeyCache {
  * is a return value. One closure, longer than a screen, because the prepared statements and the
  * key cache are shared by every method; each method is short.
  */
-export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): SqliteKeysStore {
+export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions & { external?: () => number }): SqliteKeysStore {
   const { appEnv } = options;
 
   const insert = db.prepare(
@@ -73,7 +73,9 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions): Sq
   // Active keys by hash, so a request costs neither a query nor a row decode. A commit by any
   // other connection (the keys command revoking a key) changes data_version and empties it; a
   // write through any store on this connection empties it too. Expiry is checked on every hit.
-  const externalVersion = dataVersion(db);
+  // On a reading connection `external` ignores the writer thread's commits, which never touch
+  // keys (data-version.ts).
+  const externalVersion = options.external ?? dataVersion(db);
   const cache = connectionCache(db);
   const forget = () => cache.records.clear();
 

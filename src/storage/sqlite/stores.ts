@@ -1,19 +1,33 @@
 /**
- * The SQLite engine's stores over one open connection (see storage/stores.ts). The rate limiter
- * lives in memory, restored from the file here and saved every second by the service's chores,
- * so that no request waits on a write for it; a restart resumes from the last save. A worker
- * thread (WORKERS above 1) passes the limiter of its primary thread instead, which saves it.
+ * The SQLite engine's stores (see storage/stores.ts), in one of two ways:
+ * - `openStores(db)`: over one connection that makes its own writes, at once (`:memory:`, tests,
+ *   seeding);
+ * - `openReaderStores(db, writer)`: over a connection that only reads, whose writes go to the
+ *   writer thread (writer-thread.ts): the server's way on a file, in the single process and in
+ *   each worker of WORKERS.
+ *
+ * The rate limiter lives in memory, restored from the file here and saved every second by the
+ * service's chores (through the writer, on a reading connection), so that no request waits on a
+ * write for it; a restart resumes from the last save. A worker thread (WORKERS above 1) passes
+ * the limiter of its primary thread instead, which saves it.
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { AppEnv } from '../../config.ts';
 import type { Clock } from '../../clock.ts';
+import { allSucceeded } from '../../lib/item-outcome.ts';
+import { andThen } from '../../lib/maybe-promise.ts';
 import { createLimiter, type Limiter, type RateLimiter } from '../../limits/limiter.ts';
+import { databaseUnavailableOf } from '../errors.ts';
 import type { Stores } from '../stores.ts';
+import { foreignCommits, publicationIn } from './data-version.ts';
 import { sqliteErrorOf } from './errors.ts';
 import { createKeysStore, type SqliteKeysStore } from './keys-store.ts';
-import { createLimiterPersistence, createLimiterStore } from './limiter-store.ts';
+import { createLimiterPersistence, createLimiterStore, type LimiterStore } from './limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore } from './pets-store.ts';
 import { createOrdersStore, type SqliteOrdersStore } from './orders-store.ts';
+import { journalIn } from './write-journal.ts';
+import type { SubmitWrites } from './writes.ts';
+import type { WriterMemory } from './writer-protocol.ts';
 
 export interface SqliteStoresOptions {
   appEnv: AppEnv;
@@ -27,7 +41,7 @@ export interface SqliteStoresOptions {
   limiter?: RateLimiter;
 }
 
-/** SQLite's stores answer synchronously, and the in-memory limiter can be inspected. */
+/** SQLite's stores over a connection that makes its own writes answer synchronously. */
 export interface SqliteStores extends Stores {
   keys: SqliteKeysStore;
   pets: SqlitePetsStore;
@@ -36,24 +50,66 @@ export interface SqliteStores extends Stores {
   limiter: Limiter | RateLimiter;
 }
 
-/** Opens the stores over `db` (open and migrated); the limiter's saved state is loaded first. */
+/** The stores over a reading connection: their writes are answered once the writer has committed. */
+export interface ReaderStores extends Stores {
+  keys: SqliteKeysStore;
+  limiter: Limiter | RateLimiter;
+}
+
+/** The writer thread as a reading connection's stores see it. */
+export interface WriterLink {
+  /** Sends writes to the writer thread (writer-client.ts). */
+  submit: SubmitWrites;
+  /** The writer's shared memory: its journal and its publication. */
+  memory: WriterMemory;
+}
+
+/** A failure of the database itself (node:sqlite's codes), or the writer thread gone. */
+const sqliteOrWriterErrorOf = (error: unknown) => sqliteErrorOf(error) ?? databaseUnavailableOf(error);
+
+/** Opens the stores over `db` (open and migrated), which makes its own writes; the limiter's saved state is loaded first. */
 export function openStores(db: DatabaseSync, options: SqliteStoresOptions): SqliteStores {
   const pets = createPetsStore(db);
-  const common = {
+  return {
     keys: createKeysStore(db, { appEnv: options.appEnv }),
     pets,
     orders: createOrdersStore(db),
     databaseErrorOf: sqliteErrorOf,
+    ...limiterAndUpkeep(createLimiterStore(db), options, (now, limit) => pets.purgeIdempotencyRecords(now, limit)),
   };
-  const purgeExpiredRecords = (now: number, limit: number) => pets.purgeIdempotencyRecords(now, limit);
-  if (options.limiter !== undefined) return { ...common, limiter: options.limiter, upkeep: { purgeExpiredRecords } };
+}
+
+/**
+ * Opens the stores over `db`, a connection that only reads (open, on a migrated file), whose
+ * writes `writer` makes. A write made by the writer is seen here by the next request, and drops
+ * only the cached answers it touched; a commit by any other connection drops them all.
+ */
+export function openReaderStores(db: DatabaseSync, writer: WriterLink, options: SqliteStoresOptions): ReaderStores {
+  const external = foreignCommits(db, publicationIn(writer.memory.publication));
+  const pets = createPetsStore(db, { submit: writer.submit, journal: journalIn(writer.memory.journal), external });
+  const save = (changes: Parameters<LimiterStore['save']>[0]) => andThen(writer.submit('saveLimiter', [changes]), (outcomes) => void allSucceeded(outcomes));
+  return {
+    keys: createKeysStore(db, { appEnv: options.appEnv, external }),
+    pets,
+    orders: createOrdersStore(db, writer.submit),
+    databaseErrorOf: sqliteOrWriterErrorOf,
+    // The writer takes every batch as it comes, in order, and commits those that arrive while it
+    // commits as one group: a path need not hold one back while another is out.
+    writeBatching: { maxInFlight: Infinity },
+    ...limiterAndUpkeep(createLimiterStore(db, save), options, (now, limit) => pets.purgeIdempotencyRecords(now, limit)),
+  };
+}
+
+/** The limiter (restored from `store`, unless held elsewhere) and the upkeep that goes with it. */
+function limiterAndUpkeep(store: LimiterStore, options: SqliteStoresOptions, purgeExpiredRecords: Stores['upkeep']['purgeExpiredRecords']) {
+  if (options.limiter !== undefined) return { limiter: options.limiter, upkeep: { purgeExpiredRecords } };
   const limiter = createLimiter({
     clock: options.clock,
     banThreshold: options.banThreshold,
     banSeconds: options.banSeconds,
     ...(options.maxAnonymousCallers !== undefined ? { maxAnonymousCallers: options.maxAnonymousCallers } : {}),
   });
-  const persistence = createLimiterPersistence({ limiter, store: createLimiterStore(db) });
+  const persistence = createLimiterPersistence({ limiter, store });
   persistence.load();
-  return { ...common, limiter, upkeep: { purgeExpiredRecords, saveLimiterState: () => void persistence.flush() } };
+  return { limiter, upkeep: { purgeExpiredRecords, saveLimiterState: () => persistence.flush() } };
 }

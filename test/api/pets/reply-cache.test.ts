@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createReplyCache } from '../../../src/api/pets/reply-cache.ts';
 import { openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { createPetsStore } from '../../../src/storage/sqlite/pets-store.ts';
+import { statusBit } from '../../../src/storage/pets.ts';
 
 const reply = (body: string) => ({ status: 200, body });
 const pet = (name: string) => ({ name, categoryId: 1n, status: 'available' as const });
@@ -51,6 +52,26 @@ test('new pets drop only answers without an upper end (the last page)', () => {
   pets.insertMany([pet('new')]);
   assert.equal(cache.get('full page', pets.revision())?.body, 'full');
   assert.equal(cache.get('last page', pets.revision()), undefined);
+});
+
+test('an answer about one status survives the writes to pets that neither had nor have it', () => {
+  const { pets, cache } = setup();
+  const sold = { after: 0n, through: Infinity, statuses: statusBit('sold') };
+  cache.set('sold', reply('the sold pets'), sold, pets.revision());
+  pets.insertMany([pet('new')]);
+  pets.changeMany([update(3), { kind: 'update', id: 4n, patch: { status: 'pending' }, expectedVersion: null }, { kind: 'delete', id: 5n, expectedVersion: null }]);
+  assert.equal(cache.get('sold', pets.revision())?.body, 'the sold pets', 'available pets created, renamed, made pending, deleted');
+  pets.changeMany([{ kind: 'update', id: 6n, patch: { status: 'sold' }, expectedVersion: null }]);
+  assert.equal(cache.get('sold', pets.revision()), undefined, 'a pet that becomes sold');
+  cache.set('sold', reply('the sold pets'), sold, pets.revision());
+  pets.changeMany([{ kind: 'update', id: 6n, patch: { name: 'renamed' }, expectedVersion: null }]);
+  assert.equal(cache.get('sold', pets.revision()), undefined, 'a sold pet renamed');
+  cache.set('sold', reply('the sold pets'), sold, pets.revision());
+  pets.changeMany([{ kind: 'update', id: 6n, patch: { status: 'available' }, expectedVersion: null }]);
+  assert.equal(cache.get('sold', pets.revision()), undefined, 'a pet that stops being sold');
+  cache.set('sold', reply('the sold pets'), sold, pets.revision());
+  pets.insertMany([{ ...pet('sold one'), status: 'sold' }]);
+  assert.equal(cache.get('sold', pets.revision()), undefined, 'a new sold pet');
 });
 
 test('a change or delete that did not happen (wrong version, no such pet) drops nothing', () => {

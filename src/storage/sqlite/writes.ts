@@ -1,0 +1,111 @@
+/**
+ * Every write the server makes to its SQLite file, as data: a request names an operation and its
+ * items, and `createWriteExecutor` runs any number of requests, of every kind and from every
+ * thread, in one transaction (one fsync), each item its own unit of success or failure
+ * (item-savepoints.ts). The writer thread runs it over the one writable connection
+ * (writer-thread.ts); a connection that makes its own writes (`:memory:`, tests, seeding) runs it
+ * in place, one request per transaction (`localWrites`).
+ *
+ * The pets each write touched are recorded in the journal once the transaction has committed
+ * (write-journal.ts), and not before, so that no thread reads the record before the rows.
+ */
+import type { DatabaseSync } from 'node:sqlite';
+import type { ItemOutcome } from '../../lib/item-outcome.ts';
+import type { MaybePromise } from '../../lib/maybe-promise.ts';
+import type { LimiterChanges } from '../../limits/limiter.ts';
+import type { OrderChange, OrderChangeOutcome, OrderPlacement, PlacementResult } from '../orders.ts';
+import type { ChangeOutcome, CreationResult, PetChange, PetCreation } from '../pets.ts';
+import { purgeExpiredRecords } from './idempotency-records.ts';
+import { createBatchRunner, type IsolateItem } from './item-savepoints.ts';
+import { limiterRows } from './limiter-store.ts';
+import { createOrderWrites } from './order-writes.ts';
+import { createPetWrites } from './pet-writes.ts';
+import { journalOf, recordWrites, type Touch, type WriteJournal } from './write-journal.ts';
+
+/** Each operation's item and the result of one item. */
+export interface WriteOps {
+  insertPets: { item: PetCreation; result: CreationResult };
+  changePets: { item: PetChange; result: ChangeOutcome };
+  placeOrders: { item: OrderPlacement; result: PlacementResult };
+  changeOrders: { item: OrderChange; result: OrderChangeOutcome };
+  /** The limiter's changes since its last save (the chores' flush); the result is the rows written. */
+  saveLimiter: { item: LimiterChanges; result: number };
+  /** Deletes up to `limit` Idempotency-Key records expired at `now`; the result is how many. */
+  purgeRecords: { item: { now: number; limit: number }; result: number };
+}
+export type WriteOp = keyof WriteOps;
+export type WriteItem<Op extends WriteOp> = WriteOps[Op]['item'];
+export type WriteResult<Op extends WriteOp> = WriteOps[Op]['result'];
+
+/** One caller's batch of one operation. */
+export interface WriteRequest<Op extends WriteOp = WriteOp> {
+  op: Op;
+  items: readonly WriteItem<Op>[];
+}
+
+/**
+ * Makes a batch of one operation durably: one outcome per item, in order, once committed; throws
+ * (or rejects) only when nothing of the batch was written. The stores write through this, in
+ * place or through the writer thread.
+ */
+export type SubmitWrites = <Op extends WriteOp>(op: Op, items: readonly WriteItem<Op>[]) => MaybePromise<ItemOutcome<WriteResult<Op>>[]>;
+
+export interface WriteExecutor {
+  /**
+   * Runs the requests in one transaction, in order, and returns one list of outcomes per request.
+   * Throws only when the database failed and nothing was written. `began` is called once the
+   * transaction holds the write lock.
+   */
+  run(requests: readonly WriteRequest[], began?: () => void): ItemOutcome<unknown>[][];
+}
+
+type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem, touched: Touch[]) => ItemOutcome<WriteResult<Op>>[];
+
+/** The executor over `db`, a connection that may write, recording into `journal`. */
+export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): WriteExecutor {
+  const pets = createPetWrites(db);
+  const orders = createOrderWrites(db);
+  const limiter = limiterRows(db);
+  const purge = purgeExpiredRecords(db);
+  const batch = createBatchRunner(db);
+  const operations: { [Op in WriteOp]: Operation<Op> } = {
+    insertPets: pets.insert,
+    changePets: pets.change,
+    placeOrders: orders.place,
+    changeOrders: orders.change,
+    saveLimiter: (items, isolate) => items.map((changes) => isolate(() => {
+      limiter(changes);
+      return changes.saved.length + changes.removed.length;
+    })),
+    purgeRecords: (items, isolate) => items.map(({ now, limit }) => isolate(() => purge(now, limit))),
+  };
+  return {
+    run(requests, began) {
+      let touched: Touch[] = [];
+      const outcomes = batch((isolate) => {
+        began?.();
+        // Run again one by one after a failed item: only the second run's touches count.
+        touched = [];
+        return requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate, touched) as ItemOutcome<unknown>[]);
+      });
+      recordWrites(journal, touched);
+      return outcomes;
+    },
+  };
+}
+
+const local = new WeakMap<DatabaseSync, SubmitWrites>();
+
+/**
+ * Writes made in place on `db`, each batch in a transaction of its own, at once, journaled in the
+ * connection's journal: one executor per connection, shared by its stores.
+ */
+export function localWrites(db: DatabaseSync): SubmitWrites {
+  let submit = local.get(db);
+  if (submit === undefined) {
+    const executor = createWriteExecutor(db, journalOf(db));
+    submit = (op, items) => executor.run([{ op, items }])[0] as ItemOutcome<WriteResult<typeof op>>[];
+    local.set(db, submit);
+  }
+  return submit;
+}

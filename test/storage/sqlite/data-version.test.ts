@@ -1,0 +1,109 @@
+/**
+ * How a reading connection tells the writer thread's commits (journaled: its cached answers
+ * survive those that do not touch them) from any other connection's (nothing cached survives):
+ * `createCommitPublisher` on the writer's connection, `foreignCommits` on the reader's
+ * (src/storage/sqlite/data-version.ts). Here the three connections live in one thread and the
+ * writer's steps are made by hand, so that each interleaving is made on purpose.
+ */
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeDatabase, openDatabase, openReaderDatabase, openWriterDatabase } from '../../../src/storage/sqlite/database.ts';
+import { createCommitPublisher, foreignCommits, publicationIn } from '../../../src/storage/sqlite/data-version.ts';
+
+function connections(t: TestContext) {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-publication-'));
+  const path = join(dir, 'pets.db');
+  const writer = openWriterDatabase(path);
+  const reader = openReaderDatabase(path);
+  const other = openDatabase(path);
+  t.after(() => {
+    closeDatabase(reader);
+    other.close();
+    closeDatabase(writer);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const publication = publicationIn();
+  const publisher = createCommitPublisher(writer, publication);
+  const external = foreignCommits(reader, publication);
+  const insert = (db: typeof writer) => db.exec("INSERT INTO pets (name, category_id, status) VALUES ('x', 1, 'sold')");
+  /** A group of the writer thread: BEGIN, the write, COMMIT, then the publication. */
+  const group = (between: () => void = () => {}) => {
+    writer.exec('BEGIN IMMEDIATE');
+    publisher.begin();
+    insert(writer);
+    writer.exec('COMMIT');
+    between();
+    publisher.publish();
+  };
+  return { writer, other, publisher, external, insert, group };
+}
+
+/** The reader reads `external` at most once per callback: each look in a callback of its own. */
+const nextCallback = () => new Promise((resolve) => setImmediate(resolve));
+
+test('the writer\'s commits leave `external` as it is; every other connection\'s commit changes it, across checkpoints and WAL restarts', async (t) => {
+  const { writer, other, external, insert, group } = connections(t);
+  const steps: Array<[string, () => void, boolean]> = [
+    ['nothing', () => {}, false],
+    ['a group of the writer', () => group(), false],
+    ['another connection\'s commit', () => insert(other), true],
+    ['the writer\'s next group, which notices it (drops once more)', () => group(), true],
+    ['and the one after', () => group(), false],
+    ['the writer\'s passive checkpoint', () => writer.exec('PRAGMA wal_checkpoint(PASSIVE)'), false],
+    ['a group restarting the WAL', () => group(), false],
+    ['another connection\'s commit after a restart', () => insert(other), true],
+    ['a truncating checkpoint by another connection, then a group', () => { other.exec('PRAGMA wal_checkpoint(TRUNCATE)'); group(); }, true],
+    ['two groups', () => { group(); group(); }, false],
+    ['a rolled-back transaction elsewhere', () => { other.exec('BEGIN IMMEDIATE'); insert(other); other.exec('ROLLBACK'); }, false],
+  ];
+  await nextCallback();
+  let before = external();
+  for (const [what, step, changes] of steps) {
+    await nextCallback();
+    step();
+    await nextCallback();
+    const now = external();
+    assert.equal(now !== before, changes, what);
+    before = now;
+  }
+});
+
+test('another connection\'s commit between the writer\'s COMMIT and its publication is still seen', async (t) => {
+  const { other, external, insert, group } = connections(t);
+  await nextCallback();
+  const before = external();
+  // It lands in the header the writer reads for its publication; the writer's data_version,
+  // read after, counts it.
+  group(() => insert(other));
+  await nextCallback();
+  assert.notEqual(external(), before);
+});
+
+test('a reader that looks between the writer\'s COMMIT and its publication waits for it; when none comes, it assumes the worst', async (t) => {
+  const { writer, publisher, external, insert } = connections(t);
+  await nextCallback();
+  const before = external();
+  writer.exec('BEGIN IMMEDIATE');
+  publisher.begin();
+  insert(writer);
+  writer.exec('COMMIT');
+  // The publication is not coming (this thread would make it): the wait times out.
+  await nextCallback();
+  const started = performance.now();
+  assert.notEqual(external(), before);
+  assert.ok(performance.now() - started < 1000);
+  publisher.publish();
+});
+
+test('the value is read once per callback: a commit seen only in the next one', async (t) => {
+  const { other, external, insert } = connections(t);
+  await nextCallback();
+  const before = external();
+  insert(other);
+  assert.equal(external(), before, 'the same callback keeps what it read');
+  await Promise.resolve();
+  assert.notEqual(external(), before);
+});
