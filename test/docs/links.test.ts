@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { anchors, brokenLinks, markdownFiles, readRepoFile, slug } from '../support/markdown.ts';
 
-test('the documentation is the README, SECURITY.md and the pages under docs/', () => {
+test('the documentation is the README and the pages under docs/', () => {
   const files = markdownFiles();
-  for (const expected of ['README.md', 'SECURITY.md', 'docs/api.md', 'docs/configuration.md', 'docs/decisions/README.md']) {
+  for (const expected of ['README.md', 'docs/security.md', 'docs/api.md', 'docs/configuration.md', 'docs/decisions/README.md']) {
     assert.ok(files.includes(expected), `${expected} is missing`);
   }
   assert.ok(!files.some((file) => file.startsWith('node_modules/')));

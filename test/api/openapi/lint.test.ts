@@ -1,6 +1,6 @@
 /**
  * The OpenAPI document passes Spectral's OpenAPI ruleset and the OWASP API
- * Security ruleset (.spectral.yaml) with no error but the two the contract rules out, so it
+ * Security ruleset (spectral.yaml, beside this file) with no error but the two the contract rules out, so it
  * cannot regress. Spectral is run as its command line, on the documents a server serves with and
  * without configured base addresses.
  */
@@ -14,7 +14,7 @@ import { tempDir } from '../../support/main-process.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const SPECTRAL = join(ROOT, 'node_modules', '@stoplight', 'spectral-cli', 'dist', 'index.js');
-const RULESET = join(ROOT, '.spectral.yaml');
+const RULESET = join(ROOT, 'test', 'api', 'openapi', 'spectral.yaml');
 
 interface Finding {
   code: string;
