@@ -152,20 +152,27 @@ function describeRow({ result }: ScalingRow): string {
     `wrk ${fixed(cpu.generator)}, other ${fixed(cpu.other)}` + (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '');
 }
 
-/** Every configuration and workload, with its speed-up over the engine's first configuration. */
+/**
+ * Every configuration and workload, with its speed-up over the engine's first configuration and,
+ * for PostgreSQL, its speed against one SQLite process on the same workload in the same run.
+ */
 export function formatScaling(rows: readonly ScalingRow[]): string {
-  const headings = ['configuration', 'workload', 'req/s', 'x first', 'p99 ms', 'server cores', 'PostgreSQL cores', 'wrk core %', 'other', 'note'];
+  const headings = ['configuration', 'workload', 'req/s', 'x first', 'x SQLite', 'p99 ms', 'server cores', 'PostgreSQL cores', 'wrk core %', 'other', 'note'];
   const table = rows.map((row) => {
     const first = rows.find((other) => other.workload === row.workload && other.configuration.engine === row.configuration.engine)!;
+    const sqlite = rows.find((other) => other.workload === row.workload && other.configuration.engine === 'sqlite' && other.configuration.workers === 1);
     const { result } = row;
     return [
-      describe(row.configuration), row.workload, count(result.rps), fixed(result.rps / first.result.rps), fixed(result.latencyMs.p99),
+      describe(row.configuration), row.workload, count(result.rps), fixed(result.rps / first.result.rps),
+      row.configuration.engine === 'postgres' && sqlite !== undefined ? fixed(result.rps / sqlite.result.rps) : '-',
+      fixed(result.latencyMs.p99),
       fixed(result.cpu.server), row.postgres === null ? '-' : fixed(result.cpu.postgres),
       result.cpu.generatorCore === null ? '-' : percent(result.cpu.generatorCore), fixed(result.cpu.other),
       [row.shared ? 'wrk shares the servers\' cores' : '', result.non2xx + result.errors > 0 ? `${result.non2xx} non-2xx, ${result.errors} errors` : ''].filter(Boolean).join('; '),
     ];
   });
-  return `${textTable(headings, table, [false, false, true, true, true, true, true, true, true, false])}\n\n` +
+  return `${textTable(headings, table, [false, false, true, true, true, true, true, true, true, true, false])}\n\n` +
+    'x SQLite: against one SQLite process on the same workload in this run (the target for one PostgreSQL instance is 0.50 for list20 and get);\n' +
     'server cores: CPU of the service\'s processes, all threads; wrk core %: the busiest of wrk\'s cores, whatever ran on it\n' +
     '(over 90 %: wrk may have been the limit, unless it shared the servers\' cores); other: cores used by other processes (noise).\n';
 }

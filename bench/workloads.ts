@@ -76,12 +76,12 @@ export const WORKLOADS = [
     // service reads a different row each time, as real traffic would make it.
     drive: (f) => gets(spreadIds(f.pets, GET_IDS).map((id) => `/v1/pets/${id}`)),
   },
-  { name: 'create', label: 'POST /v1/pets (durable)', target: 0.5, drive: () => ({ wrk: { script: 'create.lua', args: [NEW_PET_BODY] }, sequence: [create()] }) },
+  { name: 'create', label: 'POST /v1/pets (durable)', target: 0.55, drive: () => ({ wrk: { script: 'create.lua', args: [NEW_PET_BODY] }, sequence: [create()] }) },
   { name: 'mix', label: 'mix 90% GET limit=20 / 10% POST', target: 0.7, drive: () => mix(9, '/v1/pets?limit=20') },
   { name: 'adopt', label: 'POST an order / PATCH it cancelled (durable)', target: null, drive: (f) => adopt(f) },
   // Reads while pets change. It runs last: it changes statuses, which the deep workload's
   // cursor was chosen from.
-  { name: 'patchmix', label: 'mix 90% GET limit=20 or by id / 10% PATCH', target: null, drive: (f) => patchMix(f) },
+  { name: 'patchmix', label: 'mix 90% GET limit=20 or by id / 10% PATCH', target: 0.6, drive: (f) => patchMix(f) },
 ] as const satisfies readonly WorkloadRow[];
 
 export type WorkloadName = (typeof WORKLOADS)[number]['name'];
