@@ -30,6 +30,11 @@ export interface Costs {
   /** The service's processes, all threads; the first one's main thread alone. */
   serviceUs: number;
   mainThreadUs: number;
+  /**
+   * SQLite: the writer thread's CPU, which makes every write (the service's threads other than
+   * the main one, in a run of one process); filled in from that run for a run with WORKERS.
+   */
+  writerUs: number;
   postgresUs: number;
   generatorUs: number;
   /** The bench process, which reads the service's access log. */
@@ -57,6 +62,7 @@ export function costsOf(row: ScalingRow): Costs {
     rps: result.rps,
     serviceUs: us(result.cpu.server),
     mainThreadUs: us(result.cpu.serverMainThread),
+    writerUs: row.configuration.engine === 'sqlite' && row.configuration.workers === 1 ? Math.max(0, us(result.cpu.server - result.cpu.serverMainThread)) : 0,
     postgresUs: us(result.cpu.postgres),
     generatorUs: us(result.cpu.generator),
     harnessUs: us(result.cpu.harness),
@@ -105,15 +111,18 @@ export type Deployment =
 /** The resources a deployment of `costs`' engine has, and each one's demand per request. */
 export function resources(costs: Costs, deployment: Deployment, flushUs: number): Resource[] {
   const c = costs;
-  // node:sqlite is synchronous: a commit's fsync stops its event loop, though not its core.
-  const fsyncUs = c.engine === 'sqlite' ? c.flushes * flushUs : 0;
-  const loops = (servers: number): Resource => ({ name: 'service event loops', demandUs: c.serviceUs + fsyncUs, capacity: servers });
-  const writeLock: Resource = { name: 'SQLite write lock (fsyncs)', demandUs: fsyncUs, capacity: 1 };
-  const row = (durable: boolean): Resource => ({ name: 'limiter row (one key)', demandUs: c.takeCalls * (c.takeCallUs + (durable ? flushUs : 0)), capacity: 1 });
   const sqlite = c.engine === 'sqlite';
+  // On SQLite one writer thread makes every write; node:sqlite is synchronous, so a commit's
+  // fsync stops the writer's event loop (not a request thread's), though not its core.
+  const fsyncUs = sqlite ? c.flushes * flushUs : 0;
+  const writer: Resource = { name: 'SQLite writer thread', demandUs: c.writerUs + fsyncUs, capacity: 1 };
+  const loops = (servers: number, extraUs = 0): Resource => ({ name: 'service event loops', demandUs: c.serviceUs - c.writerUs + extraUs, capacity: servers });
+  const row = (durable: boolean): Resource => ({ name: 'limiter row (one key)', demandUs: c.takeCalls * (c.takeCallUs + (durable ? flushUs : 0)), capacity: 1 });
   if (deployment.kind === 'pinned') {
     return [
-      loops(1),
+      // Every thread of the server (on SQLite, the writer too) shares its one core.
+      { name: 'server core', demandUs: c.serviceUs, capacity: 1 },
+      ...(sqlite ? [writer] : []),
       { name: 'wrk core', demandUs: c.generatorUs + c.harnessUs + c.postgresUs, capacity: 1 },
       ...(sqlite ? [] : [row(false)]),
     ];
@@ -122,8 +131,8 @@ export function resources(costs: Costs, deployment: Deployment, flushUs: number)
     const workers = sqlite && deployment.servers > 1 ? REMOTE_TAKE_US : 0;
     return [
       { name: 'CPU (every process)', demandUs: c.serviceUs + workers + c.postgresUs + c.generatorUs + c.harnessUs + c.kernelUs, capacity: deployment.cores },
-      { ...loops(deployment.servers), demandUs: c.serviceUs + workers + fsyncUs },
-      ...(sqlite ? [writeLock] : [row(false)]),
+      loops(deployment.servers, workers),
+      ...(sqlite ? [writer] : [row(false)]),
     ];
   }
   const cores = deployment.cores;
@@ -132,7 +141,7 @@ export function resources(costs: Costs, deployment: Deployment, flushUs: number)
   // The kernel's share is both ends of loopback connections: the service's end is about half.
   const serviceCpu: Resource = { name: 'service CPU', demandUs: c.serviceUs + c.kernelUs / 2, capacity: cores };
   if (sqlite) {
-    return [serviceCpu, loops(cores), { name: 'limiter thread', demandUs: c.mainThreadUs, capacity: 1 }, writeLock, network];
+    return [serviceCpu, loops(cores), { name: 'limiter thread', demandUs: c.mainThreadUs, capacity: 1 }, writer, network];
   }
   return [
     serviceCpu,
@@ -181,7 +190,8 @@ export function buildModel(rows: readonly ScalingRow[], flushUs: number): ModelR
     if (two === undefined) continue;
     const shared = bound(resources(costs, { kind: 'shared', cores: 2, servers: 2 }, flushUs));
     report.predictions.push({ engine, workload, cores: 2, predicted: shared.rps, bottleneck: shared.bottleneck, measured: two.result.rps, measuredServiceUs: costsOf(two).serviceUs });
-    const base = engine === 'sqlite' ? costsOf(two) : costs;
+    // SQLite's projections start from two workers' costs, with the writer's from one process's.
+    const base = engine === 'sqlite' ? { ...costsOf(two), writerUs: costs.writerUs } : costs;
     for (const oneKey of engine === 'sqlite' ? [true] : [true, false]) {
       for (const cores of PROJECTED_CORES) {
         const projected = bound(resources(base, { kind: 'projected', cores, oneKey }, flushUs));
@@ -197,12 +207,12 @@ export function formatModel(model: ModelReport): string {
   const name = (engine: Engine) => (engine === 'sqlite' ? 'SQLite' : 'PostgreSQL');
   const us = (value: number) => (value >= 10 ? value.toFixed(0) : value.toFixed(1));
   const costs = textTable(
-    ['workload', 'engine', 'req/s', 'service', 'main thread', 'PostgreSQL', 'wrk', 'bench', 'kernel', 'statements', 'flushes', 'take call us', 'bytes in/out'],
+    ['workload', 'engine', 'req/s', 'service', 'main thread', 'writer', 'PostgreSQL', 'wrk', 'bench', 'kernel', 'statements', 'flushes', 'take call us', 'bytes in/out'],
     model.costs.map((c) => [
-      c.workload, name(c.engine), count(c.rps), us(c.serviceUs), us(c.mainThreadUs), us(c.postgresUs), us(c.generatorUs), us(c.harnessUs), us(c.kernelUs),
+      c.workload, name(c.engine), count(c.rps), us(c.serviceUs), us(c.mainThreadUs), c.engine === 'sqlite' ? us(c.writerUs) : '-', us(c.postgresUs), us(c.generatorUs), us(c.harnessUs), us(c.kernelUs),
       c.statements.toFixed(3), c.flushes.toFixed(4), c.engine === 'sqlite' ? '-' : us(c.takeCallUs), `${count(c.requestBytes)} / ${count(c.responseBytes)}`,
     ]),
-    [false, false, true, true, true, true, true, true, true, true, true, true, true],
+    [false, false, true, true, true, true, true, true, true, true, true, true, true, true],
   );
   const predictions = textTable(
     ['workload', 'engine', 'cores', 'predicted req/s', 'measured req/s', 'measured / predicted', 'predicted limit', 'service us/request measured'],

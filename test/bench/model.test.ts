@@ -31,10 +31,13 @@ test('a request\'s costs are each part\'s CPU over the responses, and the counte
   const round = (value: number) => Number(value.toFixed(6));
   assert.deepEqual(Object.fromEntries(Object.entries(costs).map(([key, value]) => [key, typeof value === 'number' ? round(value) : value])), {
     engine: 'postgres', workload: 'list20', rps: 20_000,
-    serviceUs: 25, mainThreadUs: 20, postgresUs: 15, generatorUs: 5, harnessUs: 1, kernelUs: 2,
+    serviceUs: 25, mainThreadUs: 20, writerUs: 0, postgresUs: 15, generatorUs: 5, harnessUs: 1, kernelUs: 2,
     flushes: 0.06, statements: 0.15, takeCalls: 0.05, takeCallUs: 200, requestBytes: 150, responseBytes: 1100,
   });
   assert.equal(costsOf({ ...row, configuration: sqlite(1), postgres: null, commits: 4_000 }).flushes, 0.02, 'SQLite: the file\'s commits');
+  // One SQLite process: its threads other than the main one are the writer's (0.1 of a core).
+  assert.equal(round(costsOf({ ...row, configuration: sqlite(1), postgres: null, commits: 4_000 }).writerUs), 5);
+  assert.equal(costsOf({ ...row, configuration: sqlite(2), postgres: null, commits: 4_000 }).writerUs, 0, 'not told apart from the workers');
 });
 
 test('the bound of a deployment is its scarcest resource: capacity over demand', () => {
@@ -43,36 +46,43 @@ test('the bound of a deployment is its scarcest resource: capacity over demand',
 });
 
 const base: Costs = {
-  engine: 'sqlite', workload: 'create', rps: 20_000, serviceUs: 40, mainThreadUs: 2, postgresUs: 0, generatorUs: 6, harnessUs: 1, kernelUs: 4,
+  engine: 'sqlite', workload: 'create', rps: 20_000, serviceUs: 40, mainThreadUs: 2, writerUs: 8, postgresUs: 0, generatorUs: 6, harnessUs: 1, kernelUs: 4,
   flushes: 0.02, statements: 0, takeCalls: 0, takeCallUs: 0, requestBytes: 150, responseBytes: 1250,
 };
 
-test('SQLite: the event loop waits for its fsyncs; with workers, every process shares the cores and commits take turns', () => {
+test('SQLite: the writer thread makes every write and waits for its fsyncs; every thread of a pinned server shares its core', () => {
   const flushUs = 500;
-  // 40 us of CPU and 2 % of a 500 us fsync: 50 us of the event loop a request.
-  assert.deepEqual(bound(resources(base, { kind: 'pinned' }, flushUs)), { rps: 20_000, bottleneck: 'service event loops' });
+  // 40 us of CPU a request on the one core, 8 of them the writer's; the writer also waits 2 % of
+  // a 500 us fsync a request: 18 us of its event loop.
+  const pinned = resources(base, { kind: 'pinned' }, flushUs);
+  assert.deepEqual(pinned.map((r) => [r.name, r.demandUs, r.capacity]), [
+    ['server core', 40, 1],
+    ['SQLite writer thread', 18, 1],
+    ['wrk core', 7, 1],
+  ]);
+  assert.deepEqual(bound(pinned), { rps: 25_000, bottleneck: 'server core' });
   const shared = resources(base, { kind: 'shared', cores: 2, servers: 2 }, flushUs);
   assert.deepEqual(shared.map((r) => [r.name, r.demandUs, r.capacity]), [
     ['CPU (every process)', 40 + REMOTE_TAKE_US + 6 + 1 + 4, 2],
-    ['service event loops', 40 + REMOTE_TAKE_US + 10, 2],
-    ['SQLite write lock (fsyncs)', 10, 1],
+    ['service event loops', 40 - 8 + REMOTE_TAKE_US, 2],
+    ['SQLite writer thread', 18, 1],
   ]);
   const projected = resources(base, { kind: 'projected', cores: 64, oneKey: true }, flushUs);
   assert.deepEqual(projected.map((r) => [r.name, r.demandUs, r.capacity]), [
     ['service CPU', 40 + 2, 64],
-    ['service event loops', 50, 64],
+    ['service event loops', 32, 64],
     ['limiter thread', 2, 1],
-    ['SQLite write lock (fsyncs)', 10, 1],
+    ['SQLite writer thread', 18, 1],
     ['client network', (1250 * 8 * 1e6) / LINK_BITS_PER_SECOND, 1],
   ]);
-  assert.deepEqual(bound(projected), { rps: 100_000, bottleneck: 'SQLite write lock (fsyncs)' });
+  assert.deepEqual(bound(projected), { rps: 1e6 / 18, bottleneck: 'SQLite writer thread' });
 });
 
 test('PostgreSQL: one key\'s row holds each batch of takes through its commit\'s flush; with many keys it is no limit', () => {
   const pg: Costs = { ...base, engine: 'postgres', serviceUs: 60, postgresUs: 30, flushes: 0.05, takeCalls: 0.05, takeCallUs: 300 };
   const flushUs = 200;
   assert.deepEqual(resources(pg, { kind: 'pinned' }, flushUs).map((r) => [r.name, r.demandUs]), [
-    ['service event loops', 60],
+    ['server core', 60],
     ['wrk core', 6 + 1 + 30],
     ['limiter row (one key)', 15],
   ]);
@@ -96,7 +106,7 @@ test('the model predicts the one- and two-server runs from one server\'s costs, 
   ];
   const model = buildModel(rows, 200);
   assert.deepEqual(model.predictions.map((p) => [p.cores, Math.round(p.predicted), p.measured, p.bottleneck]), [
-    [1, 40_000, 40_000, 'service event loops'],
+    [1, 40_000, 40_000, 'server core'],
     // 25 us of the service, 2.3 us of remote takes, 7.5 us of wrk a request, on two cores.
     [2, Math.round(2e6 / (25 + REMOTE_TAKE_US + 7.5)), 60_000, 'CPU (every process)'],
   ]);
