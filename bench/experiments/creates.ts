@@ -21,6 +21,7 @@ import type { AddressInfo } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { median } from '../report.ts';
 
 interface Ready {
   type: 'ready';
@@ -124,12 +125,6 @@ async function main(): Promise<void> {
   for (const [label, { rates, perTransaction }] of cells) {
     console.log(`${label} ${median(rates).toFixed(0)} | ${Math.min(...rates).toFixed(0)}–${Math.max(...rates).toFixed(0)} | ${median(perTransaction).toFixed(1)} |`);
   }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 function stats(child: ReturnType<typeof fork>): Promise<Stats> {

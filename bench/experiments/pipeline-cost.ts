@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { duplexPair } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DatabaseSync } from 'node:sqlite';
+import { median } from '../report.ts';
 import { idBeforeLast, seedDatabase } from '../seed.ts';
 import { buildWorkloads, type WorkloadName } from '../workloads.ts';
 
@@ -37,7 +38,6 @@ if (kind !== 'service' && kind !== 'floor') {
       results[which]!.push(Number(child.stdout.trim()));
     }
   }
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]!;
   const [service, floor] = [median(results.service!), median(results.floor!)];
   process.stdout.write(`${name}: the service ${service.toFixed(2)} us of CPU per request, the floor ${floor.toFixed(2)}, the pipeline ${(service - floor).toFixed(2)}\n`);
 } else {

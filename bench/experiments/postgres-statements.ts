@@ -11,13 +11,14 @@
  *   as it was) against the store's, which returns one JSON text per page; both sides' CPU per
  *   page, the service's including the pets made of the rows or of the text.
  */
-import { readFileSync } from 'node:fs';
 import { connectPostgres, migratePostgres } from '../../src/storage/postgres/database.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { MIGRATIONS } from '../../src/storage/postgres/migrations.ts';
 import { PAGES } from '../../src/storage/postgres/pets-store.ts';
 import { toPet, type PetRow, type PetStatus } from '../../src/storage/pets.ts';
 import { startPostgres } from '../../test/support/postgres.ts';
+import { readStatFields } from '../processes.ts';
+import { median } from '../report.ts';
 import { STATUS_OF_N } from '../seed.ts';
 
 const BATCH = 45;
@@ -30,11 +31,9 @@ const ROWS_OF_PAGES = `SELECT q.ord, p.* FROM unnest($1::bigint[], $2::text[], $
 
 /** User and system ticks (1/100 s) of a process so far. */
 function ticks(pid: number): { user: number; system: number } {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const fields = readStatFields(`/proc/${pid}/stat`)!;
   return { user: Number(fields[11]), system: Number(fields[12]) };
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]!;
 
 /** PostgreSQL's user µs and both sides' µs per unit of `work`, `calls` times after a warm-up. */
 async function measure(sql: PostgresSql, units: number, calls: number, work: () => Promise<unknown>): Promise<{ pgUser: number; pg: number; client: number }> {
