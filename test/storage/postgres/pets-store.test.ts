@@ -35,6 +35,28 @@ async function failInsertsOf(sql: PostgresSql, name: string, code: string): Prom
   return async () => Number((await sql<{ n: string }[]>`SELECT last_value::text AS n FROM attempts WHERE is_called`)[0]?.n ?? 0);
 }
 
+/**
+ * Another instance's batch between its claim of `key` (the advisory lock createPet takes) and its
+ * commit: resolves once the lock is held; `release` lets that transaction commit, and resolves
+ * when it has.
+ */
+async function claimElsewhere(other: PostgresSql, key: string): Promise<{ release(): Promise<void> }> {
+  const held = Promise.withResolvers<void>();
+  const claimed = Promise.withResolvers<void>();
+  const batch = other.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
+    claimed.resolve();
+    await held.promise;
+  });
+  await claimed.promise;
+  return {
+    release: async () => {
+      held.resolve();
+      await batch;
+    },
+  };
+}
+
 function summary(outcome: ItemOutcome<CreationResult>): string {
   if (isItemFailure(outcome)) return `failed ${(outcome.error as { code?: string }).code}`;
   return isConflict(outcome) ? outcome.conflict : outcome.name;
@@ -46,22 +68,11 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances, and batches
     const { sql, url } = await openTestDatabase(t, cluster());
     const { sql: other } = await openTestDatabase(t, cluster(), { url });
     const pets = createPetsStore(sql);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let claimed!: () => void;
-    const isClaimed = new Promise<void>((resolve) => (claimed = resolve));
-    // Another instance's batch, between its claim and its commit.
-    const otherBatch = other.begin(async (tx) => {
-      await tx`SELECT pg_advisory_xact_lock(hashtextextended(${'key_a k1'}, 0))`;
-      claimed();
-      await held;
-    });
-    await isClaimed;
+    const elsewhere = await claimElsewhere(other, 'key_a k1');
     const [during, plain] = allSucceeded(await pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available', idempotency: remembering('k1') }, { name: 'Tom', categoryId: 1n, status: 'available' }]));
     assert.deepEqual(during, { conflict: 'in_flight' });
     assert.ok(!isConflict(plain!), 'the rest of the batch is stored');
-    release();
-    await otherBatch;
+    await elsewhere.release();
     const [first] = allSucceeded(await pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available', idempotency: remembering('k1') }]));
     const [second] = allSucceeded(await pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available', idempotency: remembering('k1') }]));
     assert.ok(!isConflict(first!));
@@ -98,16 +109,7 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances, and batches
     const { sql: other } = await openTestDatabase(t, cluster(), { url });
     const attempts = await failInsertsOf(sql, 'Broken', 'P0001');
     const pets = createPetsStore(sql);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let claimed!: () => void;
-    const isClaimed = new Promise<void>((resolve) => (claimed = resolve));
-    const otherBatch = other.begin(async (tx) => {
-      await tx`SELECT pg_advisory_xact_lock(hashtextextended(${'key_a held'}, 0))`;
-      claimed();
-      await held;
-    });
-    await isClaimed;
+    const elsewhere = await claimElsewhere(other, 'key_a held');
     const outcomes = await pets.insertMany([
       { name: 'Rex', categoryId: 1n, status: 'available', idempotency: remembering('k1') },
       { name: 'Broken', categoryId: 1n, status: 'available', idempotency: remembering('k2') },
@@ -115,8 +117,7 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances, and batches
       { name: 'Tom', categoryId: 1n, status: 'available' },
       { name: 'Rex', categoryId: 1n, status: 'available', idempotency: remembering('k1') },
     ]);
-    release();
-    await otherBatch;
+    await elsewhere.release();
     assert.deepEqual(outcomes.map(summary), ['Rex', 'failed P0001', 'in_flight', 'Tom', 'recorded']);
     assert.equal(await attempts(), 2, 'once together, once in its own savepoint');
     const rows = await sql<{ name: string }[]>`SELECT name FROM pets ORDER BY id`;
