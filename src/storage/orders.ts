@@ -16,9 +16,6 @@ import type { Pet, PetStatus } from './pets.ts';
 export const ORDER_STATUSES = ['placed', 'approved', 'completed', 'cancelled'] as const;
 export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
-/** An order is open, and holds its pet, while placed or approved. */
-export const OPEN_ORDER_STATUSES: readonly OrderStatus[] = ['placed', 'approved'];
-
 export interface Order {
   id: number;
   petId: bigint;
