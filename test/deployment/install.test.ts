@@ -223,8 +223,9 @@ test('where a container engine runs, the image builds, turns healthy, runs the p
   sh('build', ...ignore, '-f', 'docs/deployment/Dockerfile', '-t', name, '.');
   t.after(() => spawnSync(docker, ['image', 'rm', '-f', name]));
   t.after(() => spawnSync(docker, ['volume', 'rm', '-f', name]));
-  t.diagnostic(`node_modules/.bin/node --version in the image: ${sh('run', '--rm', name, 'node_modules/.bin/node', '--version')}`);
-  assert.equal(sh('run', '--rm', name, 'node_modules/.bin/node', '--version'), PINNED_NODE);
+  const version = sh('run', '--rm', name, 'node_modules/.bin/node', '--version');
+  t.diagnostic(`node_modules/.bin/node --version in the image: ${version}`);
+  assert.equal(version, PINNED_NODE);
   const key = sh('run', '--rm', '-v', `${name}:/srv/pets/data`, name, ...IMAGE_KEYS_COMMAND);
   sh('run', '-d', '--name', name, '-p', '127.0.0.1::8080', '-v', `${name}:/srv/pets/data`, name);
   t.after(() => spawnSync(docker, ['rm', '-f', name]));
