@@ -236,7 +236,7 @@ if (import.meta.main) {
       writeFileSync(join(ROOT, run.page), rewrite(run));
       process.stdout.write(`wrote ${run.page}\n`);
     } else {
-      for (const { ran } of run.blocks) process.stdout.write(`${run.page}:\n${renderBlock(ran)}\n\n`);
+      for (const { ran } of run.blocks) process.stdout.write(`${run.page}:\n${shorten(renderBlock(ran))}\n\n`);
     }
   }
 }
