@@ -275,9 +275,12 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
-/** What `config` allows that is probably a mistake; main.ts logs each at start. */
-export function configWarnings(config: Pick<Config, 'trustProxy' | 'host'>): ConfigWarning[] {
-  const warnings: ConfigWarning[] = [];
+/** What `config` allows that is probably a mistake, and variables of `env` it ignored; main.ts logs each at start. */
+export function configWarnings(config: Pick<Config, 'trustProxy' | 'host'>, env: Env = {}): ConfigWarning[] {
+  const warnings: ConfigWarning[] = unknownVariables(env).map((name) => {
+    const meant = closest(name, [...KNOWN_VARIABLES]);
+    return { event: 'unknown_variable', message: `${name} is set, but the service reads no such variable and ignores it: did you mean ${meant}? (see docs/configuration.md)` };
+  });
   if (config.trustProxy === true && !isLoopback(config.host)) {
     warnings.push({
       event: 'trust_proxy_any_peer',
@@ -285,6 +288,52 @@ export function configWarnings(config: Pick<Config, 'trustProxy' | 'host'>): Con
     });
   }
   return warnings;
+}
+
+/**
+ * The variables loadConfig reads, learnt by letting it read an empty environment (where it reads
+ * every one of them, each default being valid), so that this cannot fall behind the code.
+ */
+const KNOWN_VARIABLES: ReadonlySet<string> = (() => {
+  const names = new Set<string>();
+  const recording = new Proxy<Env>({}, {
+    get(_target, name) {
+      if (typeof name === 'string') names.add(name);
+      return undefined;
+    },
+  });
+  loadConfig(recording, { availableParallelism: () => 1 });
+  return names;
+})();
+
+/**
+ * The set variables of `env` that look like the service's but are none it reads (DATABASE_PATHS,
+ * WORKER), which would otherwise be ignored without a word: those that start with the first word of
+ * one of its multi-word variables (DATABASE_, RATE_ ...), and its one-word ones with an S added or
+ * taken away.
+ */
+export function unknownVariables(env: Env): string[] {
+  const known = [...KNOWN_VARIABLES];
+  const prefixes = known.filter((name) => name.includes('_')).map((name) => `${name.split('_')[0]}_`);
+  const nearWords = known.filter((name) => !name.includes('_')).flatMap((name) => [`${name}S`, name.replace(/S$/, '')]);
+  return Object.keys(env)
+    .filter((name) => read(env, name) !== undefined && !KNOWN_VARIABLES.has(name))
+    .filter((name) => prefixes.some((prefix) => name.startsWith(prefix)) || nearWords.includes(name))
+    .sort();
+}
+
+/** The name of `names` that `name` is fewest single-character edits away from. */
+function closest(name: string, names: readonly string[]): string {
+  const distance = (a: string, b: string) => {
+    let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+    for (let i = 1; i <= a.length; i++) {
+      const current = [i];
+      for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      previous = current;
+    }
+    return previous[b.length]!;
+  };
+  return names.reduce((best, candidate) => (distance(name, candidate) < distance(name, best) ? candidate : best));
 }
 
 /** RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */

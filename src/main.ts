@@ -187,7 +187,7 @@ async function runProcess(config: Config): Promise<void> {
   // Worker threads write their own lines straight to fd 1, so the primary does too (whole lines).
   const write = config.workers > 1 ? fdWriter(1, LOG_BUFFER_BYTES, systemClock) : boundedWriter(process.stdout, LOG_BUFFER_BYTES, systemClock);
   const logger = createLogger({ level: config.logLevel, clock: systemClock, write });
-  for (const warning of configWarnings(config)) logger.event({ level: 'warn', ...warning });
+  for (const warning of configWarnings(config, process.env)) logger.event({ level: 'warn', ...warning });
   // A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
   process.on('uncaughtException', (error) => {
     logger.event({ level: 'error', event: 'crash', error: errorName(error) });
