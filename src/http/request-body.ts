@@ -3,6 +3,7 @@
  * (empty body, media type, size cap, then JSON), without ever holding more than the cap.
  */
 import type { IncomingMessage } from 'node:http';
+import { quote } from '../lib/quote.ts';
 import { ApiError } from './api-error.ts';
 
 /** The contract's cap on request bodies. */
@@ -110,7 +111,7 @@ export function parseJson(bytes: Uint8Array): unknown {
   }
   const repeated = typeof value === 'object' && value !== null ? repeatedMemberName(text) : null;
   if (repeated !== null) {
-    throw new ApiError('invalid_json', `The body repeats the member name ${JSON.stringify(repeated.slice(0, 100))}.`);
+    throw new ApiError('invalid_json', `The body repeats the member name ${quote(repeated)}.`);
   }
   return value;
 }
