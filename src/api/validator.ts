@@ -20,8 +20,9 @@ interface Problems {
   count: number;
 }
 
-function add(problems: Problems, problem: string): void {
-  if (problems.count++ < MAX_NAMED_PROBLEMS) problems.named.push(problem);
+/** Counts a problem; its text is made only when it is among the first few, which are named. */
+function add(problems: Problems, problem: () => string): void {
+  if (problems.count++ < MAX_NAMED_PROBLEMS) problems.named.push(problem());
 }
 
 /**
@@ -105,7 +106,7 @@ export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCo
   // The schema's own fields first: with thousands of unknown properties, a bad field is still named.
   for (const [name, field] of Object.entries(schema.properties)) {
     if (!Object.hasOwn(input, name)) {
-      if (schema.required.includes(name)) add(problems, `${name} is required`);
+      if (schema.required.includes(name)) add(problems, () => `${name} is required`);
       else if (field.default !== undefined) output[name] = field.default;
       continue;
     }
@@ -114,10 +115,10 @@ export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCo
       ? checkString(fieldValue, field)
       : typeof fieldValue === 'bigint' && checkBounds(fieldValue, field);
     if (ok) output[name] = fieldValue;
-    else add(problems, `${name} must be ${expected(field)}${describe(fieldValue, field)}`);
+    else add(problems, () => `${name} must be ${expected(field)}${describe(fieldValue, field)}`);
   }
   for (const key of Object.keys(input)) {
-    if (!Object.hasOwn(schema.properties, key)) add(problems, `${quote(key)} is not a known property`);
+    if (!Object.hasOwn(schema.properties, key)) add(problems, () => `${quote(key)} is not a known property`);
   }
   if (problems.count > 0) throw new ApiError(code, message('Invalid body', [problems]));
   return output;
@@ -160,13 +161,13 @@ export function validateQuery(query: URLSearchParams, parameters: readonly Param
       else entry.times++;
     } else if (!unknown.has(name)) {
       unknown.add(name);
-      add(strangers, `${quote(name)} is not a known parameter`);
+      add(strangers, () => `${quote(name)} is not a known parameter`);
     }
   }
   // This operation's own parameters first: with thousands of unknown names, a bad one is still named.
   const problems: Problems = { named: [], count: 0 };
   if (tooMany) {
-    for (const [name, { times }] of sent) if (times > 1) add(problems, `${quote(name)} is repeated`);
+    for (const [name, { times }] of sent) if (times > 1) add(problems, () => `${quote(name)} is repeated`);
     const prefix = `Invalid query: ${query.size} parameters, more than any operation takes (${MOST_QUERY_PARAMETERS})`;
     throw new ApiError('invalid_query', message(prefix, [problems, strangers], false));
   }
@@ -174,13 +175,13 @@ export function validateQuery(query: URLSearchParams, parameters: readonly Param
   for (const parameter of parameters) {
     const entry = sent.get(parameter.name);
     if (entry === undefined) {
-      if (parameter.required) add(problems, `${parameter.name} is required`);
+      if (parameter.required) add(problems, () => `${parameter.name} is required`);
       else if (parameter.schema.default !== undefined) output[parameter.name] = parameter.schema.default;
     } else if (entry.times > 1) {
-      add(problems, `${quote(parameter.name)} is repeated`);
+      add(problems, () => `${quote(parameter.name)} is repeated`);
     } else {
       const value = parseParameter(entry.value, parameter.schema);
-      if (value === undefined) add(problems, `${parameter.name} must be ${expected(parameter.schema)}`);
+      if (value === undefined) add(problems, () => `${parameter.name} must be ${expected(parameter.schema)}`);
       else output[parameter.name] = value;
     }
   }
@@ -202,7 +203,7 @@ export function validatePath(params: Record<string, string>, parameters: readonl
   const problems: Problems = { named: [], count: 0 };
   for (const parameter of parameters) {
     const value = parseParameter(params[parameter.name] ?? '', parameter.schema);
-    if (value === undefined) add(problems, `${parameter.name} must be ${expected(parameter.schema)}`);
+    if (value === undefined) add(problems, () => `${parameter.name} must be ${expected(parameter.schema)}`);
     else output[parameter.name] = value;
   }
   if (problems.count > 0) throw new ApiError('invalid_path', message('Invalid path', [problems]));
