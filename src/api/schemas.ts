@@ -312,6 +312,12 @@ export const listOrdersParameters: readonly Parameter[] = [
   listPetsParameters[2]!,
 ];
 
+/**
+ * The most query parameters any operation takes: a query with more is refused before each of its
+ * names is looked at (test/interface/input-complexity.test.ts checks this against every operation).
+ */
+export const MOST_QUERY_PARAMETERS = Math.max(listPetsParameters.length, listOrdersParameters.length);
+
 export const getOrderParameters: readonly Parameter[] = [
   {
     name: 'orderId',

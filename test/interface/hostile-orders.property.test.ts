@@ -1,8 +1,10 @@
 /**
  * Properties of adoption over hostile requests sent as raw bytes: whatever body, media type,
- * If-Match or key an order request carries, the answer is one the contract allows for it, in its
- * order of checks, never a 500; an order is stored only on 201 and changed only on 200; and after
- * every request each pet is `pending` exactly when an open order holds it.
+ * If-Match, key, path or query an order or inventory request carries, the worst cases of
+ * test/support/worst-cases.ts at any size included, the answer is one the contract allows for it,
+ * in its order of checks, never a 500, an error in at most 1 KiB; an order is stored only on 201
+ * and changed only on 200; and after every request each pet is `pending` exactly when an open
+ * order holds it.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +14,9 @@ import { TRANSITIONS, type OrderStatus } from '../../src/storage/orders.ts';
 import { startTestServer, type TestServer } from '../support/test-server.ts';
 import { rawRequest } from '../support/raw-http.ts';
 import { ifMatchOutcome, INT64_MAX, settings } from '../support/property.ts';
-import { assertContractAnswer, ifMatchTemplate, rawMessage, roomyLimiter } from '../support/hostile-http.ts';
+import { assertContractAnswer, ifMatchTemplate, lineBytes, rawMessage, roomyLimiter, worstCaseAt } from '../support/hostile-http.ts';
+import { checkAnswer, complexityFixtures, COMPLEXITY_SERVER } from '../support/complexity.ts';
+import { worstCases } from '../support/worst-cases.ts';
 
 interface OrderRow { id: number; account: string; status: OrderStatus; version: number; petId: number }
 
@@ -169,4 +173,73 @@ test('any query on GET /v1/store/orders answers 200 with the caller\'s orders on
     }),
     settings(200),
   );
+});
+
+test('any method and segment after /v1/store/orders/ answers as documented, never a 500, and changes an order only on 200', async (t) => {
+  const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
+  const { owner } = await keysFor(server);
+  for (let i = 0; i < 3; i++) server.service.stores.orders.placeMany([{ petId: BigInt(addPet(server)), account: owner.record.account, now: server.clock() }]);
+  const segment = fc.oneof(
+    lineBytes(40),
+    fc.stringMatching(/^-?0{0,30}[0-9]{0,22}$/).map((text) => Buffer.from(text)),
+    fc.constantFrom('1', '01', '-0', '3', '9223372036854775807', '9223372036854775808', '%31', '1%00', '1/', '..', '', '0'.repeat(5_000) + '1').map((text) => Buffer.from(text)),
+  );
+  const method = fc.oneof(
+    { weight: 4, arbitrary: fc.constantFrom('GET', 'PATCH') },
+    { weight: 1, arbitrary: fc.constantFrom('POST', 'PUT', 'DELETE', 'OPTIONS', 'TRACE', 'get', 'G ET', '') },
+  );
+  await fc.assert(
+    fc.asyncProperty(method, segment, fc.constantFrom('{}', '{"status":"cancelled"}', '{"status":"approved"}', '{"x":1}'), async (verb, orderId, body) => {
+      const before = JSON.stringify(orderRows(server));
+      const target = Buffer.concat([Buffer.from(`${verb} /v1/store/orders/`), orderId, Buffer.from(' HTTP/1.1')]);
+      const lines = [target, 'Host: x', `Authorization: Bearer ${owner.key}`, 'Content-Type: application/merge-patch+json', `Content-Length: ${body.length}`];
+      const response = await rawRequest(server.url, rawMessage(lines, Buffer.from(body)));
+      const context = `${verb} ${orderId.toString('latin1').slice(0, 60)} ${body}`;
+      assertContractAnswer(response, {
+        200: [], 400: ['invalid_path', 'invalid_body'], 403: ['insufficient_scope'], 404: ['order_not_found', 'not_found'], 405: ['method_not_allowed'], 409: ['invalid_transition'],
+      }, context);
+      // Only a cancel changes anything here (an order already cancelled stays as it is).
+      if (JSON.stringify(orderRows(server)) !== before) assert.ok(response.status === 200 && verb === 'PATCH' && body.includes('cancelled'), context);
+      assert.equal(disagreements(server), 0, context);
+    }),
+    settings(250),
+  );
+});
+
+test('any query on GET /v1/store/inventory answers 200 with the three counts, or 400 invalid_query when it has any parameter', async (t) => {
+  const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
+  addPet(server);
+  addPet(server, 'sold');
+  const query = fc.oneof(lineBytes(60), fc.constantFrom('', '&', 'limit=1', 'x', '=', '&&&', 'a=1&a=1').map((text) => Buffer.from(text)));
+  await fc.assert(
+    fc.asyncProperty(query, async (search) => {
+      const target = Buffer.concat([Buffer.from('GET /v1/store/inventory?'), search, Buffer.from(' HTTP/1.1')]);
+      const response = await rawRequest(server.url, rawMessage([target, 'Host: x', `Authorization: Bearer ${server.key}`]));
+      const context = search.toString('latin1');
+      assertContractAnswer(response, { 200: [], 400: ['invalid_query'], 404: ['not_found'] }, context);
+      if (response.status === 200) {
+        assert.deepEqual(JSON.parse(response.body), { available: 1, pending: 0, sold: 1 }, context);
+        assert.equal(new URLSearchParams(context).size, 0, `${context}: a parameter was accepted`);
+      }
+    }),
+    settings(200),
+  );
+});
+
+test('the worst cases of every store operation, at any size up to the caps, answer as documented in at most 1 KiB and change nothing unless they succeed', async (t) => {
+  const server = await startTestServer(t, COMPLEXITY_SERVER);
+  const fixtures = await complexityFixtures(server);
+  const cases = worstCases(fixtures).filter((worst) => worst.surface.operation?.tag === 'store');
+  const state = () => JSON.stringify([orderRows(server), server.db.prepare('SELECT id, status, version FROM pets ORDER BY id').all()]);
+  await fc.assert(
+    fc.asyncProperty(worstCaseAt(cases), async ({ worst, bytes, context }) => {
+      const before = state();
+      const response = await rawRequest(server.url, bytes);
+      checkAnswer(worst, response, context);
+      if (response.status >= 300) assert.equal(state(), before, context);
+      assert.equal(disagreements(server), 0, context);
+    }),
+    settings(300),
+  );
+  assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
 });

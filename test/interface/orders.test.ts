@@ -145,6 +145,32 @@ test('Idempotency-Key: a retry replays the 201; another body is 422; a 404 or 40
   assert.equal(storedOrders(server).length, 3);
 });
 
+test('the replay of a placement after the order was cancelled is the first 201, stale: placed, the first ETag, and nothing placed again', async (t) => {
+  const server = await startTestServer(t);
+  const petId = await pet(server);
+  const { key } = await adopter(server);
+  const placed = await order(server, petId, key, { 'idempotency-key': 'adopt-1' });
+  assert.equal(placed.status, 201);
+  const first = { body: await placed.text(), etag: placed.headers.get('etag'), location: placed.headers.get('location') };
+  assert.equal((await step(server, JSON.parse(first.body).id, 'cancelled', key)).status, 200);
+  assert.equal(storedPet(server, petId)?.status, 'available');
+
+  const replay = await order(server, petId, key, { 'idempotency-key': 'adopt-1' });
+  assert.equal(replay.status, 201);
+  assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+  assert.equal(replay.headers.get('etag'), first.etag);
+  assert.equal(replay.headers.get('location'), first.location);
+  assert.equal(await replay.text(), first.body);
+  assert.equal(JSON.parse(first.body).status, 'placed');
+  // Where the order stands now is what its Location answers; the stale ETag no longer matches.
+  const now = await server.request(first.location!, { key });
+  assert.equal((await json(now)).status, 'cancelled');
+  assert.notEqual(now.headers.get('etag'), first.etag);
+  await expectError(await step(server, JSON.parse(first.body).id, 'cancelled', key, { 'if-match': first.etag! }), 412, 'precondition_failed');
+  assert.deepEqual(storedOrders(server).map((row) => row.status), ['cancelled']);
+  assert.equal(storedPet(server, petId)?.status, 'available');
+});
+
 test('listing orders: a key sees its own account\'s, orders:manage every account\'s; sorted by id, paginated and filtered like pets', async (t) => {
   const server = await startTestServer(t);
   const alice = await adopter(server);

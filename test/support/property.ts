@@ -43,6 +43,12 @@ export const CONTRACT_ERRORS: Readonly<Record<string, number>> = {
   unavailable: 503,
 };
 
+/**
+ * The largest an error body may be, whatever the request (docs/api.md, Errors): a message names
+ * at most five problems and quotes at most 32 bytes of each name the client sent.
+ */
+export const MAX_ERROR_BODY_BYTES = 1024;
+
 /** JavaScript's `\s`, as the contract defines "whitespace" for a pet's name. */
 const WHITESPACE = /^\s$/u;
 

@@ -67,20 +67,19 @@ export function parameter(source: Parameter): JsonObject {
 export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
 
 /**
- * An upper bound of an error message, in characters. Messages are short except those that name
- * every bad field of a request: each unknown body property or query parameter is named, so a
- * request of 16 KiB of two-character names provokes the longest (about 11 characters of message
- * per byte of query, 5 per byte of body: under 200,000). test/api/openapi-bounds.test.ts sends
- * those requests.
+ * An upper bound of an error message, in characters. The longest messages name the problems of a
+ * request: at most five of them (the others are counted), each a field's rule or a name the client
+ * sent cut to 32 bytes (api/validator.ts, lib/quote.ts), so about 420 characters at most, however
+ * large the request. test/api/openapi/bounds.test.ts sends the requests that provoke the longest.
  */
-export const MAX_ERROR_MESSAGE_LENGTH = 262_144;
+export const MAX_ERROR_MESSAGE_LENGTH = 600;
 
 export const errorSchema = {
   type: 'object',
   description: 'Every error body: exactly these three properties.',
   properties: {
     code: { type: 'string', description: 'Machine-readable and permanent.', enum: ERROR_CODES },
-    message: { type: 'string', description: 'For people; may change. It names every bad field of the request.', maxLength: MAX_ERROR_MESSAGE_LENGTH },
+    message: { type: 'string', description: 'For people; may change. It names the bad fields of the request, the first five of them.', maxLength: MAX_ERROR_MESSAGE_LENGTH },
     status: { type: 'integer', format: 'int32', description: 'The HTTP status of the response.', minimum: 400, maximum: 599 },
   },
   required: ['code', 'message', 'status'],
