@@ -19,13 +19,13 @@ function newStore(appEnv: AppEnv = 'production') {
 
 test('create returns the record with the plan numbers and a key of the environment', () => {
   const { store } = newStore('production');
-  const { record, key } = store.create({ plan: 'pro', label: 'mobile app', now: T0 });
+  const { record, key } = store.create({ plan: 'pro', scopes: ['pets:read', 'orders:write'], label: 'mobile app', now: T0 });
   assert.match(record.id, /^key_[0-9a-f]{16}$/);
   assert.match(record.account, /^acct_[0-9a-f]{16}$/);
   assert.deepEqual(record, {
     id: record.id,
     account: record.account,
-    scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
+    scopes: ['pets:read', 'orders:write'],
     label: 'mobile app',
     plan: 'pro',
     perMinute: 300,
@@ -142,6 +142,26 @@ test('a revocation through another connection is seen by the lookup of the next 
     // A request that arrives after the commit is handled in a later turn of the event loop.
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(server.findByKey(key, T0 + 3), null);
+    serverDb.close();
+    cliDb.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a change of scopes through another connection replaces the cached key for the lookup of the next request', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'keys-store-'));
+  try {
+    const path = join(dir, 'keys.db');
+    const serverDb = openDatabase(path);
+    const cliDb = openDatabase(path);
+    const server = createKeysStore(serverDb, { appEnv: 'staging' });
+    const cli = createKeysStore(cliDb, { appEnv: 'staging' });
+    const { record, key } = cli.create({ plan: 'free', scopes: ['pets:read', 'orders:manage'], now: T0 });
+    assert.deepEqual(server.findByKey(key, T0 + 1)?.scopes, ['pets:read', 'orders:manage'], 'cached now');
+    cli.setScopes(record.id, ['pets:read']);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(server.findByKey(key, T0 + 2)?.scopes, ['pets:read']);
     serverDb.close();
     cliDb.close();
   } finally {
