@@ -66,15 +66,25 @@ const shuttingDown = () => new ApiError('unavailable', 'The server is shutting d
 const noSuchPath = () => new ApiError('not_found', 'No such path.');
 
 /**
- * RFC 9112 section 3.2: a request without Host (HTTP/1.1) or with more than one is answered 400.
- * The value itself is never used: nothing is built from it.
+ * The malformed request that Node lets through, or null: RFC 9112 section 3.2 wants exactly one
+ * Host (none in HTTP/1.0), and Authorization may come once. Node keeps the first of repeated
+ * Host and Authorization headers in `req.headers` and drops the others, so that two keys would be
+ * answered as whichever came first: both are counted in `req.rawHeaders` instead, in one pass.
+ * The values are never used here: nothing is built from Host.
  */
-function hasOneHost(req: IncomingMessage): boolean {
-  let count = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    if (req.rawHeaders[i]!.length === 4 && req.rawHeaders[i]!.toLowerCase() === 'host') count++;
+function malformedHeaders(req: IncomingMessage): ApiError | null {
+  let hosts = 0;
+  let authorizations = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
+    else if (name.length === 13 && name.toLowerCase() === 'authorization') authorizations++;
   }
-  return count === 1 || (count === 0 && req.httpVersion === '1.0');
+  if (!(hosts === 1 || (hosts === 0 && req.httpVersion === '1.0'))) {
+    return new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
+  }
+  return authorizations > 1 ? new ApiError('bad_request', 'A request may carry at most one Authorization header.') : null;
 }
 
 /**
@@ -100,8 +110,9 @@ export function createPipeline(deps: PipelineDeps): App {
   async function respond(req: IncomingMessage, exchange: Exchange): Promise<Reply> {
     const { path } = exchange;
     const method = req.method ?? 'GET';
-    // Malformed HTTP is answered like Node's own parse errors: before anything else.
-    if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
+    // Malformed HTTP is answered like Node's own parse errors: before anything else (not limited).
+    const malformed = malformedHeaders(req);
+    if (malformed !== null) throw malformed;
     const isApi = path === '/v1' || path.startsWith('/v1/');
     // Draining: requests are served (with Connection: close), but a load balancer is told to stop.
     if (draining && path === '/healthz') throw shuttingDown();

@@ -239,6 +239,26 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     }
   });
 
+  test('keys scopes, run as a command beside the server, applies to the next request on every connection of both workers, both ways', async () => {
+    const { key, record } = createKeysStore(db, { appEnv: 'staging' }).create({
+      plan: 'enterprise', perMinute: 100_000, perDay: 100_000, scopes: ['pets:read', 'orders:manage'], now: Date.now(),
+    });
+    const statuses = async () => Promise.all(connections.map(async (connection) => {
+      const answer = await connection.send('/v1/store/orders', { headers: auth(key) });
+      return answer.status === 403 ? `403 ${JSON.parse(answer.body).code} ${answer.headers['www-authenticate']}` : String(answer.status);
+    }));
+    const refused = '403 insufficient_scope Bearer realm="pets", error="insufficient_scope", scope="orders:write"';
+    // Every connection uses the key first, so that each worker has it cached.
+    assert.deepEqual(await statuses(), connections.map(() => '200'));
+    const keys = (...args: string[]) => spawnSync(process.execPath, ['src/cli/keys.ts', ...args], { cwd: join(import.meta.dirname, '..', '..'), env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+    const narrowed = keys('scopes', record.id, 'pets:read');
+    assert.equal(narrowed.status, 0, narrowed.stderr);
+    assert.deepEqual(await statuses(), connections.map(() => refused), 'narrowed on both workers at once');
+    const widened = keys('scopes', record.id, 'pets:read,orders:write');
+    assert.equal(widened.status, 0, widened.stderr);
+    assert.deepEqual(await statuses(), connections.map(() => '200'), 'widened on both workers at once');
+  });
+
   test('50 concurrent orders for one pet over both workers: exactly one 201; the pet is pending and the inventory counts it on every connection at once', async () => {
     const store = createKeysStore(db, { appEnv: 'staging' });
     const adopters = Array.from({ length: 5 }, () =>

@@ -6,6 +6,7 @@
  */
 import type { AppEnv } from '../../config.ts';
 import { OPERATIONS, type OperationSpec, type ResponseSpec } from '../operations.ts';
+import { SCOPE_MEANINGS, SCOPES } from '../../keys/scopes.ts';
 import {
   inventorySchema, newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, orderStatusSchema, petPatchSchema, petSchema,
   petsPageSchema, petStatusSchema,
@@ -178,7 +179,12 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'API key',
-          description: 'An API key (`pk_live_...` in production, `pk_test_...` elsewhere) as `Authorization: Bearer <key>`.',
+          description: 'An API key (`pk_live_...` in production, `pk_test_...` elsewhere) as `Authorization: Bearer <key>`. ' +
+            `Each key holds the scopes it was given, of: ${SCOPES.map((scope) => `\`${scope}\` (${SCOPE_MEANINGS[scope]})`).join('; ')}. ` +
+            'Each operation names the least scope it needs in its security requirement.',
+          // A bearer scheme has no `scopes` of its own in OpenAPI (only OAuth flows do); this is
+          // where a client finds every scope a key may hold, with what it allows.
+          'x-scopes': SCOPE_MEANINGS,
         },
       },
     },

@@ -104,6 +104,16 @@ test('bearerAuth is an HTTP bearer scheme applied to every operation with the le
   }
 });
 
+test('the bearer scheme lists every scope a key may hold, in order, with what it allows, also where /docs shows it', () => {
+  const scheme = served().components.securitySchemes.bearerAuth;
+  const all = ['pets:read', 'pets:write', 'orders:write', 'orders:manage', 'events:read', 'webhooks:manage'];
+  assert.deepEqual(Object.keys(scheme['x-scopes']), all);
+  for (const scope of all) {
+    assert.equal(typeof scheme['x-scopes'][scope], 'string');
+    assert.ok(scheme.description.includes(`\`${scope}\` (${scheme['x-scopes'][scope]})`), scope);
+  }
+});
+
 test('the operations are the pets\' five (getPet deprecated, with the sunset date), the store\'s five and the document, and nothing else', () => {
   const document = served();
   const found = Object.entries(document.paths).flatMap(([path, item]: [string, any]) => Object.keys(item).map((method) => [path, method, item[method].operationId]));
