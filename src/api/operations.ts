@@ -12,6 +12,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ErrorCode } from '../http/api-error.ts';
 import type { Reply } from '../http/reply.ts';
 import type { Params } from '../http/router.ts';
+import type { Caller } from '../keys/caller.ts';
 import type { Scope } from '../keys/scopes.ts';
 import type { HeaderUse } from './openapi/headers.ts';
 import {
@@ -89,15 +90,6 @@ export interface HandlerContext {
   search: string;
   /** Who is calling; null for an anonymous caller of an operation that needs no key. */
   caller: Caller | null;
-}
-
-/** The API key of a request, as a handler needs it. */
-export interface Caller {
-  /** The key's id. */
-  id: string;
-  /** The key's account: orders belong to accounts. */
-  account: string;
-  scopes: readonly Scope[];
 }
 
 /** What an operation does; it throws an ApiError for any answer but its own success. */

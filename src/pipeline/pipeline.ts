@@ -21,7 +21,8 @@ import { addressCaller, keyCaller } from '../limits/callers.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import { ANONYMOUS_LIMITS } from '../limits/plans.ts';
 import { databaseUnavailableOf, type DatabaseErrorOf } from '../storage/errors.ts';
-import { identify, insufficientScope, unauthenticated, type ApiKeyIdentity, type Authenticate } from './authenticate.ts';
+import type { Caller } from '../keys/caller.ts';
+import { identify, insufficientScope, unauthenticated, type Authenticate } from './authenticate.ts';
 import { toErrorReply } from './errors.ts';
 import { createSender, openExchange, type Exchange } from './exchange.ts';
 import { takeToken } from './limit.ts';
@@ -156,7 +157,7 @@ export function createPipeline(deps: PipelineDeps): App {
    * A matched route: 405 for another method of its path; 403 when the key lacks the operation's
    * scope (after routing, before any validation); else its handler.
    */
-  function run(match: RouteMatch<Route>, exchange: Exchange, req: IncomingMessage, apiKey: ApiKeyIdentity | null): Reply | Promise<Reply> {
+  function run(match: RouteMatch<Route>, exchange: Exchange, req: IncomingMessage, apiKey: Caller | null): Reply | Promise<Reply> {
     exchange.route = match.pattern;
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(req.method ?? '', match.allow);
     exchange.routeHeaders = match.handler.headers;

@@ -13,7 +13,7 @@ import type { IdempotencyConflict } from '../../storage/idempotency.ts';
 import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrdersStore, OrderStatus, PlacementResult } from '../../storage/orders.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
 import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
-import type { Caller } from '../operations.ts';
+import type { Caller } from '../../keys/caller.ts';
 import { placed } from './json.ts';
 
 /** What the order paths report, for the metrics (src/ops/metrics.ts). */
