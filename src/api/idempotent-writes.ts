@@ -8,9 +8,7 @@
 import { ApiError } from '../http/api-error.ts';
 import type { Reply } from '../http/reply.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
-import type { IdempotencyConflict, IdempotencyRecord, Responders, StoredResponse } from '../storage/idempotency.ts';
-import { placed } from './orders/json.ts';
-import { created } from './pets/json.ts';
+import type { IdempotencyConflict, IdempotencyRecord, StoredResponse } from '../storage/idempotency.ts';
 
 /** The two steps of one idempotent write, over its store. */
 export interface IdempotentSteps<R> {
@@ -73,13 +71,3 @@ function replayOrRefuse(record: IdempotencyRecord, fingerprint: string, replayed
 export function storedResponse(reply: Reply): StoredResponse {
   return { status: reply.status, headers: { ...reply.headers }, body: reply.body };
 }
-
-/**
- * What each operation's record remembers: its 201, built once what was made has its id. The
- * create and order paths use these, and so does SQLite's writer thread (src/writer.ts), which
- * builds the record in its own transaction.
- */
-export const REMEMBERED: Responders = {
-  createPet: (pet) => storedResponse(created(pet)),
-  placeOrder: (order) => storedResponse(placed(order)),
-};

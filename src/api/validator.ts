@@ -3,7 +3,7 @@
  * names every bad field, then one ApiError is thrown with the caller's code.
  */
 import { ApiError, type ErrorCode } from '../http/api-error.ts';
-import { INT64_MAX, INT64_MIN, type IntegerSchema, type ObjectSchema, type Parameter, type StringSchema } from './schemas.ts';
+import { INT64_MAX, INT64_MIN, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type StringSchema } from './schemas.ts';
 
 /** Query and path integers: an optional minus and decimal digits (leading zeros allowed). */
 const DECIMAL = /^-?[0-9]+$/;
@@ -16,7 +16,8 @@ function compiled(pattern: string): RegExp {
 }
 
 /** Describes what a schema accepts, for messages: "an integer from 1 to 100". */
-function expected(schema: StringSchema | IntegerSchema): string {
+function expected(schema: StringSchema | IntegerSchema | ListSchema): string {
+  if (schema.type === 'array') return `a comma-separated list of 1 to ${schema.maxItems} items, each ${expected(schema.items)}`;
   if (schema.type === 'string') {
     if (schema.enum) return `one of ${schema.enum.join(', ')}`;
     const { minLength: min = 0, maxLength: max } = schema;
@@ -129,7 +130,7 @@ export function validateQuery(query: URLSearchParams, parameters: readonly Param
     const raw = query.get(parameter.name);
     if (raw === null) {
       if (parameter.required) problems.push(`${parameter.name} is required`);
-      else if (parameter.schema.default !== undefined) output[parameter.name] = parameter.schema.default;
+      else if (parameter.schema.type !== 'array' && parameter.schema.default !== undefined) output[parameter.name] = parameter.schema.default;
       continue;
     }
     if (seen.has(parameter.name) && query.getAll(parameter.name).length > 1) continue;
@@ -155,11 +156,28 @@ export function validatePath(params: Record<string, string>, parameters: readonl
 }
 
 /** Turns the text of a query or path parameter into its typed value, or `undefined`. */
-function parseParameter(raw: string, schema: StringSchema | IntegerSchema): unknown {
+function parseParameter(raw: string, schema: StringSchema | IntegerSchema | ListSchema): unknown {
+  if (schema.type === 'array') return parseList(raw, schema);
   if (schema.type === 'string') return checkString(raw, schema) ? raw : undefined;
   // At most 19 digits after leading zeros: anything longer is out of int64 before BigInt runs.
   if (!DECIMAL.test(raw) || raw.replace(/^-?0+(?=\d)/, '').length > 20) return undefined;
   const value = BigInt(raw);
   if (!checkBounds(value, schema)) return undefined;
   return schema.format === 'int64' ? value : Number(value);
+}
+
+/**
+ * A comma-separated list (`a,b`): 1 to `maxItems` items, each valid for `items`. Counted before it
+ * is split, so that a value of a million commas costs one pass, not a million items.
+ */
+function parseList(raw: string, schema: ListSchema): unknown[] | undefined {
+  let commas = 0;
+  for (let at = raw.indexOf(','); at !== -1; at = raw.indexOf(',', at + 1)) if (++commas >= schema.maxItems) return undefined;
+  const values: unknown[] = [];
+  for (const item of raw.split(',')) {
+    const value = parseParameter(item, schema.items);
+    if (value === undefined) return undefined;
+    values.push(value);
+  }
+  return values;
 }

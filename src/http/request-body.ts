@@ -11,18 +11,22 @@ export const BODY_LIMIT_BYTES = 16 * 1024;
 /** The media types a body may be sent as, and how a 415 names them. */
 export interface BodyMediaTypes {
   pattern: RegExp;
+  /** As the OpenAPI document lists them. */
+  types: readonly string[];
   names: string;
 }
 
 /** `application/json`, optionally with `charset=utf-8`: what a creation accepts. */
 export const JSON_BODY: BodyMediaTypes = {
   pattern: /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i,
+  types: ['application/json'],
   names: 'application/json',
 };
 
 /** A JSON merge patch (RFC 7396) as its own media type or as plain JSON, `charset=utf-8` allowed. */
 export const MERGE_PATCH_BODY: BodyMediaTypes = {
   pattern: /^application\/(?:merge-patch\+)?json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i,
+  types: ['application/merge-patch+json', 'application/json'],
   names: 'application/merge-patch+json or application/json',
 };
 /** A JSON number written as plain decimal digits: the only form accepted as an integer. */

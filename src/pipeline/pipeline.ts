@@ -8,7 +8,8 @@
 import type { IncomingMessage } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.ts';
-import type { Handlers } from '../api/operations.ts';
+import { BASE_PATH } from '../api/operation.ts';
+import { OPERATIONS, type Handlers } from '../api/operations.ts';
 import { ApiError, methodNotAllowed } from '../http/api-error.ts';
 import type { Logger } from '../http/access-log.ts';
 import { clientAddress } from '../http/client-address.ts';
@@ -27,7 +28,7 @@ import { toErrorReply } from './errors.ts';
 import { createSender, openExchange, type Exchange } from './exchange.ts';
 import { takeToken } from './limit.ts';
 import { NO_OBSERVER, type PipelineObserver } from './observer.ts';
-import { createRoutes, type Route } from './routes.ts';
+import { createRoutes, OUTSIDE_PATHS, type Route } from './routes.ts';
 
 export interface PipelineDeps {
   clock: Clock;
@@ -56,11 +57,11 @@ const HEALTHY: Reply = { status: 200, body: '{"status":"ok"}' };
 const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', headers: { 'Retry-After': '1' } };
 
 /**
- * Paths outside `/v1` that are never rate limited, for GET and HEAD: readiness probes and the API
- * reference page. Anything else outside `/v1` is limited per address like a keyless `/v1`
- * request, so that junk paths cost their sender.
+ * Paths outside the base address that are never rate limited, for GET and HEAD: readiness probes
+ * and the API reference page. Anything else outside it is limited per address like a keyless
+ * request under it, so that junk paths cost their sender.
  */
-const UNLIMITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/docs']);
+const UNLIMITED_PATHS: ReadonlySet<string> = new Set(Object.values(OUTSIDE_PATHS));
 
 /** The answer of /healthz once shutdown began. */
 const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
@@ -85,10 +86,11 @@ function hasOneHost(req: IncomingMessage): boolean {
  */
 export function createPipeline(deps: PipelineDeps): App {
   const health = deps.health;
-  const { keyed: router, open: publicRouter } = createRoutes(deps.handlers, {
+  const outside = {
     healthz: health === undefined ? () => HEALTHY : async () => ((await health()) ? HEALTHY : UNHEALTHY),
     ...(deps.docs ? { docs: deps.docs } : {}),
-  });
+  };
+  const { keyed: router, open: publicRouter } = createRoutes(deps.handlers, outside, OPERATIONS);
   const { limiter, authenticate } = deps;
   const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
@@ -103,9 +105,9 @@ export function createPipeline(deps: PipelineDeps): App {
     const method = req.method ?? 'GET';
     // Malformed HTTP is answered like Node's own parse errors: before anything else.
     if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
-    const isApi = path === '/v1' || path.startsWith('/v1/');
+    const isApi = path === BASE_PATH || path.startsWith(`${BASE_PATH}/`);
     // Draining: requests are served (with Connection: close), but a load balancer is told to stop.
-    if (draining && path === '/healthz') throw shuttingDown();
+    if (draining && path === OUTSIDE_PATHS.healthz) throw shuttingDown();
     if (!isApi) return outsideApi(req, exchange, method);
 
     // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
@@ -141,7 +143,7 @@ export function createPipeline(deps: PipelineDeps): App {
     return run(match, exchange, req, apiKey);
   }
 
-  /** A path outside `/v1`: limited per address unless it is a probe or the docs, then routed. */
+  /** A path outside the base address: limited per address unless it is a probe or the docs, then routed. */
   function outsideApi(req: IncomingMessage, exchange: Exchange, method: string): Reply | Promise<Reply> {
     const route = () => {
       const match = publicRouter.find(method, exchange.path);
@@ -160,13 +162,15 @@ export function createPipeline(deps: PipelineDeps): App {
   function run(match: RouteMatch<Route>, exchange: Exchange, req: IncomingMessage, apiKey: Caller | null): Reply | Promise<Reply> {
     exchange.route = match.pattern;
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(req.method ?? '', match.allow);
-    exchange.routeHeaders = match.handler.headers;
-    const scope = match.handler.spec?.scope;
+    const route = match.handler;
+    if (route.bound === null) return route.run();
+    exchange.routeHeaders = route.headers;
+    const scope = route.bound.operation.scope;
     if (scope && apiKey) {
       const refusal = insufficientScope(apiKey, scope, observer);
       if (refusal !== null) throw refusal;
     }
-    return match.handler.run({ req, params: match.params, search: exchange.search, caller: apiKey });
+    return route.run(route.bound.context(req, match.params, exchange.search, apiKey));
   }
 
   return {

@@ -12,9 +12,9 @@ import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotencyConflict } from '../../storage/idempotency.ts';
 import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrdersStore, OrderStatus, PlacementResult } from '../../storage/orders.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
-import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
+import { createIdempotentWrites } from '../idempotent-writes.ts';
 import type { Caller } from '../../keys/caller.ts';
-import { placed } from './json.ts';
+import { placed, rememberedPlacement } from './json.ts';
 
 /** What the order paths report, for the metrics (src/ops/metrics.ts). */
 export interface OrdersObserver {
@@ -78,7 +78,7 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
         lookup: (now) => orders.findIdempotencyRecord(caller.id, key, now),
         submit: (now) => placements.submit({
           ...placement(now),
-          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: REMEMBERED.placeOrder },
+          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: rememberedPlacement },
         }),
       }, answer(petId));
     },
