@@ -3,7 +3,7 @@
  * last id of the previous page), so it combines with any `limit` and `status`. Opaque to clients,
  * not secret. Also the `Link` to the next page that carries it.
  */
-import { ApiError } from '../http/api-error.ts';
+import { apiError } from './errors.ts';
 import { BASE_PATH, type OperationSpec } from './operation.ts';
 import { INT64_MAX } from './schemas.ts';
 
@@ -23,7 +23,7 @@ export function decodeCursor(cursor: string): bigint {
     const id = BigInt(match[1]!);
     if (id <= INT64_MAX && encodeCursor(id) === cursor) return id;
   }
-  throw new ApiError('invalid_query', 'Invalid query: cursor is not a cursor this service issued.');
+  throw apiError('invalid_query', 'cursor is not a cursor this service issued');
 }
 
 /**

@@ -5,7 +5,8 @@
  * a request refused before the operation ran never gets here, and a failed write rolls back its
  * record with it, so a retry can still succeed.
  */
-import { ApiError } from '../http/api-error.ts';
+import type { ApiError } from '../http/api-error.ts';
+import { apiError } from './errors.ts';
 import type { Reply } from '../http/reply.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { IdempotencyConflict, IdempotencyRecord, StoredResponse } from '../storage/idempotency.ts';
@@ -54,13 +55,13 @@ function isConflict<R>(result: R | IdempotencyConflict): result is IdempotencyCo
 }
 
 function inFlightError(): ApiError {
-  return new ApiError('idempotency_key_in_flight', 'A request with this Idempotency-Key is still being processed; retry later.', { 'Retry-After': '1' });
+  return apiError('idempotency_key_in_flight');
 }
 
 /** The first response again for the same body; 422 for another body under the same key. */
 function replayOrRefuse(record: IdempotencyRecord, fingerprint: string, replayed: () => void): Reply {
   if (record.fingerprint !== fingerprint) {
-    throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different body; use a new key for a new request.');
+    throw apiError('idempotency_key_reused');
   }
   replayed();
   const { response } = record;

@@ -8,12 +8,12 @@
  * only when to call them, so the contract's order of checks stays in the handler.
  */
 import type { IncomingMessage } from 'node:http';
-import type { ErrorCode } from '../http/api-error.ts';
 import type { Reply } from '../http/reply.ts';
 import type { BodyMediaTypes } from '../http/request-body.ts';
 import type { Params } from '../http/router.ts';
 import type { Caller } from '../keys/caller.ts';
 import type { Scope } from '../keys/scopes.ts';
+import type { ErrorCode } from './errors.ts';
 import type { HeaderUse } from './response-headers.ts';
 import type { ObjectSchema, Parameter } from './schemas.ts';
 

@@ -2,7 +2,8 @@
  * Interprets the schema objects of schemas.ts. Every problem is collected so that one message
  * names every bad field, then one ApiError is thrown with the caller's code.
  */
-import { ApiError, type ErrorCode } from '../http/api-error.ts';
+import { httpError } from '../http/api-error.ts';
+import { apiError } from './errors.ts';
 import { INT64_MAX, INT64_MIN, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type StringSchema } from './schemas.ts';
 
 /** Query and path integers: an optional minus and decimal digits (leading zeros allowed). */
@@ -67,9 +68,9 @@ function checkBounds(value: bigint, schema: IntegerSchema): boolean {
  * Integers must be bigints: the body parser turns integer literals into bigints and leaves
  * `1.0` or `1e2` as numbers, which is how "plain decimal digits only" is enforced.
  */
-export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCode = 'invalid_body'): Record<string, unknown> {
+export function validateBody(value: unknown, schema: ObjectSchema): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ApiError(code, 'The body must be a JSON object.');
+    throw httpError('invalid_body', 'The body must be a JSON object.');
   }
   const problems: string[] = [];
   const input = value as Record<string, unknown>;
@@ -90,7 +91,7 @@ export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCo
     if (ok) output[name] = fieldValue;
     else problems.push(`${name} must be ${expected(field)}${describe(fieldValue, field)}`);
   }
-  if (problems.length > 0) throw new ApiError(code, `Invalid body: ${problems.join('; ')}.`);
+  if (problems.length > 0) throw httpError('invalid_body', `Invalid body: ${problems.join('; ')}.`);
   return output;
 }
 
@@ -138,7 +139,7 @@ export function validateQuery(query: URLSearchParams, parameters: readonly Param
     if (value === undefined) problems.push(`${parameter.name} must be ${expected(parameter.schema)}`);
     else output[parameter.name] = value;
   }
-  if (problems.length > 0) throw new ApiError('invalid_query', `Invalid query: ${problems.join('; ')}.`);
+  if (problems.length > 0) throw apiError('invalid_query', problems.join('; '));
   return output;
 }
 
@@ -151,7 +152,7 @@ export function validatePath(params: Record<string, string>, parameters: readonl
     if (value === undefined) problems.push(`${parameter.name} must be ${expected(parameter.schema)}`);
     else output[parameter.name] = value;
   }
-  if (problems.length > 0) throw new ApiError('invalid_path', `Invalid path: ${problems.join('; ')}.`);
+  if (problems.length > 0) throw apiError('invalid_path', problems.join('; '));
   return output;
 }
 

@@ -3,7 +3,7 @@
  * (empty body, media type, size cap, then JSON), without ever holding more than the cap.
  */
 import type { IncomingMessage } from 'node:http';
-import { ApiError } from './api-error.ts';
+import { httpError, type ApiError } from './api-error.ts';
 
 /** The contract's cap on request bodies. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
@@ -87,13 +87,13 @@ function declaresEmptyBody(req: IncomingMessage): boolean {
  * and `1e2` where an int64 is expected and keep 2^53 + 1 exact.
  */
 export async function readJsonBody(req: IncomingMessage, mediaTypes = JSON_BODY, limit = BODY_LIMIT_BYTES): Promise<unknown> {
-  if (declaresEmptyBody(req)) throw new ApiError('invalid_body', 'A JSON object body is required.');
+  if (declaresEmptyBody(req)) throw httpError('invalid_body', 'A JSON object body is required.');
   const contentType = req.headers['content-type'];
   if (contentType === undefined || !mediaTypes.pattern.test(contentType)) {
-    throw new ApiError('unsupported_media_type', `The body must be sent as Content-Type: ${mediaTypes.names}.`);
+    throw httpError('unsupported_media_type', `The body must be sent as Content-Type: ${mediaTypes.names}.`);
   }
   const bytes = await readBytes(req, limit);
-  if (bytes.length === 0) throw new ApiError('invalid_body', 'A JSON object body is required.');
+  if (bytes.length === 0) throw httpError('invalid_body', 'A JSON object body is required.');
   return parseJson(bytes);
 }
 
@@ -103,18 +103,18 @@ export function parseJson(bytes: Uint8Array): unknown {
   try {
     text = utf8.decode(bytes);
   } catch {
-    throw new ApiError('invalid_json', 'The body is not valid UTF-8.');
+    throw httpError('invalid_json', 'The body is not valid UTF-8.');
   }
   let value: unknown;
   try {
     value = JSON.parse(text, exactIntegers);
   } catch {
     // Also catches a RangeError from absurdly deep nesting: still a body we will not read.
-    throw new ApiError('invalid_json', 'The body is not valid JSON.');
+    throw httpError('invalid_json', 'The body is not valid JSON.');
   }
   const repeated = typeof value === 'object' && value !== null ? repeatedMemberName(text) : null;
   if (repeated !== null) {
-    throw new ApiError('invalid_json', `The body repeats the member name ${JSON.stringify(repeated.slice(0, 100))}.`);
+    throw httpError('invalid_json', `The body repeats the member name ${JSON.stringify(repeated.slice(0, 100))}.`);
   }
   return value;
 }
@@ -202,7 +202,7 @@ function readBytes(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     const onAborted = () => {
       cleanup();
-      reject(new ApiError('bad_request', 'The request body was not received in full.'));
+      reject(httpError('bad_request', 'The request body was not received in full.'));
     };
     req.on('data', onData);
     req.on('end', onEnd);
@@ -212,5 +212,5 @@ function readBytes(req: IncomingMessage, limit: number): Promise<Buffer> {
 }
 
 function tooLarge(limit: number): ApiError {
-  return new ApiError('payload_too_large', `The body must be at most ${limit} bytes.`, { Connection: 'close' });
+  return httpError('payload_too_large', `The body must be at most ${limit} bytes.`, { Connection: 'close' });
 }

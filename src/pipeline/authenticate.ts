@@ -5,8 +5,8 @@
  * a key is still rate limited before it is refused (step 3).
  */
 import type { IncomingMessage } from 'node:http';
-import { ApiError } from '../http/api-error.ts';
-import { insufficientScopeChallenge, INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE, type Credentials } from '../http/bearer.ts';
+import { httpError, type ApiError } from '../http/api-error.ts';
+import { insufficientScopeError, INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE, type Credentials } from '../http/bearer.ts';
 import type { Caller } from '../keys/caller.ts';
 import { allows, type Scope } from '../keys/scopes.ts';
 import { andThen, type MaybePromise } from '../lib/maybe-promise.ts';
@@ -38,8 +38,8 @@ export function unauthenticated(credentials: Credentials, observer: PipelineObse
   const code = credentials.kind === 'missing' ? 'missing_api_key' : 'invalid_api_key';
   observer.apiKeyRejected(code);
   return code === 'missing_api_key'
-    ? new ApiError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
-    : new ApiError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+    ? httpError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
+    : httpError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
 }
 
 /**
@@ -49,7 +49,5 @@ export function unauthenticated(credentials: Credentials, observer: PipelineObse
 export function insufficientScope(apiKey: Caller, needed: Scope, observer: PipelineObserver): ApiError | null {
   if (allows(apiKey.scopes, needed)) return null;
   observer.apiKeyRejected('insufficient_scope');
-  return new ApiError('insufficient_scope', `This API key lacks the scope ${needed}, which this operation needs.`, {
-    'WWW-Authenticate': insufficientScopeChallenge(needed),
-  });
+  return insufficientScopeError(needed);
 }

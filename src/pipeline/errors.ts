@@ -5,7 +5,7 @@
  * with its name and stack frames (never its message, which may carry SQL or input) and answered
  * `500` with no detail.
  */
-import { ApiError } from '../http/api-error.ts';
+import { ApiError, httpError } from '../http/api-error.ts';
 import { errorFields } from '../http/access-log.ts';
 import { errorJson, type Reply } from '../http/reply.ts';
 import { databaseUnavailableOf, type DatabaseErrorOf } from '../storage/errors.ts';
@@ -21,10 +21,10 @@ export function toErrorReply(error: unknown, log: ErrorLog, databaseErrorOf: Dat
   const failure = databaseErrorOf(error);
   if (failure?.unavailable) {
     log({ level: 'error', event: 'database_unavailable', ...failure.fields });
-    return reply(new ApiError('unavailable', 'The service cannot store data right now; retry later.', { 'Retry-After': '1' }));
+    return reply(httpError('unavailable', 'The service cannot store data right now; retry later.', { 'Retry-After': '1' }));
   }
   log({ level: 'error', event: 'internal_error', ...errorFields(error), ...failure?.fields });
-  return reply(new ApiError('internal_error', 'Something went wrong on our side.'));
+  return reply(httpError('internal_error', 'Something went wrong on our side.'));
 }
 
 function reply(error: ApiError): Reply {

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import { BASE_PATH } from '../api/operation.ts';
 import { OPERATIONS, type Handlers } from '../api/operations.ts';
-import { ApiError, methodNotAllowed } from '../http/api-error.ts';
+import { httpError, methodNotAllowed } from '../http/api-error.ts';
 import type { Logger } from '../http/access-log.ts';
 import { clientAddress } from '../http/client-address.ts';
 import type { ProxyTrust } from '../http/trusted-proxies.ts';
@@ -64,8 +64,8 @@ const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', header
 const UNLIMITED_PATHS: ReadonlySet<string> = new Set(Object.values(OUTSIDE_PATHS));
 
 /** The answer of /healthz once shutdown began. */
-const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
-const noSuchPath = () => new ApiError('not_found', 'No such path.');
+const shuttingDown = () => httpError('unavailable', 'The server is shutting down; retry on a new connection.');
+const noSuchPath = () => httpError('not_found', 'No such path.');
 
 /**
  * RFC 9112 section 3.2: a request without Host (HTTP/1.1) or with more than one is answered 400.
@@ -104,7 +104,7 @@ export function createPipeline(deps: PipelineDeps): App {
     const { path } = exchange;
     const method = req.method ?? 'GET';
     // Malformed HTTP is answered like Node's own parse errors: before anything else.
-    if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
+    if (!hasOneHost(req)) throw httpError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
     const isApi = path === BASE_PATH || path.startsWith(`${BASE_PATH}/`);
     // Draining: requests are served (with Connection: close), but a load balancer is told to stop.
     if (draining && path === OUTSIDE_PATHS.healthz) throw shuttingDown();

@@ -8,7 +8,7 @@ import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { BASE_PATH } from '../../src/api/operation.ts';
 import { OPERATIONS } from '../../src/api/operations.ts';
-import { ERROR_STATUS } from '../../src/http/api-error.ts';
+import { ERROR_STATUS } from '../../src/api/errors.ts';
 import { OUTSIDE_PATHS } from '../../src/pipeline/routes.ts';
 import { createMetrics, renderCounts } from '../../src/ops/metrics.ts';
 import { markdownFiles, readRepoFile } from '../support/markdown.ts';

@@ -3,7 +3,7 @@
  * convention of ours (int64 values arrive as bigints) is invisible on the wire. Also the Error
  * schema, and references to the document's components.
  */
-import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
+import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import { SCHEMAS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
 
 /** A JSON object of the document; the parts are plain data, built for JSON.stringify. */

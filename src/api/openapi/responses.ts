@@ -2,7 +2,7 @@
  * Responses of the document: an error response narrowed to the codes it can carry, and the
  * responses that read the same on every operation (the document's `components.responses`).
  */
-import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
+import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { HeaderName, HeaderSubject, HeaderUse } from '../response-headers.ts';
 import { EVERY, headers, optional, RATE } from './headers.ts';
 import { ERROR_CODES, ref, type JsonObject } from './json-schema.ts';

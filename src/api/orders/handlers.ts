@@ -4,16 +4,16 @@
  * the contract's order; an order of another account is, to a key without `orders:manage`, an
  * order that does not exist.
  */
-import { ApiError } from '../../http/api-error.ts';
 import { parseIfMatch, ifMatchHolds } from '../../http/if-match.ts';
 import type { Reply } from '../../http/reply.ts';
 import { allows } from '../../keys/scopes.ts';
-import { insufficientScopeChallenge } from '../../http/bearer.ts';
+import { insufficientScopeError } from '../../http/bearer.ts';
 import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
 import { transition, TRANSITIONS, type Order, type OrderChange, type OrderChangeOutcome, type OrderStatus, type OrdersStore } from '../../storage/orders.ts';
 import { decodeCursor, nextPageLink } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
 import type { Caller } from '../../keys/caller.ts';
+import { apiError } from '../errors.ts';
 import type { ContextOf, Handlers } from '../operations.ts';
 import { inventoryJson, orderETag, orderReply, ordersJson } from './json.ts';
 
@@ -26,21 +26,13 @@ export interface OrdersHandlersDeps {
   changeOrder: (change: OrderChange) => Promise<OrderChangeOutcome>;
 }
 
-const orderNotFound = (orderId: bigint) => new ApiError('order_not_found', `No order has id ${orderId}.`);
-const preconditionFailed = () =>
-  new ApiError('precondition_failed', 'If-Match does not match the order\'s current ETag: it was changed since. Nothing was changed.');
+const orderNotFound = (orderId: bigint) => apiError('order_not_found', orderId);
+const preconditionFailed = () => apiError('precondition_failed', 'order');
 
-/** The transitions the contract allows from `from`, as a 409 names them. */
-function invalidTransition(from: OrderStatus, to: OrderStatus): ApiError {
-  const allowed = TRANSITIONS[from].map((step) => step.to);
-  const what = allowed.length === 0 ? `a ${from} order cannot change any more` : `from ${from} an order may become ${allowed.join(' or ')}`;
-  return new ApiError('invalid_transition', `An order cannot go from ${from} to ${to}: ${what}.`);
-}
+/** The 409 of a step the contract does not allow, naming the ones it allows from `from`. */
+const invalidTransition = (from: OrderStatus, to: OrderStatus) => apiError('invalid_transition', from, to, TRANSITIONS[from].map((step) => step.to));
 
-const needsManage = () =>
-  new ApiError('insufficient_scope', 'Only a key with orders:manage may approve or complete an order.', {
-    'WWW-Authenticate': insufficientScopeChallenge('orders:manage'),
-  });
+const needsManage = () => insufficientScopeError('orders:manage', 'approve or complete an order');
 
 /** A key with `orders:manage` sees every order; any other, only its own account's. */
 const canManage = (caller: Caller) => allows(caller.scopes, 'orders:manage');

@@ -4,8 +4,8 @@
  * validates its input with the validators bound to its entry, in the contract's order, and
  * returns a Reply.
  */
-import { ApiError } from '../../http/api-error.ts';
 import { BASE_PATH, sunsetDay } from '../operation.ts';
+import { apiError } from '../errors.ts';
 import type { ContextOf, Handlers } from '../operations.ts';
 import type { Clock } from '../../clock.ts';
 import { decodeCursor, nextPageLink } from '../cursor.ts';
@@ -37,9 +37,8 @@ export interface PetsHandlersDeps {
 const LIST_CACHE_ENTRIES = 256;
 const PET_CACHE_ENTRIES = 1_024;
 
-const petNotFound = (petId: bigint | number) => new ApiError('pet_not_found', `No pet has id ${petId}.`);
-const preconditionFailed = () =>
-  new ApiError('precondition_failed', 'If-Match does not match the pet\'s current ETag: it was changed since. Nothing was changed.');
+const petNotFound = (petId: bigint | number) => apiError('pet_not_found', petId);
+const preconditionFailed = () => apiError('precondition_failed', 'pet');
 
 /**
  * Evaluates If-Match against the pet as it is now (RFC 9110, section 13.1.1). Returns the version
@@ -65,7 +64,7 @@ function changed(outcome: ChangeOutcome, petId: bigint): Reply {
     case 'version_mismatch':
       throw preconditionFailed();
     case 'has_open_order':
-      throw new ApiError('pet_has_open_order', `Pet ${petId} is held by an open order: its status and its existence belong to the order until the order is completed or cancelled.`);
+      throw apiError('pet_has_open_order', petId);
   }
 }
 
@@ -129,7 +128,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       const { operation } = context;
       if (clock() >= operation.deprecated.sunsetMs) {
         const { successor } = operation.deprecated;
-        throw new ApiError('gone', `${operation.method} ${BASE_PATH}${operation.path} was removed on ${sunsetDay(operation.deprecated)}; use ${successor.method} ${BASE_PATH}${successor.path} with the status filter.`);
+        throw apiError('gone', `${operation.method} ${BASE_PATH}${operation.path}`, sunsetDay(operation.deprecated), `${successor.method} ${BASE_PATH}${successor.path}`);
       }
       const revision = pets.revision();
       const raw = context.params.petId!;
