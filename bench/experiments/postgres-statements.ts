@@ -14,7 +14,7 @@
 import { connectPostgres, migratePostgres } from '../../src/storage/postgres/database.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { MIGRATIONS } from '../../src/storage/postgres/migrations.ts';
-import { PAGES } from '../../src/storage/postgres/pets-store.ts';
+import { PAGES } from '../../src/storage/postgres/pet-reads.ts';
 import { toPet, type PetRow, type PetStatus } from '../../src/storage/pets.ts';
 import { startPostgres } from '../../test/support/postgres.ts';
 import { readStatFields } from '../processes.ts';
