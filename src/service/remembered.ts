@@ -6,7 +6,7 @@
  */
 import { rememberedPlacement } from '../api/orders/json.ts';
 import { rememberedCreation } from '../api/pets/json.ts';
-import type { Responders } from '../storage/idempotency.ts';
+import type { Responders } from '../storage/stores.ts';
 
 export const REMEMBERED: Responders = {
   createPet: rememberedCreation,
