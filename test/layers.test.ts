@@ -35,7 +35,7 @@ export const LAYERS: readonly (readonly string[])[] = [
 const PARTS = ['src', 'test/support', 'bench'] as const;
 
 /** What the imports of src/, test/support/ and bench/ must at least hold, by kind (about nine tenths of what they held when set). */
-const FLOORS = { static: 370, type: 205, dynamic: 24, url: 4 } as const;
+const FLOORS = { static: 345, type: 200, dynamic: 12, url: 4 } as const;
 
 const ROOT = join(import.meta.dirname, '..');
 
@@ -170,10 +170,10 @@ test('test/support/ builds on src/, bench/ on both, and src/ on neither; none im
   assert.deepEqual(wrong.map(({ from, to }) => `${from} -> ${to}`), []);
 });
 
-test('every kind of import is seen, at least as many as the floor of each', () => {
+test('every kind of import is seen, at least as many as the floor of each', (t) => {
   const seen = Object.fromEntries(Object.keys(FLOORS).map((kind) => [kind, graph.filter((edge) => edge.kind === kind).length]));
   for (const [kind, floor] of Object.entries(FLOORS)) assert.ok(seen[kind]! >= floor, `${kind}: ${seen[kind]} imports seen, the floor is ${floor}`);
-  test.diagnostic?.(`imports seen: ${JSON.stringify(seen)}`);
+  t.diagnostic(`imports seen: ${JSON.stringify(seen)}, ${graph.length} in all`);
 });
 
 test('the checks are not rubber stamps: each sees what it is there to refuse', () => {

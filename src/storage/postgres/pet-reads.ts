@@ -21,7 +21,7 @@ export const PETS_BY_ID = `SELECT ${PET_COLUMNS} FROM pets WHERE id = ANY($1::bi
  * (categoryId a string, so that its digits stay exact) rather than a row per pet: the driver
  * spends about a microsecond on each row it decodes, JSON.parse far less per pet. Names are
  * quoted by to_json, whose escapes JSON.parse undoes exactly; a status is one of three words (the
- * table's CHECK), quoted as it is. Measured with bench/experiments/postgres-statements.ts: a
+ * table's CHECK), quoted as it is. Measured (docs/performance.md, "PostgreSQL: what a request costs"): a
  * page of 21 pets cost PostgreSQL 17 us instead of 15, the service 9 instead of 23. A pet by id
  * stays a row: it is one row per request anyway, and as JSON cost PostgreSQL more.
  */
