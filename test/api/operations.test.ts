@@ -2,8 +2,9 @@
  * The table of operations is the only declaration of an operation: one entry, and its handler,
  * are all it takes for the route, the OpenAPI document and the handler's types to follow
  * (docs/architecture.md, "Adding an operation"). Here a copy of the table gets throwaway
- * operations, shaped like the ones planned next (a DELETE of an order; a list of events with a
- * comma-separated filter, answered as JSON or as a stream), and nothing else is written for them.
+ * operations, shaped like the ones planned next (a new method on an order's path; a list of
+ * events with a comma-separated filter, answered as JSON or as a stream), and nothing else is
+ * written for them.
  *
  * The `@ts-expect-error` lines are checked by the type check of `npm test`: each must be an error.
  */
@@ -34,16 +35,16 @@ const eventTypes = {
 /** The service's table and two operations that are not in it. */
 const TABLE = {
   ...OPERATIONS,
-  cancelOrder: {
-    method: 'DELETE',
+  replaceOrder: {
+    method: 'PUT',
     path: '/store/orders/{orderId}',
     tag: 'store',
-    summary: 'Forget an order',
+    summary: 'Replace an order',
     description: 'A throwaway operation of this test.',
     scope: 'orders:manage',
     parameters: getOrderParameters,
     responses: {
-      204: { description: 'Gone.' },
+      204: { description: 'Replaced.' },
       404: { description: 'No such order.', codes: ['order_not_found'] },
     },
   },
@@ -69,11 +70,11 @@ const seen: Record<string, unknown> = {};
 
 const handlers: HandlersOf<typeof TABLE> = {
   ...stubs,
-  cancelOrder(context) {
+  replaceOrder(context) {
     const { orderId } = context.path();
     expectType<Equal<typeof orderId, bigint>>();
     expectType<Equal<typeof context.caller, Caller>>();
-    seen.cancelOrder = orderId;
+    seen.replaceOrder = orderId;
     return noContent();
   },
   listEvents(context) {
@@ -87,9 +88,9 @@ const handlers: HandlersOf<typeof TABLE> = {
 test('a new entry gets its route, with its method beside the others of its path', () => {
   const { keyed } = createRoutes(handlers, { healthz: noContent }, TABLE);
   const routed = keyed.routes().map(({ method, pattern }) => `${method} ${pattern}`);
-  assert.ok(routed.includes(`DELETE ${BASE_PATH}/store/orders/{orderId}`));
+  assert.ok(routed.includes(`PUT ${BASE_PATH}/store/orders/{orderId}`));
   assert.ok(routed.includes(`GET ${BASE_PATH}/events`));
-  assert.equal(keyed.allowed(`${BASE_PATH}/store/orders/7`), 'GET, HEAD, PATCH, DELETE');
+  assert.equal(keyed.allowed(`${BASE_PATH}/store/orders/7`), 'GET, HEAD, PATCH, PUT');
 });
 
 test('its handler validates its input against its own entry', () => {
@@ -100,9 +101,9 @@ test('its handler validates its input against its own entry', () => {
     assert.ok(match?.kind === 'found' && match.handler.bound !== null, `${method} ${path} is routed`);
     return match.handler.run(match.handler.bound.context({} as IncomingMessage, match.params, search, caller));
   };
-  run('DELETE', `${BASE_PATH}/store/orders/42`);
-  assert.equal(seen.cancelOrder, 42n);
-  assert.throws(() => run('DELETE', `${BASE_PATH}/store/orders/abc`), (error: ApiError) => error.code === 'invalid_path');
+  run('PUT', `${BASE_PATH}/store/orders/42`);
+  assert.equal(seen.replaceOrder, 42n);
+  assert.throws(() => run('PUT', `${BASE_PATH}/store/orders/abc`), (error: ApiError) => error.code === 'invalid_path');
   run('GET', `${BASE_PATH}/events`, 'types=order.placed,pet.created');
   assert.deepEqual(seen.listEvents, ['order.placed', 'pet.created']);
   for (const search of ['types=order.shipped', 'types=pet.created,pet.created,order.placed', 'types=', 'since=1']) {
@@ -112,11 +113,11 @@ test('its handler validates its input against its own entry', () => {
 
 test('a new entry is in the OpenAPI document, its schemas referenced, its list and its two media types described', () => {
   const document = buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null }, TABLE);
-  const cancel = document.paths['/store/orders/{orderId}']!.delete as Record<string, any>;
-  assert.equal(cancel.operationId, 'cancelOrder');
-  assert.deepEqual(cancel.security, [{ bearerAuth: ['orders:manage'] }]);
-  assert.deepEqual(cancel.parameters.map((parameter: { name: string }) => parameter.name), ['orderId']);
-  assert.deepEqual(Object.keys(cancel.responses).sort(), ['204', '401', '403', '404', '429', '500', '503', 'default']);
+  const replace = document.paths['/store/orders/{orderId}']!.put as Record<string, any>;
+  assert.equal(replace.operationId, 'replaceOrder');
+  assert.deepEqual(replace.security, [{ bearerAuth: ['orders:manage'] }]);
+  assert.deepEqual(replace.parameters.map((parameter: { name: string }) => parameter.name), ['orderId']);
+  assert.deepEqual(Object.keys(replace.responses).sort(), ['204', '401', '403', '404', '429', '500', '503', 'default']);
   const events = document.paths['/events']!.get as Record<string, any>;
   assert.deepEqual(events.parameters[0], {
     name: 'types',
