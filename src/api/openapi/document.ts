@@ -170,7 +170,7 @@ export function buildOpenApiDocument(options: OpenApiOptions, table: OperationTa
       version: API_VERSION,
       description:
         'Browse and manage animals available for adoption. Every operation takes an API key as `Authorization: Bearer <key>`. ' +
-        'Every error body is the `Error` schema. Outside this API, `GET /healthz` (at the root, not under `/v1`) answers ' +
+        `Every error body is the \`Error\` schema. Outside this API, \`GET /healthz\` (at the root, not under \`${BASE_PATH}\`) answers ` +
         '`200 {"status":"ok"}` without a key, for readiness probes.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
