@@ -7,7 +7,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Params } from '../http/router.ts';
 import { readJsonBody } from '../http/request-body.ts';
 import type { Caller } from '../keys/caller.ts';
-import type { HandlerContext, OperationSpec, ReceivedBody } from './operation.ts';
+import type { HandlerContext, ReceivedBody } from './handler.ts';
+import type { OperationSpec } from './operation.ts';
 import type { Parameter } from './schemas.ts';
 import { validateBody, validatePath, validateQuery } from './validator.ts';
 

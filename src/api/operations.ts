@@ -10,7 +10,8 @@
  * server writes itself) and the headers on every answer are added by the document's builder.
  */
 import { JSON_BODY, MERGE_PATCH_BODY } from '../http/request-body.ts';
-import { deprecationHeaders, sunsetDay, type HandlerContext, type HandlersOf, type OperationSpec } from './operation.ts';
+import type { HandlerContext, HandlersOf } from './handler.ts';
+import { deprecationHeaders, sunsetDay, type OperationSpec } from './operation.ts';
 import {
   createPetParameters, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listOrdersParameters, listPetsParameters,
   newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, petPatchSchema, petSchema, petsPageSchema,

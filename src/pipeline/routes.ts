@@ -7,7 +7,8 @@
  * or a handler without an operation, which the type of the handlers already refuses.
  */
 import { bindOperation, type BoundOperation } from '../api/bound-operation.ts';
-import { BASE_PATH, deprecationHeaders, type Handler, type HandlersOf, type OperationTable } from '../api/operation.ts';
+import type { Handler, HandlersOf } from '../api/handler.ts';
+import { BASE_PATH, deprecationHeaders, type OperationTable } from '../api/operation.ts';
 import type { Reply } from '../http/reply.ts';
 import { createRouter, type Router } from '../http/router.ts';
 
