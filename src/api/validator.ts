@@ -5,10 +5,11 @@
  * bounded, whatever the client sends: a query or a body of thousands of names is one pass over
  * them and a message of a few hundred bytes.
  */
-import { ApiError, type ErrorCode } from '../http/api-error.ts';
+import { httpError } from '../http/api-error.ts';
 import { quote } from '../lib/quote.ts';
+import { apiError } from './errors.ts';
 import {
-  INT64_MAX, INT64_MIN, MOST_QUERY_PARAMETERS, type IntegerSchema, type ObjectSchema, type Parameter, type StringSchema,
+  INT64_MAX, INT64_MIN, MOST_QUERY_PARAMETERS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type StringSchema,
 } from './schemas.ts';
 
 /** The most problems one message names; the others are counted ("and 12 more"). */
@@ -26,13 +27,13 @@ function add(problems: Problems, problem: () => string): void {
 }
 
 /**
- * The message of `lists` of problems, in that order: `prefix`, the first MAX_NAMED_PROBLEMS, then
- * how many more there were (when `counted`: a pass that stopped early does not know).
+ * The problems of `lists`, in that order, as a message names them: the first MAX_NAMED_PROBLEMS,
+ * then how many more there were (when `counted`: a pass that stopped early does not know).
  */
-function message(prefix: string, lists: readonly Problems[], counted = true): string {
-  const named = lists.flatMap((list) => list.named).slice(0, MAX_NAMED_PROBLEMS);
-  const more = lists.reduce((sum, list) => sum + list.count, 0) - named.length;
-  return `${prefix}: ${named.join('; ')}${more > 0 && counted ? `; and ${more} more` : ''}.`;
+function listed(lists: readonly Problems[], counted = true): string {
+  const first = lists.flatMap((list) => list.named).slice(0, MAX_NAMED_PROBLEMS);
+  const more = lists.reduce((sum, list) => sum + list.count, 0) - first.length;
+  return `${first.join('; ')}${more > 0 && counted ? `; and ${more} more` : ''}`;
 }
 
 /** Query and path integers: an optional minus and decimal digits (leading zeros allowed). */
@@ -46,7 +47,8 @@ function compiled(pattern: string): RegExp {
 }
 
 /** Describes what a schema accepts, for messages: "an integer from 1 to 100". */
-function expected(schema: StringSchema | IntegerSchema): string {
+function expected(schema: StringSchema | IntegerSchema | ListSchema): string {
+  if (schema.type === 'array') return `a comma-separated list of 1 to ${schema.maxItems} items, each ${expected(schema.items)}`;
   if (schema.type === 'string') {
     if (schema.enum) return `one of ${schema.enum.join(', ')}`;
     const { minLength: min = 0, maxLength: max } = schema;
@@ -96,9 +98,9 @@ function checkBounds(value: bigint, schema: IntegerSchema): boolean {
  * Integers must be bigints: the body parser turns integer literals into bigints and leaves
  * `1.0` or `1e2` as numbers, which is how "plain decimal digits only" is enforced.
  */
-export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCode = 'invalid_body'): Record<string, unknown> {
+export function validateBody(value: unknown, schema: ObjectSchema): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ApiError(code, 'The body must be a JSON object.');
+    throw httpError('invalid_body', 'The body must be a JSON object.');
   }
   const problems: Problems = { named: [], count: 0 };
   const input = value as Record<string, unknown>;
@@ -120,7 +122,7 @@ export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCo
   for (const key of Object.keys(input)) {
     if (!Object.hasOwn(schema.properties, key)) add(problems, () => `${quote(key)} is not a known property`);
   }
-  if (problems.count > 0) throw new ApiError(code, message('Invalid body', [problems]));
+  if (problems.count > 0) throw httpError('invalid_body', `Invalid body: ${listed([problems])}.`);
   return output;
 }
 
@@ -168,15 +170,14 @@ export function validateQuery(query: URLSearchParams, parameters: readonly Param
   const problems: Problems = { named: [], count: 0 };
   if (tooMany) {
     for (const [name, { times }] of sent) if (times > 1) add(problems, () => `${quote(name)} is repeated`);
-    const prefix = `Invalid query: ${query.size} parameters, more than any operation takes (${MOST_QUERY_PARAMETERS})`;
-    throw new ApiError('invalid_query', message(prefix, [problems, strangers], false));
+    throw apiError('invalid_query', `${query.size} parameters, more than any operation takes (${MOST_QUERY_PARAMETERS}): ${listed([problems, strangers], false)}`);
   }
   const output: Record<string, unknown> = {};
   for (const parameter of parameters) {
     const entry = sent.get(parameter.name);
     if (entry === undefined) {
       if (parameter.required) add(problems, () => `${parameter.name} is required`);
-      else if (parameter.schema.default !== undefined) output[parameter.name] = parameter.schema.default;
+      else if (parameter.schema.type !== 'array' && parameter.schema.default !== undefined) output[parameter.name] = parameter.schema.default;
     } else if (entry.times > 1) {
       add(problems, () => `${quote(parameter.name)} is repeated`);
     } else {
@@ -185,7 +186,7 @@ export function validateQuery(query: URLSearchParams, parameters: readonly Param
       else output[parameter.name] = value;
     }
   }
-  if (problems.count + strangers.count > 0) throw new ApiError('invalid_query', message('Invalid query', [problems, strangers]));
+  if (problems.count + strangers.count > 0) throw apiError('invalid_query', listed([problems, strangers]));
   return output;
 }
 
@@ -206,16 +207,33 @@ export function validatePath(params: Record<string, string>, parameters: readonl
     if (value === undefined) add(problems, () => `${parameter.name} must be ${expected(parameter.schema)}`);
     else output[parameter.name] = value;
   }
-  if (problems.count > 0) throw new ApiError('invalid_path', message('Invalid path', [problems]));
+  if (problems.count > 0) throw apiError('invalid_path', listed([problems]));
   return output;
 }
 
 /** Turns the text of a query or path parameter into its typed value, or `undefined`. */
-function parseParameter(raw: string, schema: StringSchema | IntegerSchema): unknown {
+function parseParameter(raw: string, schema: StringSchema | IntegerSchema | ListSchema): unknown {
+  if (schema.type === 'array') return parseList(raw, schema);
   if (schema.type === 'string') return checkString(raw, schema) ? raw : undefined;
   // At most 19 digits after leading zeros: anything longer is out of int64 before BigInt runs.
   if (!DECIMAL.test(raw) || raw.replace(/^-?0+(?=\d)/, '').length > 20) return undefined;
   const value = BigInt(raw);
   if (!checkBounds(value, schema)) return undefined;
   return schema.format === 'int64' ? value : Number(value);
+}
+
+/**
+ * A comma-separated list (`a,b`): 1 to `maxItems` items, each valid for `items`. Counted before it
+ * is split, so that a value of a million commas costs one pass, not a million items.
+ */
+function parseList(raw: string, schema: ListSchema): unknown[] | undefined {
+  let commas = 0;
+  for (let at = raw.indexOf(','); at !== -1; at = raw.indexOf(',', at + 1)) if (++commas >= schema.maxItems) return undefined;
+  const values: unknown[] = [];
+  for (const item of raw.split(',')) {
+    const value = parseParameter(item, schema.items);
+    if (value === undefined) return undefined;
+    values.push(value);
+  }
+  return values;
 }

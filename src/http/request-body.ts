@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { quote } from '../lib/quote.ts';
-import { ApiError } from './api-error.ts';
+import { httpError, type ApiError } from './api-error.ts';
 
 /** The contract's cap on request bodies. */
 export const BODY_LIMIT_BYTES = 16 * 1024;
@@ -12,18 +12,22 @@ export const BODY_LIMIT_BYTES = 16 * 1024;
 /** The media types a body may be sent as, and how a 415 names them. */
 export interface BodyMediaTypes {
   pattern: RegExp;
+  /** As the OpenAPI document lists them. */
+  types: readonly string[];
   names: string;
 }
 
 /** `application/json`, optionally with `charset=utf-8`: what a creation accepts. */
 export const JSON_BODY: BodyMediaTypes = {
   pattern: /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i,
+  types: ['application/json'],
   names: 'application/json',
 };
 
 /** A JSON merge patch (RFC 7396) as its own media type or as plain JSON, `charset=utf-8` allowed. */
 export const MERGE_PATCH_BODY: BodyMediaTypes = {
   pattern: /^application\/(?:merge-patch\+)?json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i,
+  types: ['application/merge-patch+json', 'application/json'],
   names: 'application/merge-patch+json or application/json',
 };
 /** A JSON number written as plain decimal digits: the only form accepted as an integer. */
@@ -85,13 +89,13 @@ function declaresEmptyBody(req: IncomingMessage): boolean {
  * 2^53 + 1 exact.
  */
 export async function readJsonBody(req: IncomingMessage, mediaTypes = JSON_BODY, limit = BODY_LIMIT_BYTES): Promise<unknown> {
-  if (declaresEmptyBody(req)) throw new ApiError('invalid_body', 'A JSON object body is required.');
+  if (declaresEmptyBody(req)) throw httpError('invalid_body', 'A JSON object body is required.');
   const contentType = req.headers['content-type'];
   if (contentType === undefined || !mediaTypes.pattern.test(contentType)) {
-    throw new ApiError('unsupported_media_type', `The body must be sent as Content-Type: ${mediaTypes.names}.`);
+    throw httpError('unsupported_media_type', `The body must be sent as Content-Type: ${mediaTypes.names}.`);
   }
   const bytes = await readBytes(req, limit);
-  if (bytes.length === 0) throw new ApiError('invalid_body', 'A JSON object body is required.');
+  if (bytes.length === 0) throw httpError('invalid_body', 'A JSON object body is required.');
   return parseJson(bytes);
 }
 
@@ -107,19 +111,19 @@ export function parseJson(bytes: Uint8Array): unknown {
   try {
     text = utf8.decode(bytes);
   } catch {
-    throw new ApiError('invalid_json', 'The body is not valid UTF-8.');
+    throw httpError('invalid_json', 'The body is not valid UTF-8.');
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     // Also catches a RangeError, should the engine's parser ever run out of stack.
-    throw new ApiError('invalid_json', 'The body is not valid JSON.');
+    throw httpError('invalid_json', 'The body is not valid JSON.');
   }
   if (typeof value !== 'object' || value === null) return value;
   const { repeated, numbers } = scanMembers(text);
   if (repeated !== null) {
-    throw new ApiError('invalid_json', `The body repeats the member name ${quote(repeated)}.`);
+    throw httpError('invalid_json', `The body repeats the member name ${quote(repeated)}.`);
   }
   if (!Array.isArray(value)) {
     for (const [name, source] of numbers) {
@@ -218,7 +222,7 @@ function readBytes(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     const onAborted = () => {
       cleanup();
-      reject(new ApiError('bad_request', 'The request body was not received in full.'));
+      reject(httpError('bad_request', 'The request body was not received in full.'));
     };
     req.on('data', onData);
     req.on('end', onEnd);
@@ -228,5 +232,5 @@ function readBytes(req: IncomingMessage, limit: number): Promise<Buffer> {
 }
 
 function tooLarge(limit: number): ApiError {
-  return new ApiError('payload_too_large', `The body must be at most ${limit} bytes.`, { Connection: 'close' });
+  return httpError('payload_too_large', `The body must be at most ${limit} bytes.`, { Connection: 'close' });
 }

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { ApiError } from '../../src/http/api-error.ts';
 import { parseJson } from '../../src/http/request-body.ts';
 import { validateBody } from '../../src/api/validator.ts';
-import { newPetSchema, petPatchSchema } from '../../src/api/schemas.ts';
+import { newPetSchema, petPatchSchema, type ObjectSchema } from '../../src/api/schemas.ts';
 import { anyCodePoint, isValidCategoryLiteral, isValidName, settings } from '../support/property.ts';
 
 const encoder = new TextEncoder();
@@ -239,7 +239,7 @@ const FIELD_RULES = {
 };
 
 /** Parses and validates the body against `schema`; null when a raw literal is not even JSON. */
-function validated(fields: PetFields, schema: typeof newPetSchema): { code: string | null; value: Record<string, unknown> | undefined } | null {
+function validated(fields: PetFields, schema: ObjectSchema): { code: string | null; value: Record<string, unknown> | undefined } | null {
   let parsed: unknown;
   if (thrownCode(() => (parsed = parseJson(bytes(bodyText(fields))))) !== null) return null;
   let value: Record<string, unknown> | undefined;

@@ -181,7 +181,7 @@ function failingStore(error: unknown): PetsStore {
   };
 }
 
-test('an unexpected error is 500 internal_error with no detail, logged by name only', async (t) => {
+test('an unexpected error is 500 internal_error with no detail, logged by name and stack frames, never its message', async (t) => {
   const server = await startTestServer(t, { overrides: { pets: failingStore(new TypeError('SELECT secret FROM pets WHERE x')) } });
   const response = await server.request('/v1/pets', { headers: { 'x-request-id': 'boom' } });
   assert.equal(response.status, 500);
@@ -192,6 +192,8 @@ test('an unexpected error is 500 internal_error with no detail, logged by name o
   const logged = server.logs.map((line) => JSON.parse(line)).find((line) => line.event === 'internal_error');
   assert.equal(logged.error, 'TypeError');
   assert.equal(logged.requestId, 'boom');
+  // The frames say where the error was made: here, in this test.
+  assert.match(logged.frames[0], /^at .*\(file:.*requests\.test\.ts:\d+:\d+\)$/);
   assert.ok(!server.logs.join('\n').includes('SELECT'));
 });
 

@@ -6,7 +6,7 @@
  * request with no units at all, so that the fixed cost of a request does not hide it.
  */
 import assert from 'node:assert/strict';
-import type { OperationSpec } from '../../src/api/operations.ts';
+import type { ListedOperation } from './worst-cases.ts';
 import { openRaw, type RawResponse } from './raw-http.ts';
 import { assertContractAnswer, roomyLimiter, type Allowed } from './hostile-http.ts';
 import { CONTRACT_ERRORS, MAX_ERROR_BODY_BYTES } from './property.ts';
@@ -93,7 +93,7 @@ export async function healthzBehind(url: string, request: Buffer): Promise<numbe
 }
 
 /** The answers an operation documents, with the ones every operation may give; any contract answer without one. */
-export function answersOf(operation: OperationSpec | null): Allowed {
+export function answersOf(operation: ListedOperation | null): Allowed {
   if (operation === null) {
     const any: Record<number, string[]> = { 200: [], 201: [], 204: [] };
     for (const [code, status] of Object.entries(CONTRACT_ERRORS)) (any[status] ??= []).push(code);

@@ -11,8 +11,15 @@
  * named in HEADER_PARAMETERS. Anything else throws, naming what needs a generator, so that a
  * new surface cannot go unmeasured.
  */
-import { BASE_PATH, OPERATIONS, type OperationSpec } from '../../src/api/operations.ts';
-import type { Parameter } from '../../src/api/schemas.ts';
+import { BASE_PATH, type OperationSpec } from '../../src/api/operation.ts';
+import { OPERATIONS } from '../../src/api/operations.ts';
+import type { ObjectSchema, Parameter } from '../../src/api/schemas.ts';
+
+/** An entry of the table with its operationId (the table is keyed by it). */
+export type ListedOperation = OperationSpec & { operationId: string };
+
+/** The table's entries as a list, each with its operationId. */
+export const LISTED_OPERATIONS: readonly ListedOperation[] = Object.entries(OPERATIONS).map(([operationId, spec]) => ({ operationId, ...spec }));
 
 /** Every request's head must fit in 16 KiB: the part under attack gets this much of it. */
 export const HEAD_CAP = 14_000;
@@ -42,7 +49,7 @@ export interface Surface {
   /** Where the content goes: which bytes may stand there. */
   kind: 'target' | 'header' | 'body' | 'lines';
   /** The operation it belongs to, whose answers are the ones allowed; null for the service's own headers. */
-  operation: OperationSpec | null;
+  operation: ListedOperation | null;
   request(content: string): RequestParts;
 }
 
@@ -143,11 +150,18 @@ function valueShapes(parameter: Parameter, prefix: string): Shape[] {
       { name: `${parameter.name}: separators`, head: prefix, unit: repeat(',;=') },
     ];
   }
+  if (schema.type === 'array') {
+    return [
+      { name: `${parameter.name}: thousands of items`, head: prefix, unit: list(',', (index) => `i${index}`) },
+      { name: `${parameter.name}: commas alone`, head: prefix, unit: repeat(',') },
+      ...valueShapes({ ...parameter, schema: schema.items }, prefix),
+    ];
+  }
   throw new Error(`no worst-case generator for parameter ${parameter.name} of type ${(schema as { type: string }).type}`);
 }
 
 /** The query of any operation: names repeated, unknown, empty, and each of its own parameters' values. */
-function queryShapes(operation: OperationSpec): Shape[] {
+function queryShapes(operation: ListedOperation): Shape[] {
   const own = (operation.parameters ?? []).filter((parameter) => parameter.in === 'query');
   const first = own[0]?.name ?? 'limit';
   return [
@@ -181,24 +195,15 @@ const HEADER_PARAMETERS: Readonly<Record<string, readonly Shape[]>> = {
   ],
 };
 
-/** The body schema of an operation, from the document, with every reference resolved. */
-function bodySchema(operation: OperationSpec, fixtures: Fixtures): JsonSchema {
-  const resolve = (schema: JsonSchema): JsonSchema => {
-    if (schema.$ref === undefined) return schema;
-    const name = schema.$ref.replace('#/components/schemas/', '');
-    const target = fixtures.document.components.schemas[name];
-    if (target === undefined) throw new Error(`${operation.operationId}: no component ${schema.$ref}`);
-    return { ...resolve(target), ...schema, $ref: undefined };
-  };
-  const schema = resolve({ $ref: `#/components/schemas/${operation.requestBody!.schema}` });
-  if (schema.type !== 'object' || schema.properties === undefined) {
-    throw new Error(`no worst-case generator for a body of type ${schema.type} (${operation.operationId})`);
-  }
-  return { ...schema, properties: Object.fromEntries(Object.entries(schema.properties).map(([name, property]) => [name, resolve(property)])) };
+/** The body schema of an operation: the very object its validator reads (the table's entry). */
+function bodySchema(operation: ListedOperation): ObjectSchema {
+  const schema: ObjectSchema = operation.requestBody!.schema;
+  if (schema.type !== 'object') throw new Error(`no worst-case generator for a body of type ${(schema as { type: string }).type} (${operation.operationId})`);
+  return schema;
 }
 
 /** The worst cases of a property of a body, by its kind. */
-function propertyShapes(name: string, property: JsonSchema): Shape[] {
+function propertyShapes(name: string, property: { type?: string }): Shape[] {
   const key = JSON.stringify(name);
   const asArray: Shape = { name: `${name}: an array of thousands`, head: `{${key}:[`, unit: list(',', () => '0'), tail: ']}' };
   if (property.type === 'integer') {
@@ -221,8 +226,8 @@ function propertyShapes(name: string, property: JsonSchema): Shape[] {
 }
 
 /** A body of any shape, then every property's worst values. */
-function bodyShapes(operation: OperationSpec, fixtures: Fixtures): Shape[] {
-  const schema = bodySchema(operation, fixtures);
+function bodyShapes(operation: ListedOperation): Shape[] {
+  const schema = bodySchema(operation);
   return [
     { name: 'unknown properties', head: '{', unit: list(',', (index) => `"p${index}":0`), tail: '}' },
     { name: 'a repeated name after thousands', head: '{"p":0', unit: (index) => `,"p${index}":0`, tail: ',"p":1}' },
@@ -235,12 +240,12 @@ function bodyShapes(operation: OperationSpec, fixtures: Fixtures): Shape[] {
     { name: 'an array of objects', head: '[', unit: list(',', () => '{}'), tail: ']' },
     { name: 'blanks', head: '{', unit: repeat(' \n\t'), tail: '}' },
     { name: 'a number of thousands of digits, unknown', head: '{"p":', unit: repeat('1'), tail: '}' },
-    ...Object.entries(schema.properties!).flatMap(([name, property]) => propertyShapes(name, property)),
+    ...Object.entries(schema.properties).flatMap(([name, property]) => propertyShapes(name, property)),
   ];
 }
 
 /** Every worst case of every operation of the table (or of `operations`), and of the headers every request may carry. */
-export function worstCases(fixtures: Fixtures, operations: readonly OperationSpec[] = OPERATIONS): WorstCase[] {
+export function worstCases(fixtures: Fixtures, operations: readonly ListedOperation[] = LISTED_OPERATIONS): WorstCase[] {
   return [...operations.flatMap((operation) => operationCases(operation, fixtures)), ...serviceCases(fixtures)];
 }
 
@@ -248,15 +253,15 @@ export function worstCases(fixtures: Fixtures, operations: readonly OperationSpe
  * The headers every request of `operation` carries, a body's media type included. A removal is
  * made conditional on an ETag no resource has, so that the fixtures stay.
  */
-function baseHeaders(operation: OperationSpec, fixtures: Fixtures): [string, string][] {
+function baseHeaders(operation: ListedOperation, fixtures: Fixtures): [string, string][] {
   const headers: [string, string][] = [['Host', fixtures.host], ['Authorization', `Bearer ${fixtures.key}`]];
-  if (operation.requestBody) headers.push(['Content-Type', operation.requestBody.mediaTypes[0]!]);
+  if (operation.requestBody) headers.push(['Content-Type', operation.requestBody.mediaTypes.types[0]!]);
   if (operation.method === 'DELETE') headers.push(['If-Match', '"0.0"']);
   return headers;
 }
 
 /** The path of `operation` with each parameter's fixture, or `content` for the one named. */
-function pathOf(operation: OperationSpec, fixtures: Fixtures, name: string | null = null, content = ''): string {
+function pathOf(operation: ListedOperation, fixtures: Fixtures, name: string | null = null, content = ''): string {
   return BASE_PATH + operation.path.replace(/\{([^}]+)\}/g, (_, parameter: string) => {
     if (parameter === name) return content;
     const value = fixtures.pathValues[parameter];
@@ -265,7 +270,7 @@ function pathOf(operation: OperationSpec, fixtures: Fixtures, name: string | nul
   });
 }
 
-function operationCases(operation: OperationSpec, fixtures: Fixtures): WorstCase[] {
+function operationCases(operation: ListedOperation, fixtures: Fixtures): WorstCase[] {
   const label = `${operation.method} ${BASE_PATH}${operation.path}`;
   const headers = baseHeaders(operation, fixtures);
   // Requests that do not attack the body send one that every body operation refuses quickly.
@@ -303,14 +308,14 @@ function operationCases(operation: OperationSpec, fixtures: Fixtures): WorstCase
       label: `body of ${label}`, cap: BODY_CAP, kind: 'body', operation,
       request: (content) => ({ ...base, target: pathOf(operation, fixtures), body: content }),
     };
-    cases.push(...bodyShapes(operation, fixtures).map((shape) => ({ surface, shape })));
+    cases.push(...bodyShapes(operation).map((shape) => ({ surface, shape })));
   }
   return cases;
 }
 
 /** The first operation with this id (the service's own headers are sent to it). */
-function operation(id: string): OperationSpec {
-  const found = OPERATIONS.find((each) => each.operationId === id);
+function operation(id: string): ListedOperation {
+  const found = LISTED_OPERATIONS.find((each) => each.operationId === id);
   if (!found) throw new Error(`no operation ${id}`);
   return found;
 }
@@ -322,7 +327,7 @@ function serviceCases(fixtures: Fixtures): WorstCase[] {
   const change = operation('updatePet');
   const host: [string, string] = ['Host', fixtures.host];
   const key: [string, string] = ['Authorization', `Bearer ${fixtures.key}`];
-  const header = (name: string, on: OperationSpec, others: [string, string][], method: string = on.method): Surface => ({
+  const header = (name: string, on: ListedOperation, others: [string, string][], method: string = on.method): Surface => ({
     // A preflight is answered before the operation: any contract answer goes.
     label: `${name} of ${method} ${BASE_PATH}${on.path}`, cap: HEAD_CAP, kind: 'header', operation: method === on.method ? on : null,
     request: (content) => ({

@@ -3,8 +3,8 @@
  * convention of ours (int64 values arrive as bigints) is invisible on the wire. Also the Error
  * schema, and references to the document's components.
  */
-import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
-import { orderStatusSchema, petStatusSchema, type IntegerSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
+import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
+import { SCHEMAS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
 
 /** A JSON object of the document; the parts are plain data, built for JSON.stringify. */
 export type JsonObject = { [key: string]: unknown };
@@ -12,8 +12,10 @@ export type JsonObject = { [key: string]: unknown };
 /** A reference to a component of the document. */
 export const ref = (kind: 'schemas' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 
-/** The enums that are components of their own, by the very array the schemas share. */
-const ENUM_COMPONENTS = new Map<readonly string[] | undefined, string>([[petStatusSchema.enum, 'PetStatus'], [orderStatusSchema.enum, 'OrderStatus']]);
+/** The enums that are components of their own (PetStatus, OrderStatus), by the very array the schemas share. */
+const ENUM_COMPONENTS = new Map<readonly string[] | undefined, string>(
+  Object.entries(SCHEMAS).flatMap(([name, schema]) => (schema.type === 'string' && 'enum' in schema ? [[schema.enum, name] as const] : [])),
+);
 
 /**
  * A schema object of schemas.ts as a JSON Schema. A string schema that shares a status enum
@@ -54,14 +56,21 @@ export function requestSchema(schema: ObjectSchema): JsonObject {
 }
 
 export function parameter(source: Parameter): JsonObject {
+  const { schema } = source;
   return {
     name: source.name,
     in: source.in,
     // Path parameters are always required (OpenAPI 3.1, Parameter Object).
     ...(source.required || source.in === 'path' ? { required: true } : {}),
     description: source.description,
-    schema: jsonSchema(source.schema),
+    // A list is one comma-separated value (`?types=a,b`), not the parameter repeated.
+    ...(schema.type === 'array' ? { style: 'form', explode: false } : {}),
+    schema: schema.type === 'array' ? listSchema(schema) : jsonSchema(schema),
   };
+}
+
+function listSchema(schema: ListSchema): JsonObject {
+  return { ...schema, items: jsonSchema(schema.items) };
 }
 
 export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];

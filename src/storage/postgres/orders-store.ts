@@ -22,7 +22,7 @@ import {
 import { toPet, type PetRow, type PetStatus } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
-import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
+import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
 
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
@@ -145,10 +145,6 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
   };
 }
 
-/** Runs `work` in a transaction of its own, committed when it resolves, rolled back if it throws. */
-function inTransaction<R>(sql: PostgresSql, work: (tx: PostgresSql) => Promise<R>): Promise<R> {
-  return sql.begin((tx) => work(tx as unknown as PostgresSql)) as Promise<R>;
-}
 
 /** `apply` to each item in turn (statements of one transaction are sent one after another). */
 async function each<T, R>(items: readonly T[], apply: (item: T) => Promise<R>): Promise<R[]> {
