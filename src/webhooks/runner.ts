@@ -59,43 +59,74 @@ interface Endpoint<J> {
   running: number;
 }
 
-/** A runner over `options.run`. */
-export function createRunner<J>(options: RunnerOptions<J>): Runner<J> {
-  const { run, endpointOf, clock, concurrency = MAX_ATTEMPTS_AT_ONCE, perEndpoint = MAX_ATTEMPTS_PER_ENDPOINT } = options;
+/**
+ * The endpoints' queues, and whose job starts next: the endpoint with the fewest running among
+ * those with a job waiting and room for one more, the longest ready first on a tie.
+ */
+function createQueues<J>(perEndpoint: number) {
   const endpoints = new Map<string, Endpoint<J>>();
   // ready[k]: the endpoints with a job waiting, k running and room for one more, longest ready first.
   const ready = Array.from({ length: perEndpoint }, () => new Set<Endpoint<J>>());
-  const settled = new Set<Promise<void>>();
-  let running = 0;
-  let stopped = false;
-
   const markReady = (endpoint: Endpoint<J>) => {
     if (endpoint.waiting.length > 0 && endpoint.running < perEndpoint) ready[endpoint.running]!.add(endpoint);
   };
-  const start = (endpoint: Endpoint<J>) => {
-    ready[endpoint.running]!.delete(endpoint);
-    const { job, since } = endpoint.waiting.shift()!;
-    endpoint.running++;
-    running++;
-    markReady(endpoint);
-    // Started at once (a synchronous throw becomes a rejection), and its slot freed once settled.
-    const done = new Promise<void>((resolve) => resolve(run(job, clock() - since)))
-      .catch((error: unknown) => options.failed?.(job, error))
-      .finally(() => finish(endpoint, done));
-    settled.add(done);
+  return {
+    endpoints,
+    add(key: string, job: J, since: number) {
+      let endpoint = endpoints.get(key);
+      if (endpoint === undefined) endpoints.set(key, (endpoint = { key, waiting: [], running: 0 }));
+      endpoint.waiting.push({ job, since });
+      markReady(endpoint);
+    },
+    /** The next job to start, counted as running; or undefined when none may start. */
+    take(): { endpoint: Endpoint<J>; job: J; since: number } | undefined {
+      const endpoint: Endpoint<J> | undefined = ready.find((set) => set.size > 0)?.values().next().value;
+      if (endpoint === undefined) return undefined;
+      ready[endpoint.running]!.delete(endpoint);
+      const { job, since } = endpoint.waiting.shift()!;
+      endpoint.running++;
+      markReady(endpoint);
+      return { endpoint, job, since };
+    },
+    /** One of `endpoint`'s jobs settled. */
+    settled(endpoint: Endpoint<J>) {
+      ready[endpoint.running]?.delete(endpoint);
+      endpoint.running--;
+      markReady(endpoint);
+      if (endpoint.running === 0 && endpoint.waiting.length === 0) endpoints.delete(endpoint.key);
+    },
+    /** Every job still waiting, taken out of the queues. */
+    clear(): J[] {
+      for (const set of ready) set.clear();
+      return [...endpoints.values()].flatMap((endpoint) => endpoint.waiting.splice(0).map(({ job }) => job));
+    },
   };
-  const finish = (endpoint: Endpoint<J>, done: Promise<void>) => {
-    settled.delete(done);
-    ready[endpoint.running]?.delete(endpoint);
-    endpoint.running--;
-    running--;
-    markReady(endpoint);
-    if (endpoint.running === 0 && endpoint.waiting.length === 0) endpoints.delete(endpoint.key);
-    pump();
+}
+
+/** A runner over `options.run`. */
+export function createRunner<J>(options: RunnerOptions<J>): Runner<J> {
+  const { run, endpointOf, clock, concurrency = MAX_ATTEMPTS_AT_ONCE, perEndpoint = MAX_ATTEMPTS_PER_ENDPOINT } = options;
+  const queues = createQueues<J>(perEndpoint);
+  const settling = new Set<Promise<void>>();
+  let running = 0;
+  let stopped = false;
+
+  const start = ({ endpoint, job, since }: NonNullable<ReturnType<typeof queues.take>>) => {
+    running++;
+    // Started at once (a synchronous throw becomes a rejection), its slot freed once settled.
+    const done: Promise<void> = new Promise<void>((resolve) => resolve(run(job, clock() - since)))
+      .catch((error: unknown) => options.failed?.(job, error))
+      .finally(() => {
+        settling.delete(done);
+        running--;
+        queues.settled(endpoint);
+        pump();
+      });
+    settling.add(done);
   };
   const pump = () => {
     while (!stopped && running < concurrency) {
-      const next = ready.find((endpoints) => endpoints.size > 0)?.values().next().value;
+      const next = queues.take();
       if (next === undefined) return;
       start(next);
     }
@@ -104,24 +135,20 @@ export function createRunner<J>(options: RunnerOptions<J>): Runner<J> {
   return {
     submit(job) {
       if (stopped) return false;
-      const key = endpointOf(job);
-      let endpoint = endpoints.get(key);
-      if (endpoint === undefined) endpoints.set(key, (endpoint = { key, waiting: [], running: 0 }));
-      endpoint.waiting.push({ job, since: clock() });
-      markReady(endpoint);
+      queues.add(endpointOf(job), job, clock());
       pump();
       return true;
     },
     load() {
-      const saturated = new Set([...endpoints.values()].filter((endpoint) => endpoint.running >= perEndpoint).map((endpoint) => endpoint.key));
-      const queued = [...endpoints.values()].reduce((sum, endpoint) => sum + endpoint.waiting.length, 0);
+      const endpoints = [...queues.endpoints.values()];
+      const saturated = new Set(endpoints.filter((endpoint) => endpoint.running >= perEndpoint).map((endpoint) => endpoint.key));
+      const queued = endpoints.reduce((sum, endpoint) => sum + endpoint.waiting.length, 0);
       return { running, queued, free: Math.max(0, concurrency - running), saturated };
     },
     async stop() {
       stopped = true;
-      const unstarted = [...endpoints.values()].flatMap((endpoint) => endpoint.waiting.splice(0).map(({ job }) => job));
-      for (const set of ready) set.clear();
-      while (settled.size > 0) await Promise.all(settled);
+      const unstarted = queues.clear();
+      while (settling.size > 0) await Promise.all(settling);
       return unstarted;
     },
   };
