@@ -9,8 +9,9 @@
  * Without PostgreSQL installed, `postgresSkip` is the one line to skip with; with CI=true a missing
  * PostgreSQL is a failure instead (CI installs it, see .ci/run), so CI never skips these tests.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +49,10 @@ export interface PostgresCluster {
   port: number;
   /** Creates an empty database and returns its URL. */
   createDatabase(): Promise<string>;
+  /** Runs `sql` as the superuser on `database` (default `postgres`); returns its rows as text. */
+  psql(sql: string, database?: string): string;
+  /** Creates a login role that must give `password` (SCRAM) to connect over TCP; others stay trusted. */
+  createRoleWithPassword(role: string, password: string): void;
   /** Stops the cluster (fast shutdown: open connections are cut), keeping its files. */
   stop(): void;
   /** Starts it again on the same port. */
@@ -64,11 +69,14 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** `command` with `args`, run as `nobody` when we are root (initdb and PgBouncer refuse root). */
+function unprivileged(command: string, args: string[]): [string, string[]] {
+  return process.getuid?.() === 0 ? ['setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', command, ...args]] : [command, args];
+}
+
 /** Runs a PostgreSQL binary, as `nobody` when we are root. Throws with its output on failure. */
 function runBinary(name: string, args: string[]): void {
-  const command = join(BIN!, name);
-  const asRoot = process.getuid?.() === 0;
-  const [file, argv] = asRoot ? ['setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', command, ...args]] : [command, args];
+  const [file, argv] = unprivileged(join(BIN!, name), args);
   const result = spawnSync(file, argv, { encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH ?? '', LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8' } });
   if (result.status !== 0) throw new Error(`${name} failed (${result.status ?? result.signal}): ${result.stderr || result.stdout}`);
 }
@@ -88,6 +96,8 @@ export async function startPostgres(): Promise<PostgresCluster> {
   const stop = () => runBinary('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
   start();
   const url = `postgres://tests@127.0.0.1:${port}/postgres`;
+  const psql = (sql: string, database = 'postgres') =>
+    execFileSync(join(BIN, 'psql'), ['-X', '-q', '-A', '-t', '-d', `postgres://tests@127.0.0.1:${port}/${database}`, '-c', sql], { encoding: 'utf8', stdio: 'pipe' });
   let databases = 0;
   let running = true;
   return {
@@ -95,8 +105,15 @@ export async function startPostgres(): Promise<PostgresCluster> {
     port,
     async createDatabase() {
       const name = `test_${process.pid}_${++databases}`;
-      execFileSync(join(BIN, 'psql'), ['-X', '-q', '-d', url, '-c', `CREATE DATABASE ${name}`], { stdio: 'pipe' });
+      psql(`CREATE DATABASE ${name}`);
       return `postgres://tests@127.0.0.1:${port}/${name}`;
+    },
+    psql,
+    createRoleWithPassword(role, password) {
+      psql(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+      const hba = join(data, 'pg_hba.conf');
+      writeFileSync(hba, `host all ${role} 127.0.0.1/32 scram-sha-256\n${readFileSync(hba, 'utf8')}`);
+      psql('SELECT pg_reload_conf()');
     },
     stop() {
       stop();
@@ -118,15 +135,16 @@ export async function startPostgres(): Promise<PostgresCluster> {
 
 /**
  * A fresh, migrated database of `cluster` with a pool of `poolSize` connections, closed when the
- * test ends. Each call is a new database unless `url` names one to share (several "instances").
+ * test ends. Each call is a new database unless `url` names one to share (several "instances");
+ * `transactionPooler` as the service has it behind PgBouncer (DATABASE_POOLER=transaction).
  */
 export async function openTestDatabase(
   t: { after(fn: () => Promise<void> | void): void },
   cluster: PostgresCluster,
-  options: { url?: string; poolSize?: number } = {},
+  options: { url?: string; poolSize?: number; transactionPooler?: boolean } = {},
 ): Promise<{ sql: PostgresSql; url: string }> {
   const url = options.url ?? (await cluster.createDatabase());
-  const sql = await connectPostgres(url, { poolSize: options.poolSize ?? 4 });
+  const sql = await connectPostgres(url, { poolSize: options.poolSize ?? 4, transactionPooler: options.transactionPooler });
   t.after(() => sql.end({ timeout: 1 }));
   await migratePostgres(sql);
   return { sql, url };
@@ -144,5 +162,104 @@ export function describeWithPostgres(name: string, body: (cluster: () => Postgre
     });
     after(() => cluster?.remove());
     body(() => cluster!);
+  });
+}
+
+/**
+ * Why the PgBouncer tests cannot run here, or undefined when they can (PostgreSQL too). With
+ * CI=true a missing PgBouncer throws (CI installs it, see .ci/run).
+ */
+export const pgbouncerSkip: string | undefined = (() => {
+  if (postgresSkip !== undefined) return postgresSkip;
+  if (spawnSync('pgbouncer', ['--version'], { stdio: 'ignore' }).status === 0) return undefined;
+  if (process.env.CI === 'true') throw new Error('CI=true but PgBouncer is not installed; .ci/run installs it');
+  return 'PgBouncer is not installed: apt-get install pgbouncer to run these tests';
+})();
+
+export interface Pgbouncer {
+  port: number;
+  /** `databaseUrl` (a database of the cluster) as reached through PgBouncer. */
+  url(databaseUrl: string): string;
+  /** What PgBouncer logged so far. */
+  log(): string;
+  /** Stops it and removes its folder. */
+  remove(): void;
+}
+
+/**
+ * Starts Debian's PgBouncer in front of `cluster`, in transaction pooling mode, on 127.0.0.1 and a
+ * free port. The configuration is the package's defaults except what a deployment must set: the
+ * databases (every database of the cluster), where to listen, how clients authenticate (trust,
+ * as the cluster does) and the pool mode. Resolves once it accepts connections.
+ */
+export async function startPgbouncer(cluster: PostgresCluster, settings: Record<string, string> = {}): Promise<Pgbouncer> {
+  if (pgbouncerSkip !== undefined) throw new Error(pgbouncerSkip);
+  const folder = mkdtempSync(join(tmpdir(), 'pets-pgbouncer-'));
+  const port = await freePort();
+  const config = {
+    listen_addr: '127.0.0.1', listen_port: String(port), unix_socket_dir: '',
+    auth_type: 'trust', auth_file: join(folder, 'userlist.txt'), pool_mode: 'transaction', ...settings,
+  };
+  writeFileSync(join(folder, 'userlist.txt'), '"tests" ""\n');
+  writeFileSync(join(folder, 'pgbouncer.ini'), [
+    '[databases]', `* = host=127.0.0.1 port=${cluster.port}`, '[pgbouncer]',
+    ...Object.entries(config).map(([name, value]) => `${name} = ${value}`), '',
+  ].join('\n'));
+  if (process.getuid?.() === 0) chownSync(folder, NOBODY, NOBODY);
+  const child: ChildProcess = spawn(...unprivileged('pgbouncer', [join(folder, 'pgbouncer.ini')]), { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr!.setEncoding('utf8').on('data', (text: string) => (log += text));
+  for (let tries = 0; !(await accepts(port)); tries++) {
+    if (child.exitCode !== null || tries > 100) {
+      child.kill('SIGKILL');
+      rmSync(folder, { recursive: true, force: true });
+      throw new Error(`PgBouncer did not start: ${log}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    port,
+    url: (databaseUrl) => {
+      const url = new URL(databaseUrl);
+      url.port = String(port);
+      return url.toString();
+    },
+    log: () => log,
+    remove() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * A `describe` whose tests share one cluster and one PgBouncer in front of it (transaction
+ * pooling, see startPgbouncer), skipped with one line where either is not installed.
+ */
+export function describeWithPgbouncer(name: string, body: (cluster: () => PostgresCluster, pgbouncer: () => Pgbouncer) => void): void {
+  describe(name, { skip: pgbouncerSkip }, () => {
+    let cluster: PostgresCluster | undefined;
+    let pgbouncer: Pgbouncer | undefined;
+    before(async () => {
+      cluster = await startPostgres();
+      pgbouncer = await startPgbouncer(cluster);
+    });
+    after(() => {
+      pgbouncer?.remove();
+      cluster?.remove();
+    });
+    body(() => cluster!, () => pgbouncer!);
   });
 }

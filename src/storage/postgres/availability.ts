@@ -27,10 +27,13 @@ export const PROBE_INTERVAL_MS = 250;
  * Codes of a connection that could not be opened: PostgreSQL is stopped, restarting, unreachable
  * or refusing. A failure on an open connection (57P01 when PostgreSQL shuts down, a reset) is not
  * one: a read is sent once more on a fresh connection (database.ts), whose failure then tells.
+ * 08P01 is how PgBouncer answers while it cannot reach PostgreSQL ("server conn crashed?", "server
+ * login has been failing"); meanwhile it holds every other query until it can, so waiting for a
+ * timeout would hold each request 1 s: the pool it holds them in is dropped instead.
  */
 const CONNECT_FAILURES = new Set([
   'ECONNREFUSED', 'CONNECT_TIMEOUT', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
-  '57P03', '08001', '08004', '08006',
+  '57P03', '08001', '08004', '08006', '08P01',
 ]);
 
 export interface Timers {

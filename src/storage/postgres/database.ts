@@ -3,15 +3,33 @@
  * into the service's: a database that cannot be reached is `DatabaseUnavailableError` (503).
  */
 import { DatabaseUnavailableError } from '../errors.ts';
-import { loadDriver, type PostgresSql } from './driver.ts';
+import { loadDriver, type PostgresSql, type PostgresTransaction } from './driver.ts';
 import { MIGRATIONS } from './migrations.ts';
 import { CALL_TIMEOUT_MS } from './availability.ts';
+import { checkedTransaction } from './transaction.ts';
 
 export interface PostgresOptions {
   /** Most connections this instance opens (`DATABASE_POOL_SIZE`). */
   poolSize: number;
   /** Seconds to wait for a connection to open; default CONNECT_TIMEOUT_SECONDS. */
   connectTimeoutSeconds?: number;
+  /**
+   * A pooler in transaction mode stands in front of PostgreSQL (`DATABASE_POOLER=transaction`):
+   * it hands each transaction, and each statement outside one, whichever server connection is
+   * free. Then no statement is a named prepared statement (the next statement may find another
+   * server connection, where that name means nothing), and a connection sends its next statement
+   * only once the last one is answered: PgBouncer releases a server connection as soon as it
+   * answers one statement outside a transaction, and the answer to a statement sent behind it
+   * then reaches no client (PgBouncer logs "got packet from server when not linked" and closes
+   * the connection; the statement waited until the instance gave up, 503).
+   *
+   * It costs: without prepared statements each statement is parsed and described at each call, a
+   * round trip more. Measured on `npm run bench -- --scale-out` (PostgreSQL directly), it doubled
+   * PostgreSQL's CPU per request (a pet by id 37-52 us, then 78-140; a PATCH mix 245, then
+   * 600-900), and a PATCH mix on two instances fell from 2,051 to about 530 requests a second,
+   * with 503s, as row locks were held longer. So only when a pooler needs it.
+   */
+  transactionPooler?: boolean;
 }
 
 /**
@@ -33,50 +51,82 @@ const RECONNECT_PAUSE_SECONDS = 0.1;
  * Opens pools over `url`: the driver is loaded once, then each call is a new pool. Nothing
  * connects until the first query. Server notices are not printed (the driver's default is
  * console.log, which would break the one-JSON-line-per-entry log).
+ *
+ * Nothing is sent at connection time but the application's name, and nothing is kept in a session:
+ * a pooler in transaction mode (PgBouncer) refuses other start-up parameters, and hands each
+ * transaction whichever server connection is free. So the session settings are the role's
+ * (SESSION_SETTINGS), statements are named prepared statements and are pipelined unless
+ * `transactionPooler` says not to, and `begin` is the one of transaction.ts, which checks each transaction's outcome.
  */
 export async function postgresPools(url: string, options: PostgresOptions): Promise<() => PostgresSql> {
   const postgres = await loadDriver();
-  return () => postgres(url, {
-    max: options.poolSize,
-    connect_timeout: options.connectTimeoutSeconds ?? CONNECT_TIMEOUT_SECONDS,
-    backoff: () => RECONNECT_PAUSE_SECONDS,
-    onnotice: () => {},
-    // Statements are ours and fixed: prepared once per connection, then only bound.
-    prepare: true,
-    connection: {
-      application_name: 'pets',
-      // A statement that the service stopped waiting for (availability.ts: 503 after 1 s) is
-      // stopped by PostgreSQL too, soon after, instead of holding locks for nobody.
-      statement_timeout: STATEMENT_TIMEOUT_MS,
-      ...INDEXES_ONLY,
-    },
-  }) as unknown as PostgresSql;
+  return () => {
+    const pool = postgres(url, {
+      max: options.poolSize,
+      connect_timeout: options.connectTimeoutSeconds ?? CONNECT_TIMEOUT_SECONDS,
+      backoff: () => RECONNECT_PAUSE_SECONDS,
+      onnotice: () => {},
+      prepare: !options.transactionPooler,
+      // 0: one statement at a time on each connection (the driver's default pipelines up to 100).
+      ...(options.transactionPooler ? { max_pipeline: 0 } : {}),
+      connection: { application_name: 'pets' },
+      types: ARRAY_PARAMETERS,
+    }) as unknown as PostgresSql;
+    return Object.assign(pool, { begin: (work: (tx: PostgresTransaction) => Promise<unknown>) => checkedTransaction(pool, work) });
+  };
 }
 
 /**
- * Every statement of the service finds its rows through an index (a key, a page after a cursor,
- * a caller's row), so no plan may be a sequential scan, whatever the statistics say. A plan is
- * made once per connection and kept: one made while a table was small (seen as small when it was
- * last analysed, or really small then) can be a sequential scan, and stays one as the table
- * grows, until PostgreSQL analyses it again. Measured: an instance that planned GET /v1/pets/{id}
- * on 20 pets, analysed, served 3,600 to 3,900 requests a second once 31,000 pets were added (each
- * batch read the whole table), 10,000 after an ANALYZE; with this setting 9,800 to 11,400 before
- * any ANALYZE. Where no index can serve a statement, PostgreSQL still scans the table: this only
- * takes the sequential scan out of the choice. test/storage/postgres/plans.test.ts pins the plans.
+ * The settings of every session of the service's role in its database, which migratePostgres
+ * gives the role (ALTER ROLE ... IN DATABASE ... SET), so that every connection has them from its
+ * start, opened directly or by a pooler:
  *
- * JIT compilation goes with it: the scan that could not be avoided then costs more than
- * jit_above_cost, and the one-row UPDATE of the address count was compiled at each call (50 ms).
- * The service's statements are all small; none ever gains from JIT.
+ * - statement_timeout: a statement that the service stopped waiting for (availability.ts: 503
+ *   after 1 s) is stopped by PostgreSQL too, soon after, instead of holding locks for nobody.
+ * - enable_seqscan off: every statement of the service finds its rows through an index (a key, a
+ *   page after a cursor, a caller's row), so no plan may be a sequential scan, whatever the
+ *   statistics say. A plan can be made once and kept (a prepared statement's, a statement's in a
+ *   function such as take_tokens): one made while a table was small (seen as small when it was
+ *   last analysed, or really small then) can be a sequential scan, and stays one as the table
+ *   grows, until PostgreSQL analyses it again. Measured: an instance that planned GET
+ *   /v1/pets/{id} on 20 pets, analysed, served 3,600 to 3,900 requests a second once 31,000 pets
+ *   were added (each batch read the whole table), 10,000 after an ANALYZE; with this setting 9,800
+ *   to 11,400 before any ANALYZE. Where no index can serve a statement, PostgreSQL still scans the
+ *   table: this only takes the sequential scan out of the choice.
+ *   test/storage/postgres/plans.test.ts pins the plans.
+ * - jit off: the scan that could not be avoided then costs more than jit_above_cost, and the
+ *   one-row UPDATE of the address count was compiled at each call (50 ms). The service's
+ *   statements are all small; none ever gains from JIT.
  */
-export const INDEXES_ONLY = { enable_seqscan: 'off', jit: 'off' } as const;
+export const SESSION_SETTINGS = { statement_timeout: String(2 * CALL_TIMEOUT_MS), enable_seqscan: 'off', jit: 'off' } as const;
+
+/**
+ * Arrays sent as parameters (`$1::text[]`, `::bigint[]`, `::integer[]`), written as PostgreSQL's
+ * array literal, as the driver writes them: each element quoted, `\` and `"` escaped.
+ *
+ * The driver learns how to write arrays from a query of PostgreSQL's catalog that it sends first
+ * on each new connection (fetch_types), and a connection on which that query failed stays open
+ * without them, so that every later statement with an array failed (22P02, invalid array
+ * literal). Through PgBouncer that happened after each outage: PgBouncer answers the query with
+ * an error while PostgreSQL is down, and keeps the connection. The service sends arrays of these
+ * three types only, and reads none, so it writes them itself. (The query is still sent: without
+ * it the driver never hands out a connection reserved for a transaction that it had to open.)
+ */
+const ARRAY_PARAMETERS = Object.fromEntries(Object.entries({ textArray: 1009, bigintArray: 1016, integerArray: 1007 }).map(([name, oid]) => [
+  name,
+  // `from` lists the types whose results `parse` reads: none.
+  { to: oid, from: [] as number[], serialize: arrayLiteral, parse: (text: string) => text },
+]));
+
+/** `values` as an array literal: `{"a","b\\"c",NULL}`. */
+export function arrayLiteral(values: readonly unknown[]): string {
+  return `{${values.map((value) => (value === null ? 'NULL' : `"${String(value).replace(/[\\"]/g, '\\$&')}"`)).join(',')}}`;
+}
 
 /** A pool over `url` (see postgresPools). */
 export async function connectPostgres(url: string, options: PostgresOptions): Promise<PostgresSql> {
   return (await postgresPools(url, options))();
 }
-
-/** Longest a statement may run on the server: twice the longest the service waits for one. */
-const STATEMENT_TIMEOUT_MS = 2 * CALL_TIMEOUT_MS;
 
 /** Any constant; instances starting together queue on it so that one of them migrates. */
 const MIGRATION_LOCK = 0x7065_7473_6d69_67n; // "petsmig"
@@ -84,7 +134,8 @@ const MIGRATION_LOCK = 0x7065_7473_6d69_67n; // "petsmig"
 /**
  * Runs every migration the database has not seen, in order, in one transaction under a
  * transaction-level advisory lock: instances starting at the same moment wait for the first,
- * then find nothing left to do. Returns the versions this call applied.
+ * then find nothing left to do; then gives the role its SESSION_SETTINGS in this database if it
+ * does not have them yet. Returns the versions this call applied.
  */
 export async function migratePostgres(sql: PostgresSql, migrations: readonly string[] = MIGRATIONS): Promise<number[]> {
   return guard(() =>
@@ -100,9 +151,31 @@ export async function migratePostgres(sql: PostgresSql, migrations: readonly str
         await tx`INSERT INTO schema_migrations (version) VALUES (${version + 1})`;
         applied.push(version + 1);
       }
+      await settleRoleSettings(tx as unknown as PostgresSql);
       return applied;
     }),
   );
+}
+
+/**
+ * Gives the connected role SESSION_SETTINGS as its defaults in the current database, unless it
+ * has them already (then nothing is written). The connection that writes them takes them too, at
+ * once: it is the only one that opened before them. Inside the migration's transaction and lock,
+ * so that two instances starting together do not write them at once.
+ */
+async function settleRoleSettings(tx: PostgresSql): Promise<void> {
+  const wanted = Object.entries(SESSION_SETTINGS).map(([name, value]) => `${name}=${value}`);
+  const [row] = await tx.unsafe<{ settled: boolean }[]>(`
+    SELECT coalesce((SELECT setconfig @> $1::text[] FROM pg_db_role_setting
+                      WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+                        AND setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())), false) AS settled`, [wanted]);
+  if (row!.settled) return;
+  // The names and values are the constants above; the database's name is quoted by format().
+  await tx.unsafe(`DO $$ BEGIN
+    ${Object.entries(SESSION_SETTINGS).map(([name, value]) =>
+      `EXECUTE format('ALTER ROLE CURRENT_USER IN DATABASE %I SET ${name} = %L', current_database(), '${value}');
+    PERFORM set_config('${name}', '${value}', false);`).join('\n    ')}
+  END $$`);
 }
 
 /** SQLSTATE classes and codes that mean "not now" rather than "wrong": answered 503, retried. */
