@@ -57,6 +57,12 @@ export interface PostgresCluster {
   stop(): void;
   /** Starts it again on the same port. */
   start(): void;
+  /** What the server logged so far. */
+  log(): string;
+  /** Kills the postmaster and every process it started with SIGKILL, as a crash would. */
+  kill(): void;
+  /** Makes a standby the primary (pg_ctl promote), and returns once it is. */
+  promote(): void;
   /** Stops it and removes its folder. */
   remove(): void;
 }
@@ -81,23 +87,50 @@ function runBinary(name: string, args: string[]): void {
   if (result.status !== 0) throw new Error(`${name} failed (${result.status ?? result.signal}): ${result.stderr || result.stdout}`);
 }
 
-/** Creates and starts a cluster. Call `remove` when done (test files do it in `after`). */
-export async function startPostgres(): Promise<PostgresCluster> {
-  if (BIN === null) throw new Error(postgresSkip);
+/** A folder for a cluster's files, which `nobody` may use when we are root. */
+function clusterFolder(): { folder: string; data: string } {
   const folder = mkdtempSync(join(tmpdir(), 'pets-pg-'));
-  const data = join(folder, 'data');
   if (process.getuid?.() === 0) chownSync(folder, NOBODY, NOBODY);
+  return { folder, data: join(folder, 'data') };
+}
+
+/**
+ * Creates and starts a cluster, with `settings` added to its configuration. Call `remove` when
+ * done (test files do it in `after`).
+ */
+export async function startPostgres(settings: Record<string, string> = {}): Promise<PostgresCluster> {
+  if (BIN === null) throw new Error(postgresSkip);
+  const { folder, data } = clusterFolder();
   runBinary('initdb', ['-D', data, '-U', 'tests', '--auth=trust', '--encoding=UTF8', '--no-sync']);
+  return runCluster(folder, data, settings);
+}
+
+/**
+ * A streaming standby of `primary`, as an operator makes one: `pg_basebackup -R` (which writes
+ * standby.signal and primary_conninfo), started with cluster_name `name`, the name the primary's
+ * synchronous_standby_names knows it by, with `settings` added to its configuration.
+ */
+export async function startStandby(primary: PostgresCluster, name: string, settings: Record<string, string> = {}): Promise<PostgresCluster> {
+  const { folder, data } = clusterFolder();
+  runBinary('pg_basebackup', ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'tests', '-D', data, '-R', '--checkpoint=fast', '--no-sync']);
+  return runCluster(folder, data, { cluster_name: name, ...settings });
+}
+
+/** Starts the cluster in `data` on 127.0.0.1 and a free port (see startPostgres). */
+async function runCluster(folder: string, data: string, settings: Record<string, string>): Promise<PostgresCluster> {
   const port = await freePort();
   // fsync off: the tests kill servers, never the machine, and it makes every commit cheap.
   // synchronous_commit stays on, so a commit acknowledged to us survives a PostgreSQL restart.
-  const options = `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories= -c fsync=off -c full_page_writes=off -c max_connections=200`;
+  const options = [
+    `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories= -c fsync=off -c full_page_writes=off -c max_connections=200`,
+    ...Object.entries(settings).map(([name, value]) => `-c ${name}=${value}`),
+  ].join(' ');
   const start = () => runBinary('pg_ctl', ['-D', data, '-l', join(folder, 'log'), '-o', options, '-w', '-t', '30', 'start']);
   const stop = () => runBinary('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
   start();
   const url = `postgres://tests@127.0.0.1:${port}/postgres`;
   const psql = (sql: string, database = 'postgres') =>
-    execFileSync(join(BIN, 'psql'), ['-X', '-q', '-A', '-t', '-d', `postgres://tests@127.0.0.1:${port}/${database}`, '-c', sql], { encoding: 'utf8', stdio: 'pipe' });
+    execFileSync(join(BIN!, 'psql'), ['-X', '-q', '-A', '-t', '-d', `postgres://tests@127.0.0.1:${port}/${database}`, '-c', sql], { encoding: 'utf8', stdio: 'pipe' });
   let databases = 0;
   let running = true;
   return {
@@ -123,6 +156,21 @@ export async function startPostgres(): Promise<PostgresCluster> {
       start();
       running = true;
     },
+    log: () => readFileSync(join(folder, 'log'), 'utf8'),
+    kill() {
+      const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      for (const pid of [postmaster, ...childrenOf(postmaster)]) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
+      }
+      running = false;
+    },
+    promote() {
+      runBinary('pg_ctl', ['-D', data, '-w', '-t', '30', 'promote']);
+    },
     remove() {
       try {
         if (running) runBinary('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
@@ -131,6 +179,19 @@ export async function startPostgres(): Promise<PostgresCluster> {
       }
     },
   };
+}
+
+/** The processes whose parent is `pid`, from /proc. */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc').filter((entry) => /^[0-9]+$/.test(entry)).flatMap((entry) => {
+    try {
+      // The parent is the field after the command's closing parenthesis and the state.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid ? [Number(entry)] : [];
+    } catch {
+      return [];
+    }
+  });
 }
 
 /**
