@@ -8,10 +8,15 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import { connectPostgres } from '../../src/storage/postgres/database.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
 import { openTestDatabase, postgresSkip, startPostgres, startStandby, type PostgresCluster } from '../support/postgres.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** How long the load runs before the kill, without a primary, and after the first 201 that follows. */
 const BEFORE_MS = 1_500;
@@ -60,6 +65,17 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     standby?.remove();
   });
 
+  test('a start whose hosts are all standbys is one line saying so, exit 1', async () => {
+    const url = `postgres://tests:s3cret@127.0.0.1:1,127.0.0.1:${standby.port}${database}?target_session_attrs=read-write`;
+    const child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', PORT: '0', DATABASE_URL: url }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+    const [status] = (await once(child, 'exit')) as [number | null];
+    assert.equal(status, 1);
+    assert.equal(stderr, `cannot use the PostgreSQL database of DATABASE_URL (postgres://tests@127.0.0.1:1,127.0.0.1:${standby.port}${database}?target_session_attrs=read-write): `
+      + 'no host took a read-write session within 5 s (target_session_attrs): the primary is down, or every host that answers is a standby\n');
+  });
+
   test('kill -9 of the primary, then pg_ctl promote: served again within seconds, without a restart; every acknowledged create is on the new primary', async (t) => {
     const answers: Answer[] = [];
     let running = true;
@@ -82,10 +98,12 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     }));
 
     await new Promise((resolve) => setTimeout(resolve, BEFORE_MS));
+    const sessions = () => (standby.log().match(/connection authorized/g) ?? []).length;
+    const sessionsAtKill = sessions();
     primary.kill();
     const killedAt = performance.now();
     await new Promise((resolve) => setTimeout(resolve, WITHOUT_PRIMARY_MS));
-    const connectionsBefore = (standby.log().match(/connection authorized/g) ?? []).length;
+    const connectionsBefore = sessions() - sessionsAtKill;
     const promoting = performance.now();
     standby.promote();
     const promotedAt = performance.now();

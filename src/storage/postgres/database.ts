@@ -7,6 +7,7 @@ import { loadDriver, type PostgresSql, type PostgresTransaction } from './driver
 import { MIGRATIONS } from './migrations.ts';
 import { CALL_TIMEOUT_MS } from './availability.ts';
 import { checkedTransaction } from './transaction.ts';
+import { parsePostgresUrl } from '../../lib/postgres-url.ts';
 
 export interface PostgresOptions {
   /** Most connections this instance opens (`DATABASE_POOL_SIZE`). */
@@ -71,6 +72,7 @@ export async function postgresPools(url: string, options: PostgresOptions): Prom
       ...(options.transactionPooler ? { max_pipeline: 0 } : {}),
       connection: { application_name: 'pets' },
       types: ARRAY_PARAMETERS,
+      ...driverSessionAttrs(url),
     }) as unknown as PostgresSql;
     return Object.assign(pool, { begin: (work: (tx: PostgresTransaction) => Promise<unknown>) => checkedTransaction(pool, work) });
   };
@@ -121,6 +123,17 @@ const ARRAY_PARAMETERS = Object.fromEntries(Object.entries({ textArray: 1009, bi
 /** `values` as an array literal: `{"a","b\\"c",NULL}`. */
 export function arrayLiteral(values: readonly unknown[]): string {
   return `{${values.map((value) => (value === null ? 'NULL' : `"${String(value).replace(/[\\"]/g, '\\$&')}"`)).join(',')}}`;
+}
+
+/**
+ * `target_session_attrs=read-write` as the driver must be told it. Its own read-write check looks at
+ * default_transaction_read_only alone, which a hot standby reports as off: with the primary down it
+ * connected to the standby, whose every write then failed (25006) and whose reads could lag. Its
+ * `primary` check asks whether the server is in recovery, which is what tells a standby apart.
+ */
+function driverSessionAttrs(url: string): { target_session_attrs?: 'primary' } {
+  const parsed = parsePostgresUrl(url);
+  return !('invalid' in parsed) && parsed.targetSessionAttrs === 'read-write' ? { target_session_attrs: 'primary' } : {};
 }
 
 /** A pool over `url` (see postgresPools). */

@@ -57,7 +57,8 @@ export async function firstContact(sql: PostgresSql, url: string, waitMs = FIRST
   }
   const code = (failure as { code?: unknown } | undefined)?.code;
   if (failure !== undefined && !(typeof code === 'string' && PERHAPS_NOT_POSTGRES.has(code))) throw new DatabaseStartError(describeFailure(failure));
-  const hosts = hostsOf(url);
+  const parsed = parsePostgresUrl(url);
+  const hosts = 'invalid' in parsed ? [] : parsed.hosts;
   const spoken = await Promise.all(hosts.map(({ host, port }) => protocolOf(host, port)));
   const strange = spoken.findIndex((answer) => answer === 'other' || answer === 'closed');
   if (strange !== -1) {
@@ -67,14 +68,9 @@ export async function firstContact(sql: PostgresSql, url: string, waitMs = FIRST
       : `${where} answers, but not in PostgreSQL's protocol: it is not PostgreSQL`);
   }
   if (failure !== undefined) throw new DatabaseStartError(describeFailure(failure));
-  throw new DatabaseStartError(hosts.length > 1 && spoken.includes('postgres')
-    ? `no host of the list took a read-write session within ${waitMs / 1000} s: the primary is down, or every host that answers is a standby (target_session_attrs)`
+  throw new DatabaseStartError(!('invalid' in parsed) && parsed.targetSessionAttrs !== null && spoken.includes('postgres')
+    ? `no host took a ${parsed.targetSessionAttrs} session within ${waitMs / 1000} s (target_session_attrs): the primary is down, or every host that answers is a standby`
     : `no answer within ${waitMs / 1000} s`);
-}
-
-function hostsOf(url: string): readonly { host: string; port: number }[] {
-  const parsed = parsePostgresUrl(url);
-  return 'invalid' in parsed ? [] : parsed.hosts;
 }
 
 /**

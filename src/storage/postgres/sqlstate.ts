@@ -65,7 +65,7 @@ const DESCRIPTIONS: Readonly<Record<string, string>> = {
   '42501': 'the role lacks a privilege the service needs to create and update its schema',
   '53300': 'PostgreSQL has no connection slot left',
   '57P03': 'PostgreSQL is starting up, shutting down or recovering, and takes no connection now',
-  '08P01': 'the server broke PostgreSQL\'s protocol (a pooler refusing a start-up parameter does)',
+  '08P01': 'a pooler in front of PostgreSQL refused the session, or the server broke the protocol (PgBouncer answers so for a database or user it does not know, and while it cannot reach PostgreSQL)',
   '25006': 'the server is a standby, which cannot be written to: name the primary, or list every host with target_session_attrs=read-write',
   ECONNREFUSED: 'the connection was refused: nothing listens there',
   ENOTFOUND: 'the host name does not resolve',
