@@ -24,11 +24,11 @@ export interface PostgresOptions {
    * then reaches no client (PgBouncer logs "got packet from server when not linked" and closes
    * the connection; the statement waited until the instance gave up, 503).
    *
-   * It costs: without prepared statements each statement is parsed and described at each call, a
-   * round trip more. Measured on `npm run bench -- --scale-out` (PostgreSQL directly), it doubled
-   * PostgreSQL's CPU per request (a pet by id 37-52 us, then 78-140; a PATCH mix 245, then
-   * 600-900), and a PATCH mix on two instances fell from 2,051 to about 530 requests a second,
-   * with 503s, as row locks were held longer. So only when a pooler needs it.
+   * It costs: without prepared statements each statement is parsed, described (a round trip
+   * more) and planned at each call. Measured on `npm run bench -- --scale-out` (PostgreSQL
+   * directly, two instances), PostgreSQL's CPU per request rose by 25 % to 170 % (a pet by id
+   * 36-38 us, then 48-49; a PATCH mix 268-280, then 431-525), the most on writes that hold row
+   * locks. So only when a pooler needs it (docs/decisions/0017).
    */
   transactionPooler?: boolean;
 }

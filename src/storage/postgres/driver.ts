@@ -35,7 +35,7 @@ export async function loadDriver(): Promise<PostgresFactory> {
 
 /**
  * Whether `reason` is the failure of the query that the driver sends first on each new connection,
- * for the array types, whose promise it drops (porsager/postgres issues 1192 and 1205): nothing
+ * for the array types, whose promise it drops (so in 3.4.9, reported upstream and open): nothing
  * can await it, so its failure is an unhandled rejection, which would stop the process. It fails
  * when the connection does: through PgBouncer, each connection opened while PostgreSQL is down.
  * The statement that opened the connection fails on its own and is answered 503; the service
