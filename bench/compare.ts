@@ -11,12 +11,11 @@
  *    baseline first in even ones), each round after waiting for the machine to be quiet and
  *    measured again when other processes disturbed it anyway.
  */
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, relative, resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { serviceEnv, type BenchContext } from './context.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { firstOk, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
-import { formatProfileSummary, summariseProfile, type CpuProfile } from './profile-summary.ts';
 import {
   buildChecks, generatorLoad, isUnusable, median, NOISE_CORES, summariseWorkload,
   type CompareReport, type DiscardedRound, type LoadFacts, type ServerFacts, type WorkloadReport,
@@ -32,13 +31,12 @@ const NODE_OWN_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-l
 /** Starts of each server timed for "start to first 200"; the last one is kept for the loads. */
 const STARTS = 5;
 
-/** Runs the comparison; the report, and the profile's summary with --profile. */
-export async function runCompare(context: BenchContext, workloads: Workload[], load: LoadFacts): Promise<{ report: CompareReport; profileText: string }> {
+/** Runs the comparison. */
+export async function runCompare(context: BenchContext, workloads: Workload[], load: LoadFacts): Promise<CompareReport> {
   const { options, database } = context;
   const startedAt = new Date();
   const authorization = `Bearer ${database.key}`;
-  const profile = join(options.out, `service-${startedAt.toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
-  const starts = await startBoth(context, load, profile, { authorization });
+  const starts = await startBoth(context, load, { authorization });
   const [service, baseline] = [starts.service.server, starts.baseline.server];
   await checkWorkloads(service.url, workloads, authorization);
 
@@ -77,21 +75,16 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
     servers: { service: facts(starts.service, servicePeak, serviceExit), baseline: facts(starts.baseline, baselinePeak, baselineExit) },
     accessLog: { lines: log.lines, bytes: log.bytes, requestsSent: serviceResponses },
     workloads: reports,
-    profile: options.profile ? relative(ROOT, profile) : null,
   };
-  return { report: { ...withoutChecks, checks: buildChecks(withoutChecks) }, profileText: options.profile ? profileSummary(profile) : '' };
+  return { ...withoutChecks, checks: buildChecks(withoutChecks) };
 }
 
-/**
- * Starts the service as `npm start` does (under --cpu-prof, writing `profile`, with --profile),
- * then the baseline with the service's own answer to FIRST_PATH, each STARTS times.
- */
-async function startBoth(context: BenchContext, load: LoadFacts, profile: string, auth: Record<string, string>): Promise<{ service: RepeatedStart; baseline: RepeatedStart }> {
+/** Starts the service as `npm start` does, then the baseline with the service's own answer to FIRST_PATH, each STARTS times. */
+async function startBoth(context: BenchContext, load: LoadFacts, auth: Record<string, string>): Promise<{ service: RepeatedStart; baseline: RepeatedStart }> {
   const { options, database } = context;
   const npmStart = startCommand(ROOT);
   context.progress(`service: node ${[...npmStart.nodeOptions, relative(ROOT, npmStart.entry)].join(' ')} (as npm start)`);
-  const profileArgs = ['--cpu-prof', `--cpu-prof-dir=${dirname(profile)}`, `--cpu-prof-name=${basename(profile)}`];
-  const serviceArgs = (kept: boolean) => [...npmStart.nodeOptions, ...(kept && options.profile ? profileArgs : []), npmStart.entry];
+  const serviceArgs = () => [...npmStart.nodeOptions, npmStart.entry];
   const env = serviceEnv(context, options.connections, { DATABASE_PATH: database.path });
   const service = await startRepeatedly(context, 'service', serviceArgs, env, auth, load);
 
@@ -164,16 +157,6 @@ function describeRound(result: LoadResult): string {
   );
 }
 
-/** The functions with the most self time in the profile the service wrote at its exit. */
-function profileSummary(file: string): string {
-  try {
-    statSync(file);
-  } catch {
-    return `no profile at ${file}\n`;
-  }
-  return formatProfileSummary(summariseProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, ROOT), 25);
-}
-
 interface RepeatedStart {
   /** The server of the last start, left running for the loads. */
   server: ServerProcess;
@@ -185,13 +168,13 @@ interface RepeatedStart {
 
 /**
  * Starts a server STARTS times, timing spawn -> first 200 of FIRST_PATH each time (one start is
- * too noisy to show that start-up does not grow with the table), and keeps the last one.
- * `args(kept)` may differ for the kept one (--cpu-prof). The server runs on the servers' cores.
+ * too noisy to show that start-up does not grow with the table), and keeps the last one. The
+ * server runs on the servers' cores.
  */
 async function startRepeatedly(
   context: BenchContext,
   name: string,
-  args: (kept: boolean) => string[],
+  args: () => string[],
   env: Record<string, string>,
   headers: Record<string, string>,
   load: LoadFacts,
@@ -200,7 +183,7 @@ async function startRepeatedly(
   const listeningMs: number[] = [];
   for (let start = 1; ; start++) {
     const kept = start === STARTS;
-    const server = await startServer({ name, args: args(kept), env, timeoutMs: 10_000, cpus: load.pinning?.server ?? null });
+    const server = await startServer({ name, args: args(), env, timeoutMs: 10_000, cpus: load.pinning?.server ?? null });
     context.children.push(server);
     const first = await firstOk(server, FIRST_PATH, headers, 10_000);
     startToFirstOkMs.push(first.startToFirstOkMs);

@@ -2,7 +2,7 @@
  * One timed load: wrk against the servers under test (one wrk process per URL, on the
  * generator's cores), and what the machine did meanwhile: the CPU that the servers, PostgreSQL,
  * wrk, this process and everything else used, how busy the servers' and the generator's cores
- * were, the servers' resident memory, and the bytes per request on the client's sockets.
+ * were, and the servers' resident memory.
  */
 import { busiestShare, type Pinning } from './cpu.ts';
 import { fetchOnce, otherLoad, readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND, type MachineTicks } from './processes.ts';
@@ -46,15 +46,10 @@ export interface LoadResult {
   latencyMs: Latency;
   /** wrk's own p99, corrected for coordinated omission (the highest, when several ran). */
   correctedP99Ms: number;
-  /** Mean bytes of an answer and of a request on the client's socket. */
-  responseBytes: number;
-  requestBytes: number;
   /** CPU used during the load, in cores (1 = one core busy the whole time). */
   cpu: {
     /** The server processes, all threads. */
     server: number;
-    /** The first server's main thread alone (with WORKERS, the limiter of every worker). */
-    serverMainThread: number;
     /** PostgreSQL's processes; 0 without. */
     postgres: number;
     /** The wrk processes. */
@@ -78,18 +73,15 @@ export interface LoadResult {
 interface Sample {
   at: number;
   server: number;
-  mainThread: number;
   extra: number;
   own: NodeJS.CpuUsage;
   machine: MachineTicks;
 }
 
 function sample(target: LoadTarget): Sample {
-  const main = target.pids[0]!;
   return {
     at: performance.now(),
     server: target.pids.reduce((sum, pid) => sum + readCpuTicks(pid), 0),
-    mainThread: readCpuTicks(main, main),
     extra: target.extraTicks?.() ?? 0,
     own: process.cpuUsage(),
     machine: readMachineTicks(),
@@ -139,11 +131,8 @@ export async function runLoad(target: LoadTarget, workload: Workload, setup: Loa
     rps: requests / durationS,
     latencyMs: latencyOf(mergeHistograms(runs.map((run) => run.histogramUs))),
     correctedP99Ms: Math.max(...runs.map((run) => run.correctedP99Ms)),
-    responseBytes: sum((run) => run.bytesRead) / responses,
-    requestBytes: sum((run) => run.requestBytes * run.responses) / responses,
     cpu: {
       server: cores(ticks.server),
-      serverMainThread: cores(end.mainThread - start.mainThread),
       postgres: cores(ticks.postgres),
       generator: cores(ticks.generator),
       harness: cores(ticks.harness),
@@ -155,11 +144,6 @@ export async function runLoad(target: LoadTarget, workload: Workload, setup: Loa
     },
     rssMax,
   };
-}
-
-/** CPU seconds per response of `cores` used during a load: what one request cost that part. */
-export function perResponse(result: LoadResult, cores: number): number {
-  return (cores * result.wallS) / (result.requests + result.non2xx);
 }
 
 /**

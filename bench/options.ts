@@ -18,8 +18,6 @@ export interface BenchOptions {
   connections: number;
   /** Workloads to run, in the standard order; null for the default ones. */
   only: WorkloadName[] | null;
-  /** Start the service with --cpu-prof (its figures are then not representative). */
-  profile: boolean;
   /** Start the service with METRICS_PORT, so that every request is counted. */
   metrics: boolean;
   /** false with --no-pin: no core of its own for the server nor for the generator. */
@@ -30,14 +28,12 @@ export interface BenchOptions {
   cores: number[] | null;
   /** --scale-out: the numbers of PostgreSQL instances to measure (--instances), or null. */
   scaleOut: number[] | null;
-  /** --model: measure what the capacity model needs, and print its predictions. */
-  model: boolean;
-  /** Where latest.json and profiles go. */
+  /** Where latest.json goes. */
   out: string;
   help: boolean;
 }
 
-/** The workloads of the cores, scale-out and model runs unless --only says otherwise. */
+/** The workloads of the cores and scale-out runs unless --only says otherwise. */
 export const SCALING_WORKLOADS: readonly WorkloadName[] = ['list20', 'deep', 'get', 'create', 'mix', 'patchmix'];
 
 export const USAGE = `Usage: npm run bench -- [options]
@@ -53,10 +49,6 @@ Instead (any of them, together):
   --scale-out       the service on PostgreSQL (a throwaway cluster, fsync off), N instances on
                     one database for each N of --instances, one wrk per instance
   --instances L     the instance counts of --scale-out (default 1,2)
-  --model           the capacity model (docs/performance-model.md): measures the costs of one
-                    instance on one core (SQLite, then PostgreSQL) and the two-core runs
-                    (WORKERS=2, two PostgreSQL instances), prints the model's predictions
-                    against those measurements, and projects 4, 16 and 64 cores
 
 Options:
   --pets N          pets in the database (default 10000)
@@ -66,11 +58,10 @@ Options:
   --connections C   connections per server instance, or per worker (default 50)
   --only A,B        only these workloads: ${WORKLOAD_NAMES.join(', ')}
                     (default: all in the comparison; ${SCALING_WORKLOADS.join(', ')} otherwise)
-  --profile         run the service under node --cpu-prof and summarise the profile (comparison)
   --metrics         run the service with METRICS_PORT set, so that metrics count every request
   --no-pin          run the servers and the generator on any core (taskset not used)
   --quiet-wait S    wait at most S seconds in all for other processes to quieten (default 180)
-  --out DIR         where to write latest.json and profiles (default bench/results)
+  --out DIR         where to write latest.json (default bench/results)
   --help            this text
 `;
 
@@ -87,14 +78,12 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
       rounds: { type: 'string' },
       connections: { type: 'string' },
       only: { type: 'string' },
-      profile: { type: 'boolean' },
       metrics: { type: 'boolean' },
       'no-pin': { type: 'boolean' },
       'quiet-wait': { type: 'string' },
       cores: { type: 'string' },
       'scale-out': { type: 'boolean' },
       instances: { type: 'string' },
-      model: { type: 'boolean' },
       out: { type: 'string' },
       help: { type: 'boolean' },
     },
@@ -117,13 +106,11 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     rounds: integer(values.rounds, '--rounds', 3, 1, 100),
     connections: integer(values.connections, '--connections', 50, 1, 1000),
     only,
-    profile: values.profile ?? false,
     metrics: values.metrics ?? false,
     pin: !(values['no-pin'] ?? false),
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
     cores: values.cores === undefined ? null : counts(values.cores, '--cores', 256),
     scaleOut: values['scale-out'] ? counts(values.instances ?? '1,2', '--instances', 16) : null,
-    model: values.model ?? false,
     out: values.out ?? defaultOut,
     help: values.help ?? false,
   };

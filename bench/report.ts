@@ -180,8 +180,6 @@ export interface CompareReport {
   accessLog: { lines: number; bytes: number; requestsSent: number };
   workloads: WorkloadReport[];
   checks: Check[];
-  /** The CPU profile written with --profile. */
-  profile: string | null;
 }
 
 /** The pass/fail list of the targets, for what this run measured. */

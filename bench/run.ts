@@ -3,9 +3,8 @@
  * the limit (`npm run bench -- --help` lists what it can run).
  *
  * 1. Seeds a SQLite file (N pets, one enterprise key whose limits never bind).
- * 2. By default, the comparison with a bare node:http baseline (bench/compare.ts); with --cores,
- *    --scale-out or --model, the service alone in each configuration they ask for
- *    (bench/scaling.ts), and with --model the capacity model's predictions (bench/model.ts).
+ * 2. By default, the comparison with a bare node:http baseline (bench/compare.ts); with --cores or
+ *    --scale-out, the service alone in each configuration they ask for (bench/scaling.ts).
  * 3. Prints one text report and writes results/latest.json. Exits 1 when a measurement is not
  *    valid (errors, non-2xx answers, an unclean exit) or not usable (the generator at its limit).
  *
@@ -22,8 +21,7 @@ import { allowedCpus, choosePinning, findExecutable, pinProcess } from './cpu.ts
 import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
 import { quietWaiter } from './measure.ts';
 import { formatText, NOISE_CORES, type CompareReport, type LoadFacts } from './report.ts';
-import { buildModel, formatModel, type ModelReport } from './model.ts';
-import { configurationsFor, formatScaling, measureFlushUs, runScaling, type ScalingRow } from './scaling.ts';
+import { configurationsFor, formatScaling, runScaling, type ScalingRow } from './scaling.ts';
 import { idBeforeLast, seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
 
@@ -101,7 +99,6 @@ async function main(): Promise<void> {
 
   let comparison: CompareReport | null = null;
   let scaling: ScalingRow[] = [];
-  let model: ModelReport | null = null;
   let text: string;
   if (compare) {
     const { pinning, note } = choosePinning(context.cpus, 1, { pin: options.pin, tasksetFound: findExecutable('taskset') !== null });
@@ -109,17 +106,11 @@ async function main(): Promise<void> {
     progress(`load generator: ${load.version}; ${note}`);
     // This process reads the service's log and samples /proc during the loads: on the generator's core.
     if (pinning !== null) pinProcess(process.pid, pinning.generator);
-    const { report, profileText } = await runCompare(context, workloads, load);
-    comparison = report;
-    text = formatText(report) + (options.profile ? `\nThe service ran under --cpu-prof: its figures above are lower than without it.\nCPU profile of the service (${report.profile}):\n${profileText}` : '');
+    comparison = await runCompare(context, workloads, load);
+    text = formatText(comparison);
   } else {
     scaling = await runScaling(context, workloads, configurations);
     text = formatScaling(scaling);
-    if (options.model) {
-      // The disk of the SQLite file, beside it: what a flush of a log costs here.
-      model = buildModel(scaling, measureFlushUs(workDir));
-      text += `\n${formatModel(model)}`;
-    }
   }
   const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryBytes: totalmem(), kernel: release(), node: process.version };
   text += `\nMachine: ${machine.cpus} x ${machine.cpuModel}, ${(machine.memoryBytes / 2 ** 30).toFixed(0)} GiB, Linux ${machine.kernel}, Node ${machine.node}; ` +
@@ -127,7 +118,7 @@ async function main(): Promise<void> {
   process.stdout.write(`\n${text}`);
 
   const command = ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ');
-  const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling, model };
+  const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling };
   writeFileSync(join(options.out, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
   progress(`\nwrote ${relative(process.cwd(), join(options.out, 'latest.json'))}`);
   rmSync(workDir, { recursive: true, force: true });

@@ -3,18 +3,15 @@
  * PostgreSQL with N instances on one database (--scale-out), every workload after a warm-up,
  * measured once. The servers get the first cores (one per worker or instance), wrk and
  * PostgreSQL the next ones, or share them when none is left. Beside throughput, each run keeps
- * what the capacity model needs (bench/model.ts): the CPU of every process, the SQLite file's
- * commits, PostgreSQL's statements and WAL writes, the bytes on the client's sockets.
+ * the CPU of every process (the servers', PostgreSQL's, wrk's, and the rest of the machine's).
  */
-import { closeSync, fdatasyncSync, openSync, rmSync, writeSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { serviceEnv, type BenchContext } from './context.ts';
 import { choosePinning, findExecutable, pinProcess } from './cpu.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
-import { countersBetween, startBenchPostgres, type BenchPostgres, type PostgresCounters } from './postgres.ts';
+import { startBenchPostgres, type BenchPostgres } from './postgres.ts';
 import { startServer, type ServerProcess } from './processes.ts';
 import { count, fixed, NOISE_CORES, percent, textTable } from './report.ts';
-import { readCommitCounter } from './seed.ts';
 import { startCommand } from './start-command.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
@@ -36,13 +33,11 @@ export function describe(configuration: Configuration): string {
     : `PostgreSQL, ${configuration.instances} instance${configuration.instances === 1 ? '' : 's'}`;
 }
 
-/** The configurations that --cores, --scale-out and --model ask for, each once, SQLite first. */
-export function configurationsFor(options: { cores: number[] | null; scaleOut: number[] | null; model: boolean }): Configuration[] {
-  const workers = new Set([...(options.cores ?? []), ...(options.model ? [1, 2] : [])]);
-  const instances = new Set([...(options.scaleOut ?? []), ...(options.model ? [1, 2] : [])]);
+/** The configurations that --cores and --scale-out ask for, SQLite first. */
+export function configurationsFor(options: { cores: number[] | null; scaleOut: number[] | null }): Configuration[] {
   return [
-    ...[...workers].sort((a, b) => a - b).map((n): Configuration => ({ engine: 'sqlite', instances: 1, workers: n })),
-    ...[...instances].sort((a, b) => a - b).map((n): Configuration => ({ engine: 'postgres', instances: n, workers: 1 })),
+    ...(options.cores ?? []).map((n): Configuration => ({ engine: 'sqlite', instances: 1, workers: n })),
+    ...(options.scaleOut ?? []).map((n): Configuration => ({ engine: 'postgres', instances: n, workers: 1 })),
   ];
 }
 
@@ -52,10 +47,6 @@ export interface ScalingRow {
   result: LoadResult;
   /** Whether wrk (and PostgreSQL) shared the servers' cores. */
   shared: boolean;
-  /** Commits on the SQLite file during the load; null on PostgreSQL. */
-  commits: number | null;
-  /** PostgreSQL's counters during the load; null on SQLite. */
-  postgres: PostgresCounters | null;
 }
 
 /** Measures every workload in every configuration; PostgreSQL is started for the first that needs it. */
@@ -93,18 +84,7 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
 
   const measure = async (workload: Workload): Promise<ScalingRow> => {
     await context.quiet(target.pids);
-    const commitsBefore = configuration.engine === 'sqlite' ? readCommitCounter(context.database.path) : 0;
-    const countersBefore = configuration.engine === 'postgres' ? await postgres!.counters() : null;
-    const result = await runLoad(target, workload, setup(options.seconds));
-    return {
-      configuration,
-      workload: workload.name,
-      result,
-      shared,
-      // Modulo 2^32, as the counter is.
-      commits: configuration.engine === 'sqlite' ? (readCommitCounter(context.database.path) - commitsBefore) >>> 0 : null,
-      postgres: countersBefore === null ? null : countersBetween(countersBefore, await postgres!.counters()),
-    };
+    return { configuration, workload: workload.name, result: await runLoad(target, workload, setup(options.seconds)), shared };
   };
   const rows: ScalingRow[] = [];
   for (const workload of workloads) {
@@ -166,7 +146,7 @@ export function formatScaling(rows: readonly ScalingRow[]): string {
       describe(row.configuration), row.workload, count(result.rps), fixed(result.rps / first.result.rps),
       row.configuration.engine === 'postgres' && sqlite !== undefined ? fixed(result.rps / sqlite.result.rps) : '-',
       fixed(result.latencyMs.p99),
-      fixed(result.cpu.server), row.postgres === null ? '-' : fixed(result.cpu.postgres),
+      fixed(result.cpu.server), row.configuration.engine === 'sqlite' ? '-' : fixed(result.cpu.postgres),
       result.cpu.generatorCore === null ? '-' : percent(result.cpu.generatorCore), fixed(result.cpu.other),
       [row.shared ? 'wrk shares the servers\' cores' : '', result.non2xx + result.errors > 0 ? `${result.non2xx} non-2xx, ${result.errors} errors` : ''].filter(Boolean).join('; '),
     ];
@@ -175,27 +155,4 @@ export function formatScaling(rows: readonly ScalingRow[]): string {
     'x SQLite: against one SQLite process on the same workload in this run (the target for one PostgreSQL instance is 0.50 for list20 and get);\n' +
     'server cores: CPU of the service\'s processes, all threads; wrk core %: the busiest of wrk\'s cores, whatever ran on it\n' +
     '(over 90 %: wrk may have been the limit, unless it shared the servers\' cores); other: cores used by other processes (noise).\n';
-}
-
-/**
- * How long this machine's disk takes to make a small write durable (a 4 KiB append and
- * fdatasync, as a WAL commit does), median of `times`, in microseconds, in `dir`.
- */
-export function measureFlushUs(dir: string, times = 200): number {
-  const path = join(dir, 'flush-probe');
-  const fd = openSync(path, 'w');
-  const page = Buffer.alloc(4096, 7);
-  const samples: number[] = [];
-  try {
-    for (let i = 0; i < times; i++) {
-      const started = performance.now();
-      writeSync(fd, page);
-      fdatasyncSync(fd);
-      samples.push((performance.now() - started) * 1000);
-    }
-  } finally {
-    closeSync(fd);
-    rmSync(path, { force: true });
-  }
-  return samples.sort((a, b) => a - b)[times >> 1]!;
 }

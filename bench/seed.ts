@@ -1,10 +1,8 @@
 /**
  * The bench's database: N pets and one enterprise key, written before the service starts, with
  * the service's own migrations (openDatabase) and key store, so the file is exactly what a
- * production server would open; and the file's count of commits, which the model needs.
+ * production server would open.
  */
-import { closeSync, openSync, readSync } from 'node:fs';
-import { endianness } from 'node:os';
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase, transaction } from '../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
@@ -64,21 +62,4 @@ export function idBeforeLast(db: DatabaseSync, fromEnd: number, status?: string)
     ? db.prepare('SELECT id FROM pets ORDER BY id DESC LIMIT 1 OFFSET ?').get(fromEnd)
     : db.prepare('SELECT id FROM pets WHERE status = ? ORDER BY id DESC LIMIT 1 OFFSET ?').get(status, fromEnd)) as { id: number } | undefined;
   return row === undefined ? 0 : Number(row.id);
-}
-
-/**
- * How many transactions have committed on the SQLite file at `path` (WAL mode), modulo 2^32:
- * the change counter of the WAL index header at the start of its `-shm` file, which every commit
- * increments (https://sqlite.org/walformat.html, 2.1; src/storage/sqlite/database.ts reads the
- * same header). In the byte order of the machine that wrote it: this one.
- */
-export function readCommitCounter(path: string): number {
-  const fd = openSync(`${path}-shm`, 'r');
-  try {
-    const header = Buffer.alloc(12);
-    readSync(fd, header, 0, 12, 0);
-    return endianness() === 'LE' ? header.readUInt32LE(8) : header.readUInt32BE(8);
-  } finally {
-    closeSync(fd);
-  }
 }

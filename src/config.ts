@@ -3,8 +3,8 @@
  * configuration"). Parsing is strict: a typo must stop the server at start with a message naming
  * the variable, not run it with a surprising default.
  */
-import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
+import { parseIp, parseRange, type RangeProblem } from './lib/ip-address.ts';
 import { HOST_NAME, parsePostgresUrl } from './lib/postgres-url.ts';
 
 /** Origins whose pages may read our answers: any (`*`), or exactly these serialised origins. */
@@ -228,54 +228,20 @@ function trustProxy(env: Env, name: string): boolean | readonly string[] {
   const entries = raw.split(',').map((entry) => entry.trim());
   if (entries.length > MAX_TRUSTED_PROXIES) throw new ConfigError(name, `${name} may list at most ${MAX_TRUSTED_PROXIES} addresses or ranges, got ${entries.length}`);
   for (const entry of entries) {
-    const problem = proxyEntryProblem(entry);
-    if (problem !== null) {
-      throw new ConfigError(name, `${name} must be true, false, or comma-separated IP addresses and CIDR ranges such as 10.0.0.5,10.1.0.0/16; ${problem}, got ${got(entry)}`);
+    const range = parseRange(entry);
+    if (typeof range === 'string') {
+      throw new ConfigError(name, `${name} must be true, false, or comma-separated IP addresses and CIDR ranges such as 10.0.0.5,10.1.0.0/16; ${RANGE_PROBLEMS[range]}, got ${got(entry)}`);
     }
   }
   return [...new Set(entries)];
 }
 
-/** Why a TRUST_PROXY entry is refused, or null for a plain address or a range written at its start. */
-function proxyEntryProblem(entry: string): string | null {
-  const slash = entry.indexOf('/');
-  const address = slash === -1 ? entry : entry.slice(0, slash);
-  const family = isIP(address);
-  if (family === 0) return 'an entry is not an IP address';
-  if (slash === -1) return null;
-  const bits = family === 4 ? 32 : 128;
-  const prefix = /^[0-9]{1,3}$/.test(entry.slice(slash + 1)) ? Number(entry.slice(slash + 1)) : Number.NaN;
-  if (!(prefix >= 0 && prefix <= bits)) return `a prefix length must be 0 to ${bits}`;
-  if (!isNetworkStart(address, family, prefix)) return 'a range must be written with its first address';
-  return null;
-}
-
-/** Whether every bit of `address` past the first `prefix` is 0. */
-function isNetworkStart(address: string, family: number, prefix: number): boolean {
-  const value = family === 4 ? address.split('.').reduce((sum, part) => (sum << 8n) | BigInt(Number(part)), 0n) : ipv6Value(address);
-  const bits = family === 4 ? 32n : 128n;
-  const hostBits = bits - BigInt(prefix);
-  return (value & ((1n << hostBits) - 1n)) === 0n;
-}
-
-/** The 128-bit value of an IPv6 address that isIP accepted (an IPv4 tail allowed). */
-function ipv6Value(address: string): bigint {
-  const groups = (part: string): bigint[] =>
-    part === '' ? [] : part.split(':').flatMap((piece) => {
-      if (!piece.includes('.')) return [BigInt(Number.parseInt(piece, 16))];
-      const [a, b, c, d] = piece.split('.').map(Number) as [number, number, number, number];
-      return [BigInt((a << 8) | b), BigInt((c << 8) | d)];
-    });
-  const zone = address.indexOf('%');
-  const plain = zone === -1 ? address : address.slice(0, zone);
-  const gap = plain.indexOf('::');
-  const all = gap === -1 ? groups(plain) : (() => {
-    const head = groups(plain.slice(0, gap));
-    const tail = groups(plain.slice(gap + 2));
-    return [...head, ...new Array<bigint>(8 - head.length - tail.length).fill(0n), ...tail];
-  })();
-  return all.reduce((sum, group) => (sum << 16n) | group, 0n);
-}
+/** What each problem of parseRange says in TRUST_PROXY's message. */
+const RANGE_PROBLEMS: Readonly<Record<RangeProblem, string>> = {
+  not_an_address: 'an entry is not an IP address',
+  bad_prefix: 'a prefix length must be 0 to 32 (IPv4) or 128 (IPv6)',
+  not_first_address: 'a range must be written with its first address',
+};
 
 /** A warning the server logs at start: a setting that works but is probably not what was meant. */
 export interface ConfigWarning {
@@ -288,9 +254,12 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
-/** What `config` allows that is probably a mistake; main.ts logs each at start. */
-export function configWarnings(config: Pick<Config, 'trustProxy' | 'host'>): ConfigWarning[] {
-  const warnings: ConfigWarning[] = [];
+/** What `config` allows that is probably a mistake, and variables of `env` it ignored; main.ts logs each at start. */
+export function configWarnings(config: Pick<Config, 'trustProxy' | 'host'>, env: Env = {}): ConfigWarning[] {
+  const warnings: ConfigWarning[] = unknownVariables(env).map((name) => {
+    const meant = closest(name, [...KNOWN_VARIABLES]);
+    return { event: 'unknown_variable', message: `${name} is set, but the service reads no such variable and ignores it: did you mean ${meant}? (see docs/configuration.md)` };
+  });
   if (config.trustProxy === true && !isLoopback(config.host)) {
     warnings.push({
       event: 'trust_proxy_any_peer',
@@ -300,11 +269,57 @@ export function configWarnings(config: Pick<Config, 'trustProxy' | 'host'>): Con
   return warnings;
 }
 
+/**
+ * The variables loadConfig reads, learnt by letting it read an empty environment (where it reads
+ * every one of them, each default being valid), so that this cannot fall behind the code.
+ */
+const KNOWN_VARIABLES: ReadonlySet<string> = (() => {
+  const names = new Set<string>();
+  const recording = new Proxy<Env>({}, {
+    get(_target, name) {
+      if (typeof name === 'string') names.add(name);
+      return undefined;
+    },
+  });
+  loadConfig(recording, { availableParallelism: () => 1 });
+  return names;
+})();
+
+/**
+ * The set variables of `env` that look like the service's but are none it reads (DATABASE_PATHS,
+ * WORKER), which would otherwise be ignored without a word: those that start with the first word of
+ * one of its multi-word variables (DATABASE_, RATE_ ...), and its one-word ones with an S added or
+ * taken away.
+ */
+export function unknownVariables(env: Env): string[] {
+  const known = [...KNOWN_VARIABLES];
+  const prefixes = known.filter((name) => name.includes('_')).map((name) => `${name.split('_')[0]}_`);
+  const nearWords = known.filter((name) => !name.includes('_')).flatMap((name) => [`${name}S`, name.replace(/S$/, '')]);
+  return Object.keys(env)
+    .filter((name) => read(env, name) !== undefined && !KNOWN_VARIABLES.has(name))
+    .filter((name) => prefixes.some((prefix) => name.startsWith(prefix)) || nearWords.includes(name))
+    .sort();
+}
+
+/** The name of `names` that `name` is fewest single-character edits away from. */
+function closest(name: string, names: readonly string[]): string {
+  const distance = (a: string, b: string) => {
+    let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+    for (let i = 1; i <= a.length; i++) {
+      const current = [i];
+      for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      previous = current;
+    }
+    return previous[b.length]!;
+  };
+  return names.reduce((best, candidate) => (distance(name, candidate) < distance(name, best) ? candidate : best));
+}
+
 function host(env: Env, name: string, fallback: string): string {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
   // Catches the usual mistakes ("0.0.0.0:8080", "http://localhost") before listen() fails obscurely.
-  if (isIP(raw) === 0 && !HOST_NAME.test(raw)) {
+  if (parseIp(raw) === null && !HOST_NAME.test(raw)) {
     throw new ConfigError(name, `${name} must be an IP address or a host name, got ${got(raw)}`);
   }
   return raw;

@@ -19,7 +19,7 @@ import { isMainThread, parentPort, workerData, type MessagePort } from 'node:wor
 import { ConfigError, configWarnings, loadConfig, type Config } from './config.ts';
 import { withoutPassword } from './lib/postgres-url.ts';
 import { systemClock } from './clock.ts';
-import { boundedWriter, createLogger, errorName, fdWriter, type Logger } from './http/access-log.ts';
+import { boundedWriter, createLogger, errorFields, fdWriter, type Logger } from './http/access-log.ts';
 import { createHttpServer } from './http/server.ts';
 import { allowedHosts } from './http/allowed-hosts.ts';
 import type { App } from './http/server.ts';
@@ -197,10 +197,10 @@ async function runProcess(config: Config): Promise<void> {
   // Worker threads write their own lines straight to fd 1, so the primary does too (whole lines).
   const write = config.workers > 1 ? fdWriter(1, LOG_BUFFER_BYTES, systemClock) : boundedWriter(process.stdout, LOG_BUFFER_BYTES, systemClock);
   const logger = createLogger({ level: config.logLevel, clock: systemClock, write });
-  for (const warning of configWarnings(config)) logger.event({ level: 'warn', ...warning });
-  // A crash must not print a stack (it may carry input or SQL): log the error's name and stop.
+  for (const warning of configWarnings(config, process.env)) logger.event({ level: 'warn', ...warning });
+  // A crash must not print its message (it may carry input or SQL): log its name and frames and stop.
   const crash = (error: unknown) => {
-    logger.event({ level: 'error', event: 'crash', error: errorName(error) });
+    logger.event({ level: 'error', event: 'crash', ...errorFields(error) });
     logger.flush();
     process.exit(1);
   };
@@ -227,7 +227,7 @@ async function runProcess(config: Config): Promise<void> {
     clock: systemClock,
     failed: (event, error) => {
       observed?.metrics.databaseError();
-      logger.event({ level: 'error', event, error: errorName(error) });
+      logger.event({ level: 'error', event, ...errorFields(error) });
     },
   });
   // A worker or the writer thread that dies stops the process, once the limiter is saved (or,

@@ -18,7 +18,7 @@
 // with a stack trace; this says what to run instead, in one line.
 const major = Number(process.versions.node.split('.')[0]);
 if (major !== 24) {
-  process.stderr.write(`the service needs Node 24 (this is Node ${process.versions.node}); run it with node_modules/.bin/node, which npm install brings, or npm start\n`);
+  process.stderr.write(`the service needs Node 24 (this is Node ${process.versions.node}); run it with node_modules/.bin/node, which npm install brings, or put a Node 24 of your own first on the PATH\n`);
   process.exit(1);
 }
 const { flushCompileCache } = await import('node:module');

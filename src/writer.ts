@@ -8,7 +8,7 @@
  * about 18 MiB more of resident memory for the process.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { REMEMBERED } from './api/idempotent-writes.ts';
+import { REMEMBERED } from './service/remembered.ts';
 import { closeDatabase, openWriterDatabase } from './storage/sqlite/database.ts';
 import type { WriterStart } from './storage/sqlite/writer-host.ts';
 import { runWriter } from './storage/sqlite/writer-thread.ts';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ConfigError, configWarnings, loadConfig } from '../src/config.ts';
+import { ConfigError, configWarnings, loadConfig, unknownVariables } from '../src/config.ts';
 
 /** Asserts that `env` is refused with a one-line ConfigError naming `variable`. */
 function assertRefused(env: Record<string, string>, variable: string): void {
@@ -181,6 +181,16 @@ test('TRUST_PROXY=true with a HOST other hosts can reach is a warning at start; 
   assert.deepEqual(warned({ TRUST_PROXY: 'true', HOST: 'localhost' }), []);
   assert.deepEqual(warned({ TRUST_PROXY: '10.0.0.5', HOST: '0.0.0.0' }), []);
   assert.deepEqual(warned({ HOST: '0.0.0.0' }), []);
+});
+
+test('a set variable that looks like one of the service\'s but is none it reads is a warning at start, naming the one probably meant', () => {
+  const warnings = (env: Record<string, string>) => configWarnings(loadConfig({}), env);
+  assert.deepEqual(warnings({ DATABASE_PATHS: 'data/x.db' }), [{ event: 'unknown_variable', message: 'DATABASE_PATHS is set, but the service reads no such variable and ignores it: did you mean DATABASE_PATH? (see docs/configuration.md)' }]);
+  assert.deepEqual(unknownVariables({ WORKER: '2', PORTS: '80', RATE_LIMIT_BAN: '5', CORS_ORIGINS: '*', LOG_LEVELS: 'warn', APP_ENVIRONMENT: 'production', METRICS: '1' }), ['APP_ENVIRONMENT', 'CORS_ORIGINS', 'LOG_LEVELS', 'PORTS', 'RATE_LIMIT_BAN', 'WORKER']);
+  // The service's own variables, empty ones, and the rest of an environment are not its business.
+  assert.deepEqual(unknownVariables({ DATABASE_PATH: 'x', DATABASE_URL: '', DATABASE_HOST_OF_ANOTHER_APP: '', PATH: '/bin', HOSTNAME: 'box', NODE_ENV: 'production', NODE_COMPILE_CACHE: '/c', npm_config_cache: '/n' }), []);
+  const known = ['PORT', 'HOST', 'APP_ENV', 'DATABASE_PATH', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'PUBLIC_BASE_URL', 'STAGING_BASE_URL', 'TRUST_PROXY', 'RATE_LIMIT_BAN_THRESHOLD', 'RATE_LIMIT_BAN_SECONDS', 'MAX_CONNECTIONS_PER_ADDRESS', 'LOG_LEVEL', 'METRICS_PORT', 'ALLOWED_HOSTS', 'CORS_ALLOWED_ORIGINS', 'WORKERS'];
+  assert.deepEqual(unknownVariables(Object.fromEntries(known.map((name) => [name, 'x']))), [], 'every variable the configuration reads is known');
 });
 
 test('RATE_LIMIT_BAN_THRESHOLD is an integer from 1 to 10000', () => {

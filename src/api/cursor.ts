@@ -1,8 +1,10 @@
 /**
- * The opaque `cursor` of `GET /v1/pets`: only a position (the last id of the previous page),
- * so it combines with any `limit` and `status`. Opaque to clients, not secret.
+ * The opaque `cursor` of the lists (`GET /v1/pets`, `GET /v1/store/orders`): only a position (the
+ * last id of the previous page), so it combines with any `limit` and `status`. Opaque to clients,
+ * not secret. Also the `Link` to the next page that carries it.
  */
-import { ApiError } from '../http/api-error.ts';
+import { apiError } from './errors.ts';
+import { BASE_PATH, type OperationSpec } from './operation.ts';
 import { INT64_MAX } from './schemas.ts';
 
 const DECODED = /^after:(0|[1-9][0-9]{0,18})$/;
@@ -21,5 +23,13 @@ export function decodeCursor(cursor: string): bigint {
     const id = BigInt(match[1]!);
     if (id <= INT64_MAX && encodeCursor(id) === cursor) return id;
   }
-  throw new ApiError('invalid_query', 'Invalid query: cursor is not a cursor this service issued.');
+  throw apiError('invalid_query', 'cursor is not a cursor this service issued');
+}
+
+/**
+ * The RFC 8288 `Link` to the page after `afterId` of a list operation, on its own path, with the
+ * effective `limit` and the `status` filter, as the document's `NextLink` header describes it.
+ */
+export function nextPageLink(operation: Pick<OperationSpec, 'path'>, { limit, status, afterId }: { limit: number; status: string | undefined; afterId: number | bigint }): string {
+  return `<${BASE_PATH}${operation.path}?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(afterId)}>; rel="next"`;
 }

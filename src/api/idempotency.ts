@@ -4,7 +4,8 @@
  * any order), reduced to a fingerprint that can be stored and compared.
  */
 import { createHash } from 'node:crypto';
-import { ApiError } from '../http/api-error.ts';
+import type { ApiError } from '../http/api-error.ts';
+import { apiError } from './errors.ts';
 import { createPetParameters } from './schemas.ts';
 
 /**
@@ -37,7 +38,7 @@ export function parseIdempotencyKey(header: string | string[] | undefined): stri
 }
 
 function invalidKey(): ApiError {
-  return new ApiError('invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 visible ASCII characters (! to ~), bare or in double quotes.');
+  return apiError('invalid_idempotency_key');
 }
 
 /**

@@ -5,12 +5,11 @@
  * a request refused before the operation ran never gets here, and a failed write rolls back its
  * record with it, so a retry can still succeed.
  */
-import { ApiError } from '../http/api-error.ts';
+import type { ApiError } from '../http/api-error.ts';
+import { apiError } from './errors.ts';
 import type { Reply } from '../http/reply.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
-import type { IdempotencyConflict, IdempotencyRecord, Responders, StoredResponse } from '../storage/idempotency.ts';
-import { placed } from './orders/json.ts';
-import { created } from './pets/json.ts';
+import type { IdempotencyConflict, IdempotencyRecord, StoredResponse } from '../storage/idempotency.ts';
 
 /** The two steps of one idempotent write, over its store. */
 export interface IdempotentSteps<R> {
@@ -56,13 +55,13 @@ function isConflict<R>(result: R | IdempotencyConflict): result is IdempotencyCo
 }
 
 function inFlightError(): ApiError {
-  return new ApiError('idempotency_key_in_flight', 'A request with this Idempotency-Key is still being processed; retry later.', { 'Retry-After': '1' });
+  return apiError('idempotency_key_in_flight');
 }
 
 /** The first response again for the same body; 422 for another body under the same key. */
 function replayOrRefuse(record: IdempotencyRecord, fingerprint: string, replayed: () => void): Reply {
   if (record.fingerprint !== fingerprint) {
-    throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different body; use a new key for a new request.');
+    throw apiError('idempotency_key_reused');
   }
   replayed();
   const { response } = record;
@@ -73,13 +72,3 @@ function replayOrRefuse(record: IdempotencyRecord, fingerprint: string, replayed
 export function storedResponse(reply: Reply): StoredResponse {
   return { status: reply.status, headers: { ...reply.headers }, body: reply.body };
 }
-
-/**
- * What each operation's record remembers: its 201, built once what was made has its id. The
- * create and order paths use these, and so does SQLite's writer thread (src/writer.ts), which
- * builds the record in its own transaction.
- */
-export const REMEMBERED: Responders = {
-  createPet: (pet) => storedResponse(created(pet)),
-  placeOrder: (order) => storedResponse(placed(order)),
-};

@@ -1,138 +1,66 @@
 /**
- * The operations of the API, as data: one entry per operation, from which the router
- * (src/pipeline/routes.ts), the OpenAPI document (openapi/document.ts) and, through it, the
- * /docs page are built. Each entry names its handler by operationId (the pets' are in
- * pets/handlers.ts); a field's rules live in schemas.ts and are referenced here, never repeated.
- * Adding an operation means adding one entry here and its handler.
+ * The operations of the API, as data: one entry per operation, keyed by its operationId, from
+ * which the router (src/pipeline/routes.ts), the handlers' types and validators (operation.ts),
+ * the OpenAPI document (openapi/document.ts) and, through it, the /docs page are built. An entry
+ * refers to the schema objects of schemas.ts and to the headers of response-headers.ts, never to
+ * a copy. Adding an operation means adding its entry here and its handler (docs/architecture.md,
+ * "Adding an operation").
  *
  * What every operation answers whatever it does (401, 429, 500, 503, and the 408/431 the HTTP
  * server writes itself) and the headers on every answer are added by the document's builder.
  */
-import type { IncomingMessage } from 'node:http';
-import type { ErrorCode } from '../http/api-error.ts';
-import type { Reply } from '../http/reply.ts';
-import type { Params } from '../http/router.ts';
-import type { Scope } from '../keys/scopes.ts';
-import type { HeaderUse } from './openapi/headers.ts';
+import { JSON_BODY, MERGE_PATCH_BODY } from '../http/request-body.ts';
+import type { HandlerContext, HandlersOf } from './handler.ts';
+import { deprecationHeaders, sunsetDay, type OperationSpec } from './operation.ts';
 import {
-  createPetParameters, getOrderParameters, getPetParameters, ifMatchParameters, listOrdersParameters, listPetsParameters,
-  placeOrderParameters, type Parameter,
+  createPetParameters, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listOrdersParameters, listPetsParameters,
+  newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, petPatchSchema, petSchema, petsPageSchema,
+  placeOrderParameters,
 } from './schemas.ts';
 
-/** Paths below are under this base address. */
-export const BASE_PATH = '/v1';
+/** The groups of operations, as the document and /docs show them. */
+export const TAGS = {
+  pets: 'Animals available for adoption.',
+  store: 'Orders to adopt pets, and the store\'s inventory.',
+  meta: 'This document.',
+} as const;
 
-/** `GET /v1/pets/{petId}` is deprecated (RFC 9745) and sunsets (RFC 8594) on this instant. */
-export const SUNSET_MS = Date.UTC(2030, 11, 5);
-/** When the deprecation was announced: the users' text of version 1.0.0. */
-export const DEPRECATED_MS = Date.UTC(2025, 11, 5);
-
-/** Headers on every response of the deprecated operation once it is routed, errors included. */
-export const DEPRECATION_HEADERS: Readonly<Record<string, string>> = {
-  Deprecation: `@${DEPRECATED_MS / 1000}`,
-  Sunset: new Date(SUNSET_MS).toUTCString(),
-  Link: '</v1/pets>; rel="successor-version"',
-};
-
-export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
-
-/** One answer of an operation. */
-export interface ResponseSpec {
-  description: string;
-  /** A success body: the name of a component schema, or a schema written in place. */
-  body?: string | Readonly<Record<string, unknown>>;
-  /** An error response: the codes it can carry (each must have this status). */
-  codes?: readonly ErrorCode[];
-  /** Headers beyond those on every answer (the request id, the common ones, the rate limit). */
-  headers?: readonly HeaderUse[];
-}
-
-export interface RequestBodySpec {
-  description: string;
-  /** The name of the component schema the body is validated against. */
-  schema: string;
-  /** The media types accepted, as the document lists them. */
-  mediaTypes: readonly string[];
-}
-
-export interface OperationSpec {
-  operationId: string;
-  method: Method;
-  /** Under BASE_PATH, with `{name}` for each path parameter. */
-  path: string;
-  tag: 'pets' | 'store' | 'meta';
-  summary: string;
-  description: string;
-  /**
-   * The least scope a key needs (401 without a valid key, then 403 insufficient_scope without
-   * this scope); null: anyone, and a valid key only decides whose rate limit counts the request.
-   */
-  scope: Scope | null;
-  /** Deprecated: every answer carries DEPRECATION_HEADERS once routed. */
-  deprecated?: boolean;
-  parameters?: readonly Parameter[];
-  requestBody?: RequestBodySpec;
-  /** Its own answers, by status; the shared ones are added by the document's builder. */
-  responses: Readonly<Record<number, ResponseSpec>>;
-  /** Answers may be replays of a first answer stored under an Idempotency-Key. */
-  replayable?: boolean;
-  /** The shared answer for operations announced but not built in this version. */
-  notImplemented?: boolean;
-}
-
-/** What a handler receives once the request was identified, limited, authenticated and routed. */
-export interface HandlerContext {
-  req: IncomingMessage;
-  /** The path parameters, as sent (each handler validates its own). */
-  params: Params;
-  /** The query string without `?`. */
-  search: string;
-  /** Who is calling; null for an anonymous caller of an operation that needs no key. */
-  caller: Caller | null;
-}
-
-/** The API key of a request, as a handler needs it. */
-export interface Caller {
-  /** The key's id. */
-  id: string;
-  /** The key's account: orders belong to accounts. */
-  account: string;
-  scopes: readonly Scope[];
-}
-
-/** What an operation does; it throws an ApiError for any answer but its own success. */
-export type Handler = (context: HandlerContext) => Reply | Promise<Reply>;
-
-/** Handlers by operationId. */
-export type Handlers = Readonly<Record<string, Handler>>;
+export type Tag = keyof typeof TAGS;
 
 /** The two answers of a change of a pet that is not there, or not in the state expected. */
-const PET_CHANGE_REFUSALS: Readonly<Record<number, ResponseSpec>> = {
+const PET_CHANGE_REFUSALS = {
   404: { description: 'No pet has this id (it never existed, or it was deleted).', codes: ['pet_not_found'] },
   412: { description: "`If-Match` lists none of the pet's current ETag: it was changed since. Nothing was changed.", codes: ['precondition_failed'] },
-};
+} as const;
 
-const SUNSET_DAY = new Date(SUNSET_MS).toISOString().slice(0, 10);
-
-export const OPERATIONS: readonly OperationSpec[] = [
-  {
-    operationId: 'listPets',
-    method: 'GET',
-    path: '/pets',
-    tag: 'pets',
-    summary: 'List pets',
-    description:
-      'Pets sorted by id, as a plain JSON array. When more pets follow, a `Link: <...>; rel="next"` header gives the next page; ' +
-      'following it from the first page visits every matching pet exactly once.',
-    scope: 'pets:read',
-    parameters: listPetsParameters,
-    responses: {
-      200: { description: 'A page of pets.', body: 'Pets', headers: ['NextLink'] },
-      400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
-    },
+/** Hoisted from the table: the deprecated getPet names it as its successor, and listOrders as its model. */
+const listPets = {
+  method: 'GET',
+  path: '/pets',
+  tag: 'pets',
+  summary: 'List pets',
+  description:
+    'Pets sorted by id, as a plain JSON array. When more pets follow, a `Link: <...>; rel="next"` header gives the next page; ' +
+    'following it from the first page visits every matching pet exactly once.',
+  scope: 'pets:read',
+  parameters: listPetsParameters,
+  responses: {
+    200: { description: 'A page of pets.', content: { 'application/json': petsPageSchema }, headers: ['NextLink'] },
+    400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
   },
-  {
-    operationId: 'createPet',
+} as const satisfies OperationSpec<Tag>;
+
+/**
+ * `GET /v1/pets/{petId}` is deprecated since the users' text of version 1.0.0 (RFC 9745) and
+ * sunsets on the second date (RFC 8594).
+ */
+const GET_PET_DEPRECATION = { announcedMs: Date.UTC(2025, 11, 5), sunsetMs: Date.UTC(2030, 11, 5), successor: listPets } as const;
+const SUNSET_DAY = sunsetDay(GET_PET_DEPRECATION);
+const LIST_PETS = `${listPets.method} ${listPets.path}`;
+
+export const OPERATIONS = {
+  listPets,
+  createPet: {
     method: 'POST',
     path: '/pets',
     tag: 'pets',
@@ -140,10 +68,10 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description: 'Stores a pet and answers once it is durably stored.',
     scope: 'pets:write',
     parameters: createPetParameters,
-    requestBody: { description: 'At most 16 KiB.', schema: 'NewPet', mediaTypes: ['application/json'] },
+    requestBody: { description: 'At most 16 KiB.', schema: newPetSchema, mediaTypes: JSON_BODY },
     replayable: true,
     responses: {
-      201: { description: 'The created pet.', body: 'Pet', headers: ['Location', 'ETag', 'Idempotent-Replayed'] },
+      201: { description: 'The created pet.', content: { 'application/json': petSchema }, headers: ['Location', 'ETag', 'Idempotent-Replayed'] },
       400: {
         description: 'A bad `Idempotency-Key`, an empty body or one that is not a JSON object, malformed JSON, or invalid fields (the message names every one).',
         codes: ['invalid_idempotency_key', 'invalid_body', 'invalid_json', 'bad_request'],
@@ -154,27 +82,25 @@ export const OPERATIONS: readonly OperationSpec[] = [
       422: { description: 'This `Idempotency-Key` was used with a different body.', codes: ['idempotency_key_reused'] },
     },
   },
-  {
-    operationId: 'getPet',
+  getPet: {
     method: 'GET',
     path: '/pets/{petId}',
     tag: 'pets',
     summary: 'Get a pet (deprecated)',
     description:
-      `Deprecated: removed on ${SUNSET_DAY} (\`Sunset: ${DEPRECATION_HEADERS.Sunset}\`); from then on it answers \`410 gone\`. ` +
-      'Use `GET /pets` with the `status` filter instead.',
+      `Deprecated: removed on ${SUNSET_DAY} (\`Sunset: ${deprecationHeaders(GET_PET_DEPRECATION).Sunset}\`); from then on it answers \`410 gone\`. ` +
+      `Use \`${LIST_PETS}\` with the \`status\` filter instead.`,
     scope: 'pets:read',
-    deprecated: true,
+    deprecated: GET_PET_DEPRECATION,
     parameters: getPetParameters,
     responses: {
-      200: { description: 'The pet.', body: 'Pet', headers: ['ETag'] },
+      200: { description: 'The pet.', content: { 'application/json': petSchema }, headers: ['ETag'] },
       400: { description: '`petId` is not an int64 in decimal.', codes: ['invalid_path', 'bad_request'] },
       404: { description: 'No pet has this id.', codes: ['pet_not_found'] },
-      410: { description: `The operation was removed on ${SUNSET_DAY}; use \`GET /pets\`.`, codes: ['gone'] },
+      410: { description: `The operation was removed on ${SUNSET_DAY}; use \`${LIST_PETS}\`.`, codes: ['gone'] },
     },
   },
-  {
-    operationId: 'updatePet',
+  updatePet: {
     method: 'PATCH',
     path: '/pets/{petId}',
     tag: 'pets',
@@ -187,11 +113,11 @@ export const OPERATIONS: readonly OperationSpec[] = [
     parameters: [...getPetParameters, ...ifMatchParameters],
     requestBody: {
       description: 'At most 16 KiB, as `application/merge-patch+json` or `application/json`.',
-      schema: 'PetPatch',
-      mediaTypes: ['application/merge-patch+json', 'application/json'],
+      schema: petPatchSchema,
+      mediaTypes: MERGE_PATCH_BODY,
     },
     responses: {
-      200: { description: 'The whole pet after the change.', body: 'Pet', headers: ['ETag'] },
+      200: { description: 'The whole pet after the change.', content: { 'application/json': petSchema }, headers: ['ETag'] },
       400: {
         description: 'A bad `petId`, a malformed `If-Match`, an empty body or one that is not a JSON object, malformed JSON, or invalid fields (the message names every one).',
         codes: ['invalid_path', 'bad_request', 'invalid_body', 'invalid_json'],
@@ -202,8 +128,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
       415: { description: 'The body is not sent as `application/merge-patch+json` or `application/json`.', codes: ['unsupported_media_type'] },
     },
   },
-  {
-    operationId: 'deletePet',
+  deletePet: {
     method: 'DELETE',
     path: '/pets/{petId}',
     tag: 'pets',
@@ -220,24 +145,22 @@ export const OPERATIONS: readonly OperationSpec[] = [
       409: { description: 'An open order holds the pet: it cannot be removed until the order is completed or cancelled.', codes: ['pet_has_open_order'] },
     },
   },
-  {
-    operationId: 'listOrders',
+  listOrders: {
     method: 'GET',
     path: '/store/orders',
     tag: 'store',
     summary: 'List orders',
     description:
       'Orders sorted by id, as a plain JSON array: the account\'s own, or every account\'s for a key with `orders:manage`. ' +
-      'Paginated like `GET /pets`: a `Link: <...>; rel="next"` header gives the next page.',
+      `Paginated like \`${LIST_PETS}\`: a \`Link: <...>; rel="next"\` header gives the next page.`,
     scope: 'orders:write',
     parameters: listOrdersParameters,
     responses: {
-      200: { description: 'A page of orders.', body: 'Orders', headers: ['OrdersNextLink'] },
+      200: { description: 'A page of orders.', content: { 'application/json': ordersPageSchema }, headers: ['NextLink'] },
       400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
     },
   },
-  {
-    operationId: 'placeOrder',
+  placeOrder: {
     method: 'POST',
     path: '/store/orders',
     tag: 'store',
@@ -248,10 +171,10 @@ export const OPERATIONS: readonly OperationSpec[] = [
       'is placed and the others are `409 pet_not_available`. Answers once durably stored.',
     scope: 'orders:write',
     parameters: placeOrderParameters,
-    requestBody: { description: 'At most 16 KiB.', schema: 'NewOrder', mediaTypes: ['application/json'] },
+    requestBody: { description: 'At most 16 KiB.', schema: newOrderSchema, mediaTypes: JSON_BODY },
     replayable: true,
     responses: {
-      201: { description: 'The placed order.', body: 'Order', headers: ['OrderLocation', 'ETag', 'Idempotent-Replayed'] },
+      201: { description: 'The placed order.', content: { 'application/json': orderSchema }, headers: ['Location', 'ETag', 'Idempotent-Replayed'] },
       400: {
         description: 'A bad `Idempotency-Key`, an empty body or one that is not a JSON object, malformed JSON, or an invalid `petId` (the message names every bad field).',
         codes: ['invalid_idempotency_key', 'invalid_body', 'invalid_json', 'bad_request'],
@@ -267,8 +190,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
       422: { description: 'This `Idempotency-Key` was used with a different body.', codes: ['idempotency_key_reused'] },
     },
   },
-  {
-    operationId: 'getOrder',
+  getOrder: {
     method: 'GET',
     path: '/store/orders/{orderId}',
     tag: 'store',
@@ -277,13 +199,12 @@ export const OPERATIONS: readonly OperationSpec[] = [
     scope: 'orders:write',
     parameters: getOrderParameters,
     responses: {
-      200: { description: 'The order.', body: 'Order', headers: ['ETag'] },
+      200: { description: 'The order.', content: { 'application/json': orderSchema }, headers: ['ETag'] },
       400: { description: '`orderId` is not an int64 in decimal.', codes: ['invalid_path', 'bad_request'] },
       404: { description: 'No order has this id, or it belongs to another account.', codes: ['order_not_found'] },
     },
   },
-  {
-    operationId: 'updateOrder',
+  updateOrder: {
     method: 'PATCH',
     path: '/store/orders/{orderId}',
     tag: 'store',
@@ -297,11 +218,11 @@ export const OPERATIONS: readonly OperationSpec[] = [
     parameters: [...getOrderParameters, ...ifMatchParameters],
     requestBody: {
       description: 'At most 16 KiB, as `application/merge-patch+json` or `application/json`.',
-      schema: 'OrderPatch',
-      mediaTypes: ['application/merge-patch+json', 'application/json'],
+      schema: orderPatchSchema,
+      mediaTypes: MERGE_PATCH_BODY,
     },
     responses: {
-      200: { description: 'The whole order after the change (or as it is, for `{}` or its current status).', body: 'Order', headers: ['ETag'] },
+      200: { description: 'The whole order after the change (or as it is, for `{}` or its current status).', content: { 'application/json': orderSchema }, headers: ['ETag'] },
       400: {
         description: 'A bad `orderId`, a malformed `If-Match`, an empty body or one that is not a JSON object, malformed JSON, or an invalid `status`.',
         codes: ['invalid_path', 'bad_request', 'invalid_body', 'invalid_json'],
@@ -313,8 +234,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
       415: { description: 'The body is not sent as `application/merge-patch+json` or `application/json`.', codes: ['unsupported_media_type'] },
     },
   },
-  {
-    operationId: 'getInventory',
+  getInventory: {
     method: 'GET',
     path: '/store/inventory',
     tag: 'store',
@@ -322,12 +242,11 @@ export const OPERATIONS: readonly OperationSpec[] = [
     description: 'How many pets have each status now, exactly. Its cost does not grow with the number of pets. Takes no query parameter.',
     scope: 'pets:read',
     responses: {
-      200: { description: 'The counts, all three always present.', body: 'Inventory' },
+      200: { description: 'The counts, all three always present.', content: { 'application/json': inventorySchema } },
       400: { description: 'A query parameter (it takes none).', codes: ['invalid_query', 'bad_request'] },
     },
   },
-  {
-    operationId: 'getOpenApiDocument',
+  getOpenApiDocument: {
     method: 'GET',
     path: '/openapi.json',
     tag: 'meta',
@@ -339,12 +258,23 @@ export const OPERATIONS: readonly OperationSpec[] = [
     responses: {
       200: {
         description: 'The OpenAPI 3.1 document.',
-        body: {
-          type: 'object',
-          properties: { openapi: { type: 'string', maxLength: 16, pattern: '^3\\.1\\.[0-9]+$' }, info: { type: 'object' }, paths: { type: 'object' } },
-          required: ['openapi', 'info', 'paths'],
+        content: {
+          'application/json': {
+            type: 'object',
+            properties: { openapi: { type: 'string', maxLength: 16, pattern: '^3\\.1\\.[0-9]+$' }, info: { type: 'object' }, paths: { type: 'object' } },
+            required: ['openapi', 'info', 'paths'],
+          },
         },
       },
     },
   },
-];
+} as const satisfies Readonly<Record<string, OperationSpec<Tag>>>;
+
+/** The operationId of every operation. */
+export type OperationId = keyof typeof OPERATIONS;
+
+/** The handler of every operation, by operationId: one missing or misspelt fails the type check. */
+export type Handlers = HandlersOf<typeof OPERATIONS>;
+
+/** What the handler of operation `Id` receives (of either, for a union of ids). */
+export type ContextOf<Id extends OperationId> = Id extends OperationId ? HandlerContext<(typeof OPERATIONS)[Id]> : never;

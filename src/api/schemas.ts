@@ -1,6 +1,7 @@
 /**
  * The service's schemas, as data. The validator interprets these objects and the OpenAPI
- * document is built from them, so a field is described exactly once.
+ * document is built from them, so a field is described exactly once. Each is `as const`, so that
+ * a handler's validated input is typed from the very object that validates it (operation.ts).
  *
  * They are a subset of JSON Schema 2020-12 (what OpenAPI 3.1 uses) with one convention of ours:
  * `integer` with `format: int64` values arrive as `bigint` (see request-body.ts), because a
@@ -42,19 +43,27 @@ export interface IntegerSchema {
 export interface ObjectSchema {
   type: 'object';
   description?: string;
-  properties: Record<string, StringSchema | IntegerSchema>;
+  properties: Readonly<Record<string, StringSchema | IntegerSchema>>;
   required: readonly string[];
   additionalProperties: false;
 }
 
 export type Schema = StringSchema | IntegerSchema | ObjectSchema;
 
-/** An array in a response; the service never reads one. */
+/** An array: a page in a response, or a comma-separated list in a query parameter. */
 export interface ArraySchema {
   type: 'array';
   description?: string;
   items: Schema;
   maxItems: number;
+}
+
+/**
+ * A query parameter that takes a comma-separated list (`?types=a,b`; OpenAPI's `style: form`,
+ * `explode: false`): each item is checked against `items`.
+ */
+export interface ListSchema extends ArraySchema {
+  items: StringSchema | IntegerSchema;
 }
 
 /** An OpenAPI parameter object; the validator reads `name`, `in`, `required` and `schema`. */
@@ -63,45 +72,45 @@ export interface Parameter {
   in: 'query' | 'path' | 'header';
   required?: boolean;
   description: string;
-  schema: StringSchema | IntegerSchema;
+  schema: StringSchema | IntegerSchema | ListSchema;
 }
 
-export const petStatusSchema: StringSchema = {
+export const petStatusSchema = {
   type: 'string',
   description: 'Availability of the animal.',
   enum: PET_STATUSES,
-};
+} as const satisfies StringSchema;
 
 /**
  * 1 to 100 code points, at least one that is not whitespace (JavaScript's `\s`), no control
  * characters (C0, DEL, C1). Lone surrogates are refused for every string by the validator.
  */
-export const petNameSchema: StringSchema = {
+export const petNameSchema = {
   type: 'string',
   description: "The animal's name: 1 to 100 characters, not only whitespace, no control characters.",
   minLength: 1,
   maxLength: 100,
   pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F][^\\u0000-\\u001F\\u007F-\\u009F]*$',
   examples: ['Rex'],
-};
+} as const satisfies StringSchema;
 
-export const categoryIdSchema: IntegerSchema = {
+export const categoryIdSchema = {
   type: 'integer',
   format: 'int64',
   minimum: 1,
   maximum: INT64_MAX,
   description: 'Identifier of the category (1 to 9223372036854775807). Written as plain digits; exact above 2^53.',
-};
+} as const satisfies IntegerSchema;
 
-export const petIdSchema: IntegerSchema = {
+export const petIdSchema = {
   type: 'integer',
   format: 'int64',
   minimum: 1,
   maximum: INT64_MAX,
   description: 'Unique identifier, assigned by the service on creation.',
-};
+} as const satisfies IntegerSchema;
 
-export const newPetSchema: ObjectSchema = {
+export const newPetSchema = {
   type: 'object',
   description: 'A pet to create. Any other property (including id) is refused.',
   properties: {
@@ -111,7 +120,7 @@ export const newPetSchema: ObjectSchema = {
   },
   required: ['name', 'categoryId'],
   additionalProperties: false,
-};
+} as const satisfies ObjectSchema;
 
 /**
  * The body of updatePet, a JSON merge patch (RFC 7396) of a pet, made from newPetSchema so that
@@ -119,19 +128,28 @@ export const newPetSchema: ObjectSchema = {
  * field keeps its value). The property schemas admit no null, so no field can be removed, and
  * any other property (id included) is refused as in a creation.
  */
-export const petPatchSchema: ObjectSchema = mergePatchOf(
+export const petPatchSchema = mergePatchOf(
   newPetSchema,
   'Changes to a pet as a JSON merge patch (RFC 7396): the fields sent replace the stored ones, the others are kept. ' +
     '`null` removes nothing and is refused, as is any other property (including id). `{}` changes nothing.',
 );
+
+/** The type of `mergePatchOf(schema)`: the same properties, none required, none with a default. */
+type MergePatch<S extends ObjectSchema> = {
+  type: 'object';
+  description: string;
+  properties: { readonly [K in keyof S['properties']]: Omit<S['properties'][K], 'default'> };
+  required: readonly [];
+  additionalProperties: false;
+};
 
 /**
  * An object schema as a merge patch of itself: none required, no defaults, and the very same
  * property objects, so a change to a field's rules reaches both (a property with a default is
  * copied without it).
  */
-function mergePatchOf(schema: ObjectSchema, description: string): ObjectSchema {
-  const properties: ObjectSchema['properties'] = {};
+function mergePatchOf<S extends ObjectSchema>(schema: S, description: string): MergePatch<S> {
+  const properties: Record<string, StringSchema | IntegerSchema> = {};
   for (const [name, property] of Object.entries(schema.properties)) {
     if (property.default === undefined) {
       properties[name] = property;
@@ -140,10 +158,10 @@ function mergePatchOf(schema: ObjectSchema, description: string): ObjectSchema {
     const { default: _default, ...rules } = property;
     properties[name] = rules;
   }
-  return { type: 'object', description, properties, required: [], additionalProperties: false };
+  return { type: 'object', description, properties: properties as MergePatch<S>['properties'], required: [], additionalProperties: false };
 }
 
-export const petSchema: ObjectSchema = {
+export const petSchema = {
   type: 'object',
   description: 'An animal available for adoption.',
   properties: {
@@ -154,17 +172,17 @@ export const petSchema: ObjectSchema = {
   },
   required: ['id', 'name', 'categoryId', 'status'],
   additionalProperties: false,
-};
+} as const satisfies ObjectSchema;
 
 /** A page of `GET /v1/pets`. */
-export const petsPageSchema: ArraySchema = {
+export const petsPageSchema = {
   type: 'array',
   description: 'Pets in id order.',
   items: petSchema,
   maxItems: MAX_PAGE_SIZE,
-};
+} as const satisfies ArraySchema;
 
-export const listPetsParameters: readonly Parameter[] = [
+export const listPetsParameters = [
   {
     name: 'limit',
     in: 'query',
@@ -183,9 +201,9 @@ export const listPetsParameters: readonly Parameter[] = [
     description: 'Opaque position taken from a `Link: rel="next"` header.',
     schema: { type: 'string', minLength: 1, maxLength: 64 },
   },
-];
+] as const satisfies readonly Parameter[];
 
-export const getPetParameters: readonly Parameter[] = [
+export const getPetParameters = [
   {
     name: 'petId',
     in: 'path',
@@ -194,14 +212,14 @@ export const getPetParameters: readonly Parameter[] = [
     // The whole int64 range: a well-formed id that no pet has is 404, not 400 (docs/api.md).
     schema: { type: 'integer', format: 'int64', minimum: INT64_MIN, maximum: INT64_MAX },
   },
-];
+] as const satisfies readonly Parameter[];
 
 /**
  * The optional `Idempotency-Key` request header of createPet (docs/api.md, POST /v1/pets): a key
  * of 1 to 255 visible ASCII characters (`!` to `~`), sent bare or as a quoted string whose quotes
  * are not part of the key, so `""` is an empty key.
  */
-export const createPetParameters: readonly Parameter[] = [
+export const createPetParameters = [
   {
     name: 'Idempotency-Key',
     in: 'header',
@@ -210,14 +228,14 @@ export const createPetParameters: readonly Parameter[] = [
       'response (with `Idempotent-Replayed: true`) and creates nothing. 1 to 255 visible ASCII characters, bare or quoted.',
     schema: { type: 'string', minLength: 1, maxLength: 257, pattern: '^(?!""$)(?:[!-~]{1,255}|"[!-~]{1,255}")$' },
   },
-];
+] as const satisfies readonly Parameter[];
 
 /**
  * The optional `If-Match` request header of updatePet and deletePet (docs/api.md). It is
  * parsed by src/http/if-match.ts (its grammar has no useful JSON Schema); described here once
  * for the OpenAPI document. Its length is bounded by the 16 KiB cap on all request headers.
  */
-export const ifMatchParameters: readonly Parameter[] = [
+export const ifMatchParameters = [
   {
     name: 'If-Match',
     in: 'header',
@@ -227,15 +245,15 @@ export const ifMatchParameters: readonly Parameter[] = [
       'value is `400 bad_request`. Without it the change is unconditional.',
     schema: { type: 'string', maxLength: 16384 },
   },
-];
+] as const satisfies readonly Parameter[];
 
 // --- Orders -----------------------------------------------------------------------------------
 
-export const orderStatusSchema: StringSchema = {
+export const orderStatusSchema = {
   type: 'string',
   description: 'Where the order stands: `placed`, then `approved`, then `completed`; or `cancelled` from either of the first two.',
   enum: ORDER_STATUSES,
-};
+} as const satisfies StringSchema;
 
 /** An RFC 3339 UTC instant with milliseconds, as the service writes them. */
 const instantSchema = (description: string): StringSchema => ({
@@ -247,15 +265,15 @@ const instantSchema = (description: string): StringSchema => ({
   examples: ['2026-11-25T21:30:00.000Z'],
 });
 
-export const orderIdSchema: IntegerSchema = {
+export const orderIdSchema = {
   type: 'integer',
   format: 'int64',
   minimum: 1,
   maximum: INT64_MAX,
   description: 'Unique identifier, assigned by the service: positive, increasing, never reused.',
-};
+} as const satisfies IntegerSchema;
 
-export const orderSchema: ObjectSchema = {
+export const orderSchema = {
   type: 'object',
   description: "One account's request to adopt one pet.",
   properties: {
@@ -268,19 +286,19 @@ export const orderSchema: ObjectSchema = {
   },
   required: ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt'],
   additionalProperties: false,
-};
+} as const satisfies ObjectSchema;
 
 /** The body of placeOrder: the pet, with categoryId's rules (plain digits, 1 to int64 max). */
-export const newOrderSchema: ObjectSchema = {
+export const newOrderSchema = {
   type: 'object',
   description: 'An order for one pet. Any other property is refused.',
   properties: { petId: { ...categoryIdSchema, description: 'The pet to adopt (1 to 9223372036854775807, plain digits).' } },
   required: ['petId'],
   additionalProperties: false,
-};
+} as const satisfies ObjectSchema;
 
 /** The body of updateOrder: a merge patch of the status only. */
-export const orderPatchSchema: ObjectSchema = {
+export const orderPatchSchema = {
   type: 'object',
   description:
     'A JSON merge patch (RFC 7396) of the order\'s `status`: `approved`, `completed` or `cancelled`, as the transitions allow. ' +
@@ -288,15 +306,15 @@ export const orderPatchSchema: ObjectSchema = {
   properties: { status: orderStatusSchema },
   required: [],
   additionalProperties: false,
-};
+} as const satisfies ObjectSchema;
 
 /** A page of `GET /v1/store/orders`. */
-export const ordersPageSchema: ArraySchema = {
+export const ordersPageSchema = {
   type: 'array',
   description: 'Orders in id order.',
   items: orderSchema,
   maxItems: MAX_PAGE_SIZE,
-};
+} as const satisfies ArraySchema;
 
 export const inventorySchema: ObjectSchema = {
   type: 'object',
@@ -306,13 +324,19 @@ export const inventorySchema: ObjectSchema = {
   additionalProperties: false,
 };
 
-export const listOrdersParameters: readonly Parameter[] = [
-  { ...listPetsParameters[0]!, description: 'Maximum number of orders returned (decimal digits).' },
+export const listOrdersParameters = [
+  { ...listPetsParameters[0], description: 'Maximum number of orders returned (decimal digits).' },
   { name: 'status', in: 'query', description: 'Only orders with this status.', schema: orderStatusSchema },
-  listPetsParameters[2]!,
-];
+  listPetsParameters[2],
+] as const satisfies readonly Parameter[];
 
-export const getOrderParameters: readonly Parameter[] = [
+/**
+ * The most query parameters any operation takes: a query with more is refused before each of its
+ * names is looked at (test/interface/input-complexity.test.ts checks this against every operation).
+ */
+export const MOST_QUERY_PARAMETERS = Math.max(listPetsParameters.length, listOrdersParameters.length);
+
+export const getOrderParameters = [
   {
     name: 'orderId',
     in: 'path',
@@ -321,7 +345,26 @@ export const getOrderParameters: readonly Parameter[] = [
     // The whole int64 range: a well-formed id that no order has is 404, not 400.
     schema: { type: 'integer', format: 'int64', minimum: INT64_MIN, maximum: INT64_MAX },
   },
-];
+] as const satisfies readonly Parameter[];
 
 /** The Idempotency-Key header of placeOrder: the same rules as createPet's, its own keys. */
-export const placeOrderParameters: readonly Parameter[] = createPetParameters;
+export const placeOrderParameters = createPetParameters;
+
+/**
+ * The component schemas of the OpenAPI document, by name: the table of operations refers to the
+ * objects, and the document names each by its key here (and writes any other in place). The
+ * Error schema is built from the error codes (openapi/json-schema.ts).
+ */
+export const SCHEMAS = {
+  PetStatus: petStatusSchema,
+  NewPet: newPetSchema,
+  PetPatch: petPatchSchema,
+  Pet: petSchema,
+  Pets: petsPageSchema,
+  OrderStatus: orderStatusSchema,
+  NewOrder: newOrderSchema,
+  OrderPatch: orderPatchSchema,
+  Order: orderSchema,
+  Orders: ordersPageSchema,
+  Inventory: inventorySchema,
+} as const satisfies Readonly<Record<string, Schema | ArraySchema>>;

@@ -1,9 +1,40 @@
 /**
- * Interprets the schema objects of schemas.ts. Every problem is collected so that one message
- * names every bad field, then one ApiError is thrown with the caller's code.
+ * Interprets the schema objects of schemas.ts. The problems are collected so that one message
+ * names every bad field, up to MAX_NAMED_PROBLEMS (the others are counted), then one ApiError is
+ * thrown with the caller's code. Each check costs time linear in the input and each message is
+ * bounded, whatever the client sends: a query or a body of thousands of names is one pass over
+ * them and a message of a few hundred bytes.
  */
-import { ApiError, type ErrorCode } from '../http/api-error.ts';
-import { INT64_MAX, INT64_MIN, type IntegerSchema, type ObjectSchema, type Parameter, type StringSchema } from './schemas.ts';
+import { httpError } from '../http/api-error.ts';
+import { quote } from '../lib/quote.ts';
+import { apiError } from './errors.ts';
+import {
+  INT64_MAX, INT64_MIN, MOST_QUERY_PARAMETERS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type StringSchema,
+} from './schemas.ts';
+
+/** The most problems one message names; the others are counted ("and 12 more"). */
+export const MAX_NAMED_PROBLEMS = 5;
+
+/** The problems of one request, in the order found: the first few kept, all counted. */
+interface Problems {
+  readonly named: string[];
+  count: number;
+}
+
+/** Counts a problem; its text is made only when it is among the first few, which are named. */
+function add(problems: Problems, problem: () => string): void {
+  if (problems.count++ < MAX_NAMED_PROBLEMS) problems.named.push(problem());
+}
+
+/**
+ * The problems of `lists`, in that order, as a message names them: the first MAX_NAMED_PROBLEMS,
+ * then how many more there were (when `counted`: a pass that stopped early does not know).
+ */
+function listed(lists: readonly Problems[], counted = true): string {
+  const first = lists.flatMap((list) => list.named).slice(0, MAX_NAMED_PROBLEMS);
+  const more = lists.reduce((sum, list) => sum + list.count, 0) - first.length;
+  return `${first.join('; ')}${more > 0 && counted ? `; and ${more} more` : ''}`;
+}
 
 /** Query and path integers: an optional minus and decimal digits (leading zeros allowed). */
 const DECIMAL = /^-?[0-9]+$/;
@@ -16,7 +47,8 @@ function compiled(pattern: string): RegExp {
 }
 
 /** Describes what a schema accepts, for messages: "an integer from 1 to 100". */
-function expected(schema: StringSchema | IntegerSchema): string {
+function expected(schema: StringSchema | IntegerSchema | ListSchema): string {
+  if (schema.type === 'array') return `a comma-separated list of 1 to ${schema.maxItems} items, each ${expected(schema.items)}`;
   if (schema.type === 'string') {
     if (schema.enum) return `one of ${schema.enum.join(', ')}`;
     const { minLength: min = 0, maxLength: max } = schema;
@@ -66,19 +98,17 @@ function checkBounds(value: bigint, schema: IntegerSchema): boolean {
  * Integers must be bigints: the body parser turns integer literals into bigints and leaves
  * `1.0` or `1e2` as numbers, which is how "plain decimal digits only" is enforced.
  */
-export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCode = 'invalid_body'): Record<string, unknown> {
+export function validateBody(value: unknown, schema: ObjectSchema): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ApiError(code, 'The body must be a JSON object.');
+    throw httpError('invalid_body', 'The body must be a JSON object.');
   }
-  const problems: string[] = [];
+  const problems: Problems = { named: [], count: 0 };
   const input = value as Record<string, unknown>;
-  for (const key of Object.keys(input)) {
-    if (!Object.hasOwn(schema.properties, key)) problems.push(`${JSON.stringify(key)} is not a known property`);
-  }
   const output: Record<string, unknown> = {};
+  // The schema's own fields first: with thousands of unknown properties, a bad field is still named.
   for (const [name, field] of Object.entries(schema.properties)) {
     if (!Object.hasOwn(input, name)) {
-      if (schema.required.includes(name)) problems.push(`${name} is required`);
+      if (schema.required.includes(name)) add(problems, () => `${name} is required`);
       else if (field.default !== undefined) output[name] = field.default;
       continue;
     }
@@ -87,9 +117,12 @@ export function validateBody(value: unknown, schema: ObjectSchema, code: ErrorCo
       ? checkString(fieldValue, field)
       : typeof fieldValue === 'bigint' && checkBounds(fieldValue, field);
     if (ok) output[name] = fieldValue;
-    else problems.push(`${name} must be ${expected(field)}${describe(fieldValue, field)}`);
+    else add(problems, () => `${name} must be ${expected(field)}${describe(fieldValue, field)}`);
   }
-  if (problems.length > 0) throw new ApiError(code, `Invalid body: ${problems.join('; ')}.`);
+  for (const key of Object.keys(input)) {
+    if (!Object.hasOwn(schema.properties, key)) add(problems, () => `${quote(key)} is not a known property`);
+  }
+  if (problems.count > 0) throw httpError('invalid_body', `Invalid body: ${listed([problems])}.`);
   return output;
 }
 
@@ -108,58 +141,99 @@ function describe(value: unknown, field: StringSchema | IntegerSchema): string {
  * Validates query parameters (a URLSearchParams) against parameter objects: an unknown or
  * repeated parameter, or a bad value, is an error naming the parameter. Returns the typed values,
  * with defaults applied: integers as numbers, or as bigints for `format: int64`.
+ *
+ * One pass over the names, each looked up in a Map and a Set, so the cost is linear in the query.
+ * A query with more parameters than any operation takes is refused early: only its first few
+ * names are read (enough to name some of its problems) and none of its values.
  */
 export function validateQuery(query: URLSearchParams, parameters: readonly Parameter[]): Record<string, unknown> {
-  const problems: string[] = [];
-  const seen = new Set<string>();
-  for (const name of query.keys()) {
-    if (seen.has(name)) {
-      if (!problems.some((problem) => problem.startsWith(`${JSON.stringify(name)} is repeated`))) {
-        problems.push(`${JSON.stringify(name)} is repeated`);
-      }
-      continue;
+  const known = parametersByName(parameters);
+  const tooMany = query.size > MOST_QUERY_PARAMETERS;
+  // The first value of each of this operation's parameters, and how often it was sent.
+  const sent = new Map<string, { value: string; times: number }>();
+  const unknown = new Set<string>();
+  const strangers: Problems = { named: [], count: 0 };
+  let read = 0;
+  for (const [name, value] of query) {
+    // Past this many names, some are certainly repeated or unknown, and enough are read to name a few.
+    if (tooMany && read++ === MOST_QUERY_PARAMETERS + MAX_NAMED_PROBLEMS) break;
+    if (known.has(name)) {
+      const entry = sent.get(name);
+      if (entry === undefined) sent.set(name, { value, times: 1 });
+      else entry.times++;
+    } else if (!unknown.has(name)) {
+      unknown.add(name);
+      add(strangers, () => `${quote(name)} is not a known parameter`);
     }
-    seen.add(name);
-    if (!parameters.some((parameter) => parameter.name === name)) {
-      problems.push(`${JSON.stringify(name)} is not a known parameter`);
-    }
+  }
+  // This operation's own parameters first: with thousands of unknown names, a bad one is still named.
+  const problems: Problems = { named: [], count: 0 };
+  if (tooMany) {
+    for (const [name, { times }] of sent) if (times > 1) add(problems, () => `${quote(name)} is repeated`);
+    throw apiError('invalid_query', `${query.size} parameters, more than any operation takes (${MOST_QUERY_PARAMETERS}): ${listed([problems, strangers], false)}`);
   }
   const output: Record<string, unknown> = {};
   for (const parameter of parameters) {
-    const raw = query.get(parameter.name);
-    if (raw === null) {
-      if (parameter.required) problems.push(`${parameter.name} is required`);
-      else if (parameter.schema.default !== undefined) output[parameter.name] = parameter.schema.default;
-      continue;
+    const entry = sent.get(parameter.name);
+    if (entry === undefined) {
+      if (parameter.required) add(problems, () => `${parameter.name} is required`);
+      else if (parameter.schema.type !== 'array' && parameter.schema.default !== undefined) output[parameter.name] = parameter.schema.default;
+    } else if (entry.times > 1) {
+      add(problems, () => `${quote(parameter.name)} is repeated`);
+    } else {
+      const value = parseParameter(entry.value, parameter.schema);
+      if (value === undefined) add(problems, () => `${parameter.name} must be ${expected(parameter.schema)}`);
+      else output[parameter.name] = value;
     }
-    if (seen.has(parameter.name) && query.getAll(parameter.name).length > 1) continue;
-    const value = parseParameter(raw, parameter.schema);
-    if (value === undefined) problems.push(`${parameter.name} must be ${expected(parameter.schema)}`);
-    else output[parameter.name] = value;
   }
-  if (problems.length > 0) throw new ApiError('invalid_query', `Invalid query: ${problems.join('; ')}.`);
+  if (problems.count + strangers.count > 0) throw apiError('invalid_query', listed([problems, strangers]));
   return output;
+}
+
+const byName = new WeakMap<readonly Parameter[], ReadonlyMap<string, Parameter>>();
+/** The parameters of an operation by name, made once per list. */
+function parametersByName(parameters: readonly Parameter[]): ReadonlyMap<string, Parameter> {
+  let map = byName.get(parameters);
+  if (map === undefined) byName.set(parameters, (map = new Map(parameters.map((parameter) => [parameter.name, parameter]))));
+  return map;
 }
 
 /** Validates path parameters captured by the router; a bad one is `invalid_path`. */
 export function validatePath(params: Record<string, string>, parameters: readonly Parameter[]): Record<string, unknown> {
   const output: Record<string, unknown> = {};
-  const problems: string[] = [];
+  const problems: Problems = { named: [], count: 0 };
   for (const parameter of parameters) {
     const value = parseParameter(params[parameter.name] ?? '', parameter.schema);
-    if (value === undefined) problems.push(`${parameter.name} must be ${expected(parameter.schema)}`);
+    if (value === undefined) add(problems, () => `${parameter.name} must be ${expected(parameter.schema)}`);
     else output[parameter.name] = value;
   }
-  if (problems.length > 0) throw new ApiError('invalid_path', `Invalid path: ${problems.join('; ')}.`);
+  if (problems.count > 0) throw apiError('invalid_path', listed([problems]));
   return output;
 }
 
 /** Turns the text of a query or path parameter into its typed value, or `undefined`. */
-function parseParameter(raw: string, schema: StringSchema | IntegerSchema): unknown {
+function parseParameter(raw: string, schema: StringSchema | IntegerSchema | ListSchema): unknown {
+  if (schema.type === 'array') return parseList(raw, schema);
   if (schema.type === 'string') return checkString(raw, schema) ? raw : undefined;
   // At most 19 digits after leading zeros: anything longer is out of int64 before BigInt runs.
   if (!DECIMAL.test(raw) || raw.replace(/^-?0+(?=\d)/, '').length > 20) return undefined;
   const value = BigInt(raw);
   if (!checkBounds(value, schema)) return undefined;
   return schema.format === 'int64' ? value : Number(value);
+}
+
+/**
+ * A comma-separated list (`a,b`): 1 to `maxItems` items, each valid for `items`. Counted before it
+ * is split, so that a value of a million commas costs one pass, not a million items.
+ */
+function parseList(raw: string, schema: ListSchema): unknown[] | undefined {
+  let commas = 0;
+  for (let at = raw.indexOf(','); at !== -1; at = raw.indexOf(',', at + 1)) if (++commas >= schema.maxItems) return undefined;
+  const values: unknown[] = [];
+  for (const item of raw.split(',')) {
+    const value = parseParameter(item, schema.items);
+    if (value === undefined) return undefined;
+    values.push(value);
+  }
+  return values;
 }

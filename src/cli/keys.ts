@@ -1,6 +1,6 @@
 /**
- * `npm run --silent keys -- <command>`: create, list, revoke and rotate API keys in the same
- * database as the server (contract, API keys).
+ * `npm run --silent keys -- <command>`: create, list, revoke and rotate API keys, and change
+ * their scopes, in the same database as the server.
  *
  * Exit codes: 0 done, 1 the command could not be carried out (no such id, a bad environment
  * variable, a database error), 2 bad arguments. Every error is one line on stderr. With `create`
@@ -87,12 +87,23 @@ export async function executeKeysCommand(command: KeysCommand, context: KeysCliC
     }
 
     case 'list': {
-      const records = await store.list();
+      const { scope } = command;
+      // Holding, not allowing: `--scope orders:write` does not list the keys of orders:manage.
+      const records = (await store.list()).filter((record) => scope === undefined || record.scopes.includes(scope));
       if (command.json) {
         stdout.write(`${JSON.stringify(records.map(toJson))}\n`);
+      } else if (records.length === 0) {
+        stdout.write(scope === undefined ? 'No API keys.\n' : `No API key holds ${scope}.\n`);
       } else {
-        stdout.write(records.length === 0 ? 'No API keys.\n' : formatTable(records, now));
+        stdout.write(formatTable(records, now));
       }
+      return EXIT_OK;
+    }
+
+    case 'scopes': {
+      const record = await store.setScopes(command.id, command.scopes);
+      if (record === null) return noSuchKey(command.id, stderr);
+      stdout.write(`${record.id} now has the scopes ${record.scopes.join(',')}\n`);
       return EXIT_OK;
     }
 
@@ -165,7 +176,23 @@ export async function runKeysCli(argv: readonly string[], env: Readonly<Record<s
   }
 }
 
+/**
+ * A reader that stops early (`keys list --json | head -c1`) closes the pipe under a write: the
+ * command is over, and ends quietly with exit code 0, as `cat` or `ls` do (without a handler,
+ * Node reports the EPIPE as an uncaught error with its stack). Any other failure of stdout is
+ * said in one line on stderr, and of stderr in nothing, since nothing can be said any more.
+ */
+function endOnFailedOutput(stream: 'stdout' | 'stderr') {
+  return (error: NodeJS.ErrnoException): void => {
+    if (error.code === 'EPIPE') process.exit(EXIT_OK);
+    if (stream === 'stderr') process.exit(EXIT_FAILURE);
+    process.stderr.write(`keys: cannot write the output (${error.code ?? 'error'})\n`, () => process.exit(EXIT_FAILURE));
+  };
+}
+
 if (import.meta.main) {
+  process.stdout.on('error', endOnFailedOutput('stdout'));
+  process.stderr.on('error', endOnFailedOutput('stderr'));
   process.exitCode = await runKeysCli(process.argv.slice(2), process.env, {
     stdout: process.stdout,
     stderr: process.stderr,

@@ -14,9 +14,42 @@ import { LOG_LEVELS, type LogLevel } from '../config.ts';
  */
 export const MAX_LOGGED_PATH = 256;
 
-/** What may be logged of an unexpected error: its name, never its message or stack. */
+/** The name of an unexpected error, or the type of a thrown value that is not an Error. */
 export function errorName(error: unknown): string {
   return error instanceof Error ? error.name : typeof error;
+}
+
+/** Most frames logged of one error: V8 keeps ten by default, and a line must stay short whatever `Error.stackTraceLimit` says. */
+const MAX_FRAMES = 32;
+
+/**
+ * The stack frames of an error (`at list (file:///.../pets-store.ts:12:5)`), without the lines
+ * before them, which repeat its message: a message may hold input or SQL, a frame holds neither.
+ * V8 writes `name: message` (on as many lines as the message has), then one frame a line. When
+ * the stack does not start with that (its message or name changed after it was first read), where
+ * the message ends is unknown, and a message may hold lines that look like frames: none is kept.
+ */
+export function stackFrames(error: unknown): string[] {
+  if (!(error instanceof Error) || typeof error.stack !== 'string') return [];
+  const { name, message, stack } = error;
+  const head = name === '' ? message : message === '' ? name : `${name}: ${message}`;
+  if (!stack.startsWith(`${head}\n`)) return [];
+  const frames: string[] = [];
+  for (const line of stack.slice(head.length + 1).split('\n', MAX_FRAMES)) {
+    if (FRAME.test(line)) frames.push(line.trim());
+  }
+  return frames;
+}
+
+const FRAME = /^\s+at \S/;
+
+/**
+ * What the log line of an unexpected error says of it: its name and its stack frames, never its
+ * message. One function, so that every such line (a 500, a chore that failed, a crash) says the
+ * same, and anything added for an engine's errors is added once.
+ */
+export function errorFields(error: unknown): { error: string; frames: string[] } {
+  return { error: errorName(error), frames: stackFrames(error) };
 }
 
 /** `path` as logged: whole when short, else its start and a marker saying it was cut, 256 characters in all. */

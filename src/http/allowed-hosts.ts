@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { isIP } from 'node:net';
+import { parseIp } from '../lib/ip-address.ts';
 import { COMMON_HEADERS, errorJson } from './reply.ts';
 
 /** Whether a request's Host may be answered. */
@@ -25,7 +25,7 @@ export function allowedHosts(names: readonly string[]): HostCheck {
     const colon = host.lastIndexOf(':');
     let name = colon !== -1 && /^[0-9]{0,5}$/.test(host.slice(colon + 1)) ? host.slice(0, colon) : host;
     if (name.endsWith('.')) name = name.slice(0, -1);
-    return isIP(name) !== 0 || allowed.has(name.toLowerCase());
+    return parseIp(name) !== null || allowed.has(name.toLowerCase());
   };
 }
 

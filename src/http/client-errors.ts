@@ -6,7 +6,7 @@
 import type { Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
-import { ERROR_STATUS } from './api-error.ts';
+import { HTTP_ERROR_STATUS } from './api-error.ts';
 import type { Logger } from './access-log.ts';
 import { COMMON_HEADERS, errorJson } from './reply.ts';
 
@@ -118,7 +118,7 @@ const RAW_COMMON_HEADERS = rawHeaderLines(COMMON_HEADERS);
 
 /** A complete HTTP/1.1 response for errors raised while Node was still parsing the request. */
 function rawResponse(code: RawCode, message: string, extraHeaders: string): string {
-  const status = ERROR_STATUS[code];
+  const status = HTTP_ERROR_STATUS[code];
   const body = errorJson(code, message, status);
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +

@@ -14,7 +14,7 @@
  * matches, so it is checked and dropped here. Node hands the value over as latin1 text, one
  * character per byte, with repeated header lines joined by ", " (which is what `#` means).
  */
-import { ApiError } from './api-error.ts';
+import { httpError } from './api-error.ts';
 
 /** A parsed If-Match: any current representation, or the strong tags listed (quotes included). */
 export type IfMatch = { readonly any: true } | { readonly any: false; readonly tags: readonly string[] };
@@ -31,7 +31,7 @@ const isWhitespace = (unit: number) => unit === SPACE || unit === TAB;
 const isEtagc = (unit: number) => unit === 0x21 || (unit >= 0x23 && unit <= 0x7e) || (unit >= 0x80 && unit <= 0xff);
 
 const malformed = () =>
-  new ApiError('bad_request', 'If-Match must be * or a comma-separated list of entity tags such as "7.2" (RFC 9110, section 13.1.1).');
+  httpError('bad_request', 'If-Match must be * or a comma-separated list of entity tags such as "7.2" (RFC 9110, section 13.1.1).');
 
 /** Parses the header's value; `undefined` (no header) is null. A malformed value is `400 bad_request`. */
 export function parseIfMatch(value: string | undefined): IfMatch | null {

@@ -3,15 +3,24 @@
  * entry in src/api/operations.ts); a key without it gets `403 insufficient_scope`.
  *
  * `orders:manage` includes everything `orders:write` allows, on every account's orders; the two
- * pet scopes are separate, so a key can read the catalogue without being able to change it.
+ * pet scopes are separate, so a key can read the catalogue without being able to change it. A
+ * key gets only the scopes it is given: the keys command refuses a key without `--scopes`, so
+ * that no key can do everything unless someone asked for it.
  */
 
 /** Every scope, in the order the keys command and the documentation list them. */
-export const SCOPES = ['pets:read', 'pets:write', 'orders:write', 'orders:manage'] as const;
+export const SCOPES = ['pets:read', 'pets:write', 'orders:write', 'orders:manage', 'events:read', 'webhooks:manage'] as const;
 export type Scope = (typeof SCOPES)[number];
 
-/** What a key gets when no scopes are given: all of them, so that every older key and client keeps working. */
-export const ALL_SCOPES: readonly Scope[] = SCOPES;
+/** What each scope allows, as the OpenAPI document and the keys command's usage say it. */
+export const SCOPE_MEANINGS: Readonly<Record<Scope, string>> = {
+  'pets:read': 'read pets and the inventory',
+  'pets:write': 'add, change and delete pets',
+  'orders:write': 'place orders, read and cancel the account\'s own orders',
+  'orders:manage': 'what orders:write allows, on every account\'s orders; approve and complete orders',
+  'events:read': 'read the event feed',
+  'webhooks:manage': 'manage the account\'s webhooks',
+};
 
 /** Scopes that include another one. */
 const INCLUDED: Readonly<Partial<Record<Scope, Scope>>> = { 'orders:write': 'orders:manage' };

@@ -53,3 +53,48 @@ export function touch<T extends PoolEntry<T>>(pool: Pool<T>, state: T): void {
   unlink(pool, state);
   append(pool, state);
 }
+
+/** What the pool's upkeep asks of its entries, and what it does with one it drops. */
+export interface PoolRules<T> {
+  /** Nothing left to remember: the sweep may drop it. */
+  isIdle(state: T, now: number): boolean;
+  /** Never evicted to make room (banned, or being rejected). */
+  isProtected(state: T, now: number): boolean;
+  /** Takes `state` out of the pool (and whatever else holds it). */
+  forget(state: T): void;
+}
+
+/**
+ * Callers the idle sweep examines in each pool per request. Two, not one: each request moves at
+ * most one caller to the recent end, so two steps make the sweep catch up with that end and
+ * start over.
+ */
+const SWEEP_STEPS = 2;
+/** Callers examined at the LRU end to make room for a new one before refusing it. */
+const EVICTION_PROBES = 32;
+
+/** One step of the idle sweep: the next two callers from the oldest, dropped if idle. */
+export function sweep<T extends PoolEntry<T>>(pool: Pool<T>, now: number, rules: PoolRules<T>): void {
+  for (let step = 0; step < SWEEP_STEPS; step++) {
+    if (pool.sweepAt === null) pool.sweepAt = pool.oldest;
+    const state = pool.sweepAt;
+    if (state === null) return;
+    pool.sweepAt = state.newer;
+    if (rules.isIdle(state, now)) rules.forget(state);
+  }
+}
+
+/**
+ * Whether `pool` can take one more caller, evicting at its LRU end if needed: the oldest that
+ * is not protected, among the EVICTION_PROBES oldest.
+ */
+export function hasRoom<T extends PoolEntry<T>>(pool: Pool<T>, now: number, rules: PoolRules<T>): boolean {
+  for (let probe = 0; probe < EVICTION_PROBES && pool.callers.size >= pool.capacity; probe++) {
+    const state = pool.oldest;
+    if (state === null) break;
+    // Rotate a protected caller out of the way so the next probe sees another candidate.
+    if (rules.isProtected(state, now)) touch(pool, state);
+    else rules.forget(state);
+  }
+  return pool.callers.size < pool.capacity;
+}

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { ApiError, methodNotAllowed } from '../http/api-error.ts';
+import { httpError, methodNotAllowed } from '../http/api-error.ts';
 import { toErrorReply, type ErrorLog } from '../pipeline/errors.ts';
 import { requestId } from '../http/request-id.ts';
 import { closeIfBodyUnread } from '../http/request-body.ts';
@@ -30,7 +30,7 @@ export function createMetricsApp({ metrics, log, generateRequestId = randomUUID 
   let draining = false;
 
   function answer(method: string | undefined, path: string): Reply | Promise<Reply> {
-    if (path !== METRICS_PATH) throw new ApiError('not_found', `No such path; the metrics are at ${METRICS_PATH}.`);
+    if (path !== METRICS_PATH) throw httpError('not_found', `No such path; the metrics are at ${METRICS_PATH}.`);
     if (method !== 'GET' && method !== 'HEAD') throw methodNotAllowed(method ?? '', 'GET, HEAD');
     const body = metrics.render();
     const reply = (text: string): Reply => ({ status: 200, body: text, headers: { 'Content-Type': EXPOSITION_CONTENT_TYPE } });

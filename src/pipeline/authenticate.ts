@@ -5,29 +5,22 @@
  * a key is still rate limited before it is refused (step 3).
  */
 import type { IncomingMessage } from 'node:http';
-import { ApiError } from '../http/api-error.ts';
-import { insufficientScopeChallenge, INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE, type Credentials } from '../http/bearer.ts';
+import { httpError, type ApiError } from '../http/api-error.ts';
+import { insufficientScopeError, INVALID_TOKEN_CHALLENGE, readCredentials, UNAUTHENTICATED_CHALLENGE, type Credentials } from '../http/bearer.ts';
+import type { Caller } from '../keys/caller.ts';
 import { allows, type Scope } from '../keys/scopes.ts';
-import type { Limits } from '../limits/plans.ts';
 import { andThen, type MaybePromise } from '../lib/maybe-promise.ts';
 import type { PipelineObserver } from './observer.ts';
-
-/** An authenticated API key, as the pipeline needs it. */
-export interface ApiKeyIdentity extends Limits {
-  id: string;
-  account: string;
-  scopes: readonly Scope[];
-}
 
 /**
  * Returns the key a bearer token belongs to when it is valid now, else null. `connection` is the
  * request's socket, for work that can be done once per connection (hashing the token).
  */
-export type Authenticate = (token: string, connection: object) => MaybePromise<ApiKeyIdentity | null>;
+export type Authenticate = (token: string, connection: object) => MaybePromise<Caller | null>;
 
 export interface Identified {
   credentials: Credentials;
-  apiKey: ApiKeyIdentity | null;
+  apiKey: Caller | null;
 }
 
 /**
@@ -45,18 +38,16 @@ export function unauthenticated(credentials: Credentials, observer: PipelineObse
   const code = credentials.kind === 'missing' ? 'missing_api_key' : 'invalid_api_key';
   observer.apiKeyRejected(code);
   return code === 'missing_api_key'
-    ? new ApiError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
-    : new ApiError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
+    ? httpError('missing_api_key', 'Send your API key as Authorization: Bearer <key>.', { 'WWW-Authenticate': UNAUTHENTICATED_CHALLENGE })
+    : httpError('invalid_api_key', 'The API key is unknown, revoked or expired.', { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE });
 }
 
 /**
  * After routing, before the handler validates anything: the 403 for a key that lacks the scope
  * the operation needs (RFC 6750, section 3.1), or null when the key has it.
  */
-export function insufficientScope(apiKey: ApiKeyIdentity, needed: Scope, observer: PipelineObserver): ApiError | null {
+export function insufficientScope(apiKey: Caller, needed: Scope, observer: PipelineObserver): ApiError | null {
   if (allows(apiKey.scopes, needed)) return null;
   observer.apiKeyRejected('insufficient_scope');
-  return new ApiError('insufficient_scope', `This API key lacks the scope ${needed}, which this operation needs.`, {
-    'WWW-Authenticate': insufficientScopeChallenge(needed),
-  });
+  return insufficientScopeError(needed);
 }

@@ -2,7 +2,7 @@
  * Step 2: rate limiting. Every request that gets here counts, whatever its later outcome: the
  * caller's token is taken, its headers go on the answer, and a refusal is thrown as the 429.
  */
-import { ApiError } from '../http/api-error.ts';
+import { httpError } from '../http/api-error.ts';
 import type { Decision } from '../limits/buckets.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import type { Limits } from '../limits/plans.ts';
@@ -25,7 +25,7 @@ function apply(decision: Decision, exchange: Exchange, observer: PipelineObserve
   if (!decision.allowed) {
     observer.rateLimitRejected(decision.code ?? 'rate_limited');
     throw decision.code === 'temporarily_banned'
-      ? new ApiError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
-      : new ApiError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
+      ? httpError('temporarily_banned', 'Too many requests were refused; this caller is banned for a while. Retry after the time in Retry-After.')
+      : httpError('rate_limited', 'Rate limit exceeded. Retry after the time in Retry-After, with exponential backoff.');
   }
 }

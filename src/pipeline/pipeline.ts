@@ -8,8 +8,9 @@
 import type { IncomingMessage } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.ts';
-import type { Handlers } from '../api/operations.ts';
-import { ApiError, methodNotAllowed } from '../http/api-error.ts';
+import { BASE_PATH } from '../api/operation.ts';
+import { OPERATIONS, type Handlers } from '../api/operations.ts';
+import { httpError, methodNotAllowed, type ApiError } from '../http/api-error.ts';
 import type { Logger } from '../http/access-log.ts';
 import { clientAddress } from '../http/client-address.ts';
 import type { ProxyTrust } from '../http/trusted-proxies.ts';
@@ -21,12 +22,13 @@ import { addressCaller, keyCaller } from '../limits/callers.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import { ANONYMOUS_LIMITS } from '../limits/plans.ts';
 import { databaseUnavailableOf, type DatabaseErrorOf } from '../storage/errors.ts';
-import { identify, insufficientScope, unauthenticated, type ApiKeyIdentity, type Authenticate } from './authenticate.ts';
+import type { Caller } from '../keys/caller.ts';
+import { identify, insufficientScope, unauthenticated, type Authenticate } from './authenticate.ts';
 import { toErrorReply } from './errors.ts';
 import { createSender, openExchange, type Exchange } from './exchange.ts';
 import { takeToken } from './limit.ts';
 import { NO_OBSERVER, type PipelineObserver } from './observer.ts';
-import { createRoutes, type Route } from './routes.ts';
+import { createRoutes, OUTSIDE_PATHS, type Route } from './routes.ts';
 
 export interface PipelineDeps {
   clock: Clock;
@@ -55,26 +57,36 @@ const HEALTHY: Reply = { status: 200, body: '{"status":"ok"}' };
 const UNHEALTHY: Reply = { status: 503, body: '{"status":"unavailable"}', headers: { 'Retry-After': '1' } };
 
 /**
- * Paths outside `/v1` that are never rate limited, for GET and HEAD: readiness probes and the API
- * reference page. Anything else outside `/v1` is limited per address like a keyless `/v1`
- * request, so that junk paths cost their sender.
+ * Paths outside the base address that are never rate limited, for GET and HEAD: readiness probes
+ * and the API reference page. Anything else outside it is limited per address like a keyless
+ * request under it, so that junk paths cost their sender.
  */
-const UNLIMITED_PATHS: ReadonlySet<string> = new Set(['/healthz', '/docs']);
+const UNLIMITED_PATHS: ReadonlySet<string> = new Set(Object.values(OUTSIDE_PATHS));
 
 /** The answer of /healthz once shutdown began. */
-const shuttingDown = () => new ApiError('unavailable', 'The server is shutting down; retry on a new connection.');
-const noSuchPath = () => new ApiError('not_found', 'No such path.');
+const shuttingDown = () => httpError('unavailable', 'The server is shutting down; retry on a new connection.');
+const noSuchPath = () => httpError('not_found', 'No such path.');
 
 /**
- * RFC 9112 section 3.2: a request without Host (HTTP/1.1) or with more than one is answered 400.
- * The value itself is never used: nothing is built from it.
+ * The malformed request that Node lets through, or null: RFC 9112 section 3.2 wants exactly one
+ * Host (none in HTTP/1.0), and Authorization may come once. Node keeps the first of repeated
+ * Host and Authorization headers in `req.headers` and drops the others, so that two keys would be
+ * answered as whichever came first: both are counted in `req.rawHeaders` instead, in one pass.
+ * The values are never used here: nothing is built from Host.
  */
-function hasOneHost(req: IncomingMessage): boolean {
-  let count = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    if (req.rawHeaders[i]!.length === 4 && req.rawHeaders[i]!.toLowerCase() === 'host') count++;
+function malformedHeaders(req: IncomingMessage): ApiError | null {
+  let hosts = 0;
+  let authorizations = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
+    else if (name.length === 13 && name.toLowerCase() === 'authorization') authorizations++;
   }
-  return count === 1 || (count === 0 && req.httpVersion === '1.0');
+  if (!(hosts === 1 || (hosts === 0 && req.httpVersion === '1.0'))) {
+    return httpError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
+  }
+  return authorizations > 1 ? httpError('bad_request', 'A request may carry at most one Authorization header.') : null;
 }
 
 /**
@@ -84,10 +96,11 @@ function hasOneHost(req: IncomingMessage): boolean {
  */
 export function createPipeline(deps: PipelineDeps): App {
   const health = deps.health;
-  const { keyed: router, open: publicRouter } = createRoutes(deps.handlers, {
+  const outside = {
     healthz: health === undefined ? () => HEALTHY : async () => ((await health()) ? HEALTHY : UNHEALTHY),
     ...(deps.docs ? { docs: deps.docs } : {}),
-  });
+  };
+  const { keyed: router, open: publicRouter } = createRoutes(deps.handlers, outside, OPERATIONS);
   const { limiter, authenticate } = deps;
   const cors = deps.cors ?? null;
   const generateRequestId = deps.generateRequestId ?? randomUUID;
@@ -100,11 +113,12 @@ export function createPipeline(deps: PipelineDeps): App {
   async function respond(req: IncomingMessage, exchange: Exchange): Promise<Reply> {
     const { path } = exchange;
     const method = req.method ?? 'GET';
-    // Malformed HTTP is answered like Node's own parse errors: before anything else.
-    if (!hasOneHost(req)) throw new ApiError('bad_request', 'An HTTP/1.1 request needs exactly one Host header (RFC 9112, section 3.2).');
-    const isApi = path === '/v1' || path.startsWith('/v1/');
+    // Malformed HTTP is answered like Node's own parse errors: before anything else (not limited).
+    const malformed = malformedHeaders(req);
+    if (malformed !== null) throw malformed;
+    const isApi = path === BASE_PATH || path.startsWith(`${BASE_PATH}/`);
     // Draining: requests are served (with Connection: close), but a load balancer is told to stop.
-    if (draining && path === '/healthz') throw shuttingDown();
+    if (draining && path === OUTSIDE_PATHS.healthz) throw shuttingDown();
     if (!isApi) return outsideApi(req, exchange, method);
 
     // The routes are looked up here, a pure lookup, so that every answer (a 429, a 401 or a
@@ -140,7 +154,7 @@ export function createPipeline(deps: PipelineDeps): App {
     return run(match, exchange, req, apiKey);
   }
 
-  /** A path outside `/v1`: limited per address unless it is a probe or the docs, then routed. */
+  /** A path outside the base address: limited per address unless it is a probe or the docs, then routed. */
   function outsideApi(req: IncomingMessage, exchange: Exchange, method: string): Reply | Promise<Reply> {
     const route = () => {
       const match = publicRouter.find(method, exchange.path);
@@ -156,16 +170,18 @@ export function createPipeline(deps: PipelineDeps): App {
    * A matched route: 405 for another method of its path; 403 when the key lacks the operation's
    * scope (after routing, before any validation); else its handler.
    */
-  function run(match: RouteMatch<Route>, exchange: Exchange, req: IncomingMessage, apiKey: ApiKeyIdentity | null): Reply | Promise<Reply> {
+  function run(match: RouteMatch<Route>, exchange: Exchange, req: IncomingMessage, apiKey: Caller | null): Reply | Promise<Reply> {
     exchange.route = match.pattern;
     if (match.kind === 'method_not_allowed') throw methodNotAllowed(req.method ?? '', match.allow);
-    exchange.routeHeaders = match.handler.headers;
-    const scope = match.handler.spec?.scope;
+    const route = match.handler;
+    if (route.bound === null) return route.run();
+    exchange.routeHeaders = route.headers;
+    const scope = route.bound.operation.scope;
     if (scope && apiKey) {
       const refusal = insufficientScope(apiKey, scope, observer);
       if (refusal !== null) throw refusal;
     }
-    return match.handler.run({ req, params: match.params, search: exchange.search, caller: apiKey });
+    return route.run(route.bound.context(req, match.params, exchange.search, apiKey));
   }
 
   return {

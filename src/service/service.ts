@@ -20,6 +20,8 @@ import type { App } from '../http/server.ts';
 import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
 import { buildOpenApiDocument, serializeOpenApiDocument } from '../api/openapi/document.ts';
+import { BASE_PATH } from '../api/operation.ts';
+import { OPERATIONS } from '../api/operations.ts';
 import { createCors } from '../http/cors.ts';
 import { proxyTrust } from '../http/trusted-proxies.ts';
 import { allowedHosts } from '../http/allowed-hosts.ts';
@@ -74,7 +76,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   // per process. Built at every start, it cost the start about 20 ms of CPU.
   let docsPage: Promise<Reply> | undefined;
   const docs = () => (docsPage ??= import('../api/reference-page/reference-page.ts').then(({ referencePageReply }) =>
-    referencePageReply(document, { basePath: '/v1', documentPath: '/v1/openapi.json' })));
+    referencePageReply(document, { basePath: BASE_PATH, documentPath: BASE_PATH + OPERATIONS.getOpenApiDocument.path })));
   const pets = overrides.pets ?? stores.pets;
   const served = overrides.openapi ?? openapi;
   const cors = createCors(config.corsAllowedOrigins ?? null);

@@ -3,9 +3,6 @@
  * same transaction as what it created, so that a retry is answered with the first response
  * instead of creating again. How long a record lives is a storage rule, shared by both engines.
  */
-import type { Order } from './orders.ts';
-import type { Pet } from './pets.ts';
-
 /** The operations whose requests may carry an Idempotency-Key; each has keys of its own. */
 export type IdempotencyOperation = 'createPet' | 'placeOrder';
 
@@ -28,16 +25,6 @@ export interface IdempotencyWrite<T> {
   createdAt: number;
   /** The response to remember, built once what was created has its id. */
   respond(created: T): StoredResponse;
-}
-
-/**
- * The response that a record remembers for each operation, built from what the write made: the
- * API's own answer. A write made on another thread (SQLite's writer thread) cannot carry a
- * function, so that thread is given these.
- */
-export interface Responders {
-  createPet(pet: Pet): StoredResponse;
-  placeOrder(order: Order): StoredResponse;
 }
 
 /** A remembered response and the fingerprint of the request body that produced it. */

@@ -9,7 +9,7 @@ import type { Plan } from '../limits/plans.ts';
 import { PLANS } from '../limits/plans.ts';
 import type { RandomBytes } from '../keys/api-keys.ts';
 import { generateApiKey, hashApiKey } from '../keys/api-keys.ts';
-import { ALL_SCOPES, formatScopes, parseStoredScopes, type Scope } from '../keys/scopes.ts';
+import { formatScopes, isScope, parseStoredScopes, SCOPES, type Scope } from '../keys/scopes.ts';
 
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 
@@ -42,7 +42,10 @@ export interface NewKey {
   plan: Plan;
   /** An existing account; absent: a new account of its own. */
   account?: string;
-  /** Absent: every scope. */
+  /**
+   * Absent: every scope, for the keys of tests. Every path of the service names them: the keys
+   * command refuses a key without `--scopes`, and the development key is given all of them.
+   */
   scopes?: readonly Scope[];
   label?: string;
   /** Required for `enterprise`, refused for the other plans. */
@@ -84,6 +87,12 @@ export interface KeysStore {
   list(): MaybePromise<ApiKeyRecord[]>;
   revoke(id: string, now: number): MaybePromise<boolean>;
   rotate(id: string, graceSeconds: number, now: number): MaybePromise<RotateResult>;
+  /**
+   * Replaces the key's scopes (a non-empty list; a programmer error otherwise). Returns the key as
+   * it now is, or null when no key has that id. Every request that starts after it returned,
+   * on any connection, instance or worker, is answered with the new scopes.
+   */
+  setScopes(id: string, scopes: readonly Scope[]): MaybePromise<ApiKeyRecord | null>;
   /** Creates the key only when the store holds no key at all, atomically; else null. */
   createFirst(input: NewKey): MaybePromise<IssuedKey | null>;
 }
@@ -135,8 +144,8 @@ export function prepareKey(input: NewKey, { appEnv, randomBytes = cryptoRandomBy
     assertPositiveInteger(input.perMinute, 'perMinute');
     assertPositiveInteger(input.perDay, 'perDay');
   }
-  const scopes = input.scopes ?? ALL_SCOPES;
-  if (scopes.length === 0) throw new RangeError('a key needs at least one scope');
+  const scopes = input.scopes ?? SCOPES;
+  assertScopes(scopes);
   const expiresAt = input.expiresAt ?? null;
   if (expiresAt !== null && !(Number.isSafeInteger(expiresAt) && expiresAt > now)) {
     throw new RangeError(`expiresAt must be an integer time after now, got ${expiresAt}`);
@@ -155,6 +164,13 @@ export function prepareKey(input: NewKey, { appEnv, randomBytes = cryptoRandomBy
   };
   const key = generateApiKey(appEnv, randomBytes);
   return { row, key, keyHash: hashApiKey(key), newAccount: input.account === undefined };
+}
+
+/** Throws unless `scopes` is a non-empty list of scopes: a key that may do nothing is a mistake. */
+export function assertScopes(scopes: readonly Scope[]): void {
+  if (scopes.length === 0) throw new RangeError('a key needs at least one scope');
+  const unknown = scopes.find((scope) => !isScope(scope));
+  if (unknown !== undefined) throw new RangeError(`not a scope: ${JSON.stringify(unknown)}`);
 }
 
 /** Throws unless the grace period keeps `now + grace` an exact integer time. */
@@ -216,7 +232,8 @@ export function toRecord(row: ApiKeyRow): ApiKeyRecord {
  */
 export async function ensureDevelopmentKey(store: KeysStore, appEnv: AppEnv, now: number): Promise<string | null> {
   if (appEnv !== 'development') return null;
-  const issued = await store.createFirst({ plan: 'free', label: 'development', now });
+  // Every scope: the newcomer's key must be able to try every operation.
+  const issued = await store.createFirst({ plan: 'free', scopes: SCOPES, label: 'development', now });
   return issued?.key ?? null;
 }
 

@@ -117,3 +117,75 @@ test('petId: an int64 in decimal with optional minus and leading zeros', () => {
     rejects(() => validatePath({ petId }, getPetParameters), 'invalid_path', 'petId');
   }
 });
+
+// --- bounded messages, linear passes --------------------------------------------------------
+
+/** The problems a message names, without its prefix and its count of the others. */
+function namedProblems(message: string): string[] {
+  return message.replace(/^[^:]*: /, '').replace(/(; and \d+ more)?\.$/, '').split('; ');
+}
+
+test('a message names at most five problems and counts the others exactly', () => {
+  const body = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`extra${i}`, 1n]));
+  assert.throws(() => validateBody(body, newPetSchema), (error: ApiError) => {
+    // name and categoryId are missing: 14 problems, 5 named, 9 counted.
+    assert.deepEqual(namedProblems(error.message), ['name is required', 'categoryId is required', '"extra0" is not a known property', '"extra1" is not a known property', '"extra2" is not a known property']);
+    assert.match(error.message, /; and 9 more\.$/);
+    return true;
+  });
+  const query = new URLSearchParams(['x0=1', 'limit=0', 'x1=1'].join('&'));
+  assert.throws(() => validateQuery(query, listPetsParameters), (error: ApiError) => {
+    assert.deepEqual(namedProblems(error.message), ['limit must be an integer from 1 to 100', '"x0" is not a known parameter', '"x1" is not a known parameter']);
+    assert.doesNotMatch(error.message, /more/);
+    return true;
+  });
+});
+
+test('the operation\'s own fields and parameters are named before any unknown one, however many there are', () => {
+  const body: Record<string, unknown> = {};
+  for (let i = 0; i < 1_000; i++) body[`x${i}`] = 1n;
+  Object.assign(body, { name: '', categoryId: 0n, status: 'lost' });
+  assert.throws(() => validateBody(body, newPetSchema), (error: ApiError) => {
+    assert.deepEqual(namedProblems(error.message).map((problem) => problem.split(' ')[0]), ['name', 'categoryId', 'status', '"x0"', '"x1"']);
+    assert.match(error.message, /; and 998 more\.$/);
+    return true;
+  });
+});
+
+test('a name the client sent is quoted up to 32 bytes, so no message grows with the request', () => {
+  const long = 'n'.repeat(10_000);
+  assert.throws(() => validateBody({ [long]: 1n, name: 'x', categoryId: 1n }, newPetSchema), (error: ApiError) => {
+    assert.equal(error.message, `Invalid body: "${'n'.repeat(32)}..." is not a known property.`);
+    return true;
+  });
+  const names = Array.from({ length: 3_000 }, (_, i) => `${'\u0001'.repeat(40)}${i}`);
+  for (const run of [
+    () => validateBody(Object.fromEntries(names.map((name) => [name, 1n])), newPetSchema),
+    () => validateQuery(new URLSearchParams(names.map((name): [string, string] => [name, '1'])), listPetsParameters),
+  ]) {
+    assert.throws(run, (error: ApiError) => {
+      assert.ok(error.message.length < 450, `${error.message.length} characters: ${error.message}`);
+      return true;
+    });
+  }
+});
+
+test('repeated names are found in one pass: 2,000 names sent twice are refused, naming a few', () => {
+  const names = Array.from({ length: 2_000 }, (_, i) => `p${i}`);
+  const query = new URLSearchParams([...names, ...names, 'limit=1', 'limit=2'].join('&'));
+  assert.throws(() => validateQuery(query, listPetsParameters), (error: ApiError) => {
+    assert.equal(error.code, 'invalid_query');
+    // More parameters than any operation takes: refused after reading a few of them.
+    assert.match(error.message, /^Invalid query: 4002 parameters, more than any operation takes \(3\): "p0" is not a known parameter; /);
+    assert.equal(namedProblems(error.message).length, 5);
+    return true;
+  });
+  // As many parameters as an operation may take: every value read, the repeat named.
+  rejects(() => validateQuery(new URLSearchParams('limit=1&limit=2&status=x'), listPetsParameters), 'invalid_query', '"limit" is repeated', 'status must be');
+  rejects(() => validateQuery(new URLSearchParams('x=1&x=2'), listPetsParameters), 'invalid_query', '"x" is not a known parameter');
+});
+
+test('a query of many copies of one known name is refused early and names it', () => {
+  rejects(() => validateQuery(new URLSearchParams('limit=1&'.repeat(3_000)), listPetsParameters), 'invalid_query', '3000 parameters', '"limit" is repeated');
+  rejects(() => validateQuery(new URLSearchParams('a=1&b=1&c=1&d=1'), []), 'invalid_query', '"a" is not a known parameter');
+});

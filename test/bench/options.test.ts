@@ -4,8 +4,8 @@ import { parseBenchOptions } from '../../bench/options.ts';
 
 test('with no options the bench runs the comparison of every workload with the default settings, pinned', () => {
   assert.deepEqual(parseBenchOptions([], '/out'), {
-    pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, profile: false, metrics: false,
-    pin: true, quietWaitSeconds: 180, cores: null, scaleOut: null, model: false,
+    pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null, metrics: false,
+    pin: true, quietWaitSeconds: 180, cores: null, scaleOut: null,
     out: '/out', help: false,
   });
 });
@@ -35,11 +35,11 @@ test('--quiet-wait 0 measures at once, however busy the machine', () => {
   assert.throws(() => parseBenchOptions(['--quiet-wait', '1h'], '/out'), /--quiet-wait must be an integer/);
 });
 
-test('the cores, scale-out and model runs are options of the one bench, with their counts as lists', () => {
+test('the cores and scale-out runs are options of the one bench, with their counts as lists', () => {
   assert.deepEqual(parseBenchOptions(['--cores', '4,1,2,2'], '/out').cores, [1, 2, 4]);
   assert.deepEqual(parseBenchOptions(['--scale-out'], '/out').scaleOut, [1, 2]);
   assert.deepEqual(parseBenchOptions(['--scale-out', '--instances', '3,1'], '/out').scaleOut, [1, 3]);
-  assert.equal(parseBenchOptions(['--model'], '/out').model, true);
+  assert.throws(() => parseBenchOptions(['--model'], '/out'), /model/, 'the capacity model is not part of the bench');
   assert.throws(() => parseBenchOptions(['--cores', '0,2'], '/out'), /--cores must be an integer from 1 to 256, got "0"/);
   assert.throws(() => parseBenchOptions(['--cores', '1-4'], '/out'), /--cores must be an integer/);
   assert.throws(() => parseBenchOptions(['--instances', '2'], '/out'), /--instances goes with --scale-out/);

@@ -3,12 +3,12 @@ import assert from 'node:assert/strict';
 import type { LoadResult } from '../../bench/measure.ts';
 import { buildChecks, formatText, isUnusable, median, summariseWorkload, type CompareReport } from '../../bench/report.ts';
 
-const CPU: LoadResult['cpu'] = { server: 1, serverMainThread: 1, postgres: 0, generator: 0.5, harness: 0.05, kernel: 0.1, other: 0, serverCore: 1, generatorCore: 0.65 };
+const CPU: LoadResult['cpu'] = { server: 1, postgres: 0, generator: 0.5, harness: 0.05, kernel: 0.1, other: 0, serverCore: 1, generatorCore: 0.65 };
 
 function round(rps: number, p50: number, p99: number, extra: Partial<LoadResult> = {}): LoadResult {
   return {
     requests: rps * 5, non2xx: 0, errors: 0, timeouts: 0, durationS: 5, wallS: 5, rps,
-    latencyMs: { p50, p90: p50, p99, mean: p50, max: p99 }, responseBytes: 1000, requestBytes: 100,
+    latencyMs: { p50, p90: p50, p99, mean: p50, max: p99 },
     correctedP99Ms: p99 * 1.2,
     cpu: CPU,
     rssMax: 100 * 2 ** 20,
@@ -32,7 +32,6 @@ function baseReport(): Omit<CompareReport, 'checks'> {
     },
     accessLog: { lines: 10, bytes: 1000, requestsSent: 9 },
     workloads: [],
-    profile: null,
   };
 }
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
-import { BENCH_KEY_LIMITS, idBeforeLast, readCommitCounter, seedDatabase } from '../../bench/seed.ts';
+import { BENCH_KEY_LIMITS, idBeforeLast, seedDatabase } from '../../bench/seed.ts';
 
 test('the bench database holds the pets and a production enterprise key with limits that never bind', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'seed-test-'));
@@ -28,28 +28,4 @@ test('the bench database holds the pets and a production enterprise key with lim
   assert.equal(idBeforeLast(db, 5, 'sold'), 285);
   assert.equal(idBeforeLast(db, 20), 280);
   assert.equal(idBeforeLast(db, 1000), 0);
-});
-
-test('the commit counter of the SQLite file moves by one per committed transaction, whichever connection commits', (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'seed-test-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, 'pets.db');
-  seedDatabase(path, 10);
-  const [first, second] = [openDatabase(path), openDatabase(path)];
-  t.after(() => {
-    first.close();
-    second.close();
-  });
-  const insert = (db: typeof first) => db.prepare("INSERT INTO pets (name, category_id, status) VALUES ('x', 1, 'available')").run();
-  const before = readCommitCounter(path);
-  insert(first);
-  insert(second);
-  first.exec('BEGIN');
-  insert(first);
-  insert(first);
-  first.exec('COMMIT');
-  assert.equal(readCommitCounter(path) - before, 3, 'two single-statement commits and one of two statements');
-  first.prepare('SELECT count(*) FROM pets').get();
-  first.exec('BEGIN; SELECT 1; ROLLBACK');
-  assert.equal(readCommitCounter(path) - before, 3, 'reads and a rolled-back transaction commit nothing');
 });

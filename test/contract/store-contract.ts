@@ -11,6 +11,7 @@ import type { ChangeOutcome, CreationResult, NewPet, Pet, PetsStore } from '../.
 import type { IdempotencyWrite } from '../../src/storage/idempotency.ts';
 import { allSucceeded, isItemFailure, type ItemOutcome } from '../../src/lib/item-outcome.ts';
 import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
+import type { Scope } from '../../src/keys/scopes.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../src/storage/idempotency.ts';
 
 export interface OpenedStores {
@@ -61,7 +62,7 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
     assert.deepEqual(await keys.findByKey(free.key, T0), free.record);
     assert.deepEqual(await keys.get(free.record.id), free.record);
     assert.deepEqual(free.record, {
-      id: free.record.id, account: free.record.account, scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
+      id: free.record.id, account: free.record.account, scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage', 'events:read', 'webhooks:manage'],
       label: 'shop', plan: 'free', perMinute: 60, perDay: 1000, createdAt: T0, expiresAt: null, revokedAt: null,
     });
     assert.notEqual(free.record.account, enterprise.record.account, 'each key without --account has an account of its own');
@@ -90,6 +91,20 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
     assert.equal(rotated.record.account, record.account);
     assert.deepEqual(rotated.record.scopes, ['pets:read']);
     assert.deepEqual((await keys.findByKey(rotated.key, T0 + 1))?.scopes, ['pets:read']);
+  });
+
+  test('setScopes replaces a key\'s scopes, seen by the next lookup; an unknown id is null; no scope at all is refused', async (t) => {
+    const { keys } = await open(t);
+    const { key, record } = await keys.create({ plan: 'free', scopes: ['pets:read', 'orders:manage'], now: T0 });
+    assert.deepEqual((await keys.findByKey(key, T0))?.scopes, ['pets:read', 'orders:manage'], 'looked up once before the change');
+    const changed = await keys.setScopes(record.id, ['webhooks:manage', 'orders:write', 'pets:read']);
+    assert.deepEqual(changed, { ...record, scopes: ['pets:read', 'orders:write', 'webhooks:manage'] }, 'in the order of the scopes table, nothing else changed');
+    assert.deepEqual((await keys.findByKey(key, T0))?.scopes, ['pets:read', 'orders:write', 'webhooks:manage']);
+    assert.deepEqual((await keys.get(record.id))?.scopes, ['pets:read', 'orders:write', 'webhooks:manage']);
+    assert.equal(await keys.setScopes('key_0000000000000000', ['pets:read']), null);
+    await assert.rejects(async () => keys.setScopes(record.id, []), RangeError);
+    await assert.rejects(async () => keys.setScopes(record.id, ['pets:admin' as Scope]), RangeError);
+    assert.deepEqual((await keys.get(record.id))?.scopes, ['pets:read', 'orders:write', 'webhooks:manage'], 'a refused change changes nothing');
   });
 
   const refusedKeys: [string, (keys: KeysStore, now: number) => Promise<string>][] = [

@@ -1,8 +1,9 @@
 /**
  * The deployment recipes of docs/deployment/, checked with the tools this machine has: the
- * Dockerfile is linted (dockerfile-utils) and read for what it promises (no Docker engine runs
- * here); the systemd unit goes through `systemd-analyze verify`; the nginx configuration through
- * `nginx -t`. The HAProxy configuration is run for real by test/e2e/haproxy.test.ts. Every recipe
+ * Dockerfile is linted (dockerfile-utils) and read for what it promises; the systemd unit goes
+ * through `systemd-analyze verify`; the nginx configuration through `nginx -t`. The install and start
+ * of the image and of the unit are run by test/deployment/install.test.ts, the HAProxy
+ * configuration by test/e2e/haproxy.test.ts. Every recipe
  * and every page starts the server with the one production command.
  *
  * Outside CI a machine without systemd-analyze, nginx or openssl skips only the test that needs
@@ -16,6 +17,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validate } from 'dockerfile-utils';
+import { nginxFolder, nginxSkip } from '../support/nginx.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const RECIPES = join(ROOT, 'docs', 'deployment');
@@ -64,6 +66,11 @@ test('the Dockerfile lints clean and keeps its promises: only the project\'s fil
   assert.deepEqual(instruction('VOLUME'), ['VOLUME ["/srv/pets/data"]']);
   assert.match(text, /DATABASE_PATH=\/srv\/pets\/data\/production\.db/);
   assert.match(text, /RUN mkdir -m 0700 data && chown pets:pets data/, 'the volume starts private to the service');
+  // Fixed ids, which a host folder mounted on data/ must be given; the page says which.
+  assert.match(text, /groupadd --system --gid 10001 pets\b/);
+  assert.match(text, /useradd --system --uid 10001 --gid pets /);
+  assert.match(read('docs/deployment.md'), /UID and GID 10001/);
+  assert.doesNotMatch(text, /apt-get install[^\n]*\b(nodejs|npm)\b/, 'npm comes with the build stage\'s image, not from Debian');
   assert.equal(instruction('HEALTHCHECK').length, 1);
   assert.match(text, /HEALTHCHECK [^\n]*\\\n\s+CMD \["\/srv\/pets\/node_modules\/\.bin\/node", "-e", "[^"]*\/healthz/);
   // Exec form, node itself: the server is process 1 and receives SIGTERM (no shell, no npm).
@@ -96,17 +103,11 @@ test('the systemd unit passes systemd-analyze verify, with no warning, and is co
   assert.ok(Number(exposure[1]) <= 2, `exposure ${exposure[1]}`);
 });
 
-test('the nginx configuration passes nginx -t', { skip: missing('nginx', ['-v'], 'nginx-light') ?? missing('openssl', ['version'], 'openssl') }, (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'pets-nginx-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=pets.example'], { encoding: 'utf8' });
-  assert.equal(made.status, 0, made.stderr);
-  const site = read('docs/deployment/nginx.conf').replace('/etc/ssl/pets/fullchain.pem', join(dir, 'cert.pem')).replace('/etc/ssl/pets/privkey.pem', join(dir, 'key.pem'));
-  writeFileSync(join(dir, 'pets.conf'), site);
-  writeFileSync(join(dir, 'nginx.conf'), `pid ${dir}/nginx.pid;\nerror_log stderr;\nevents {}\nhttp {\n  access_log off;\n  client_body_temp_path ${dir}/body;\n  include ${dir}/pets.conf;\n}\n`);
+test('the nginx configuration passes nginx -t', { skip: nginxSkip }, (t) => {
+  const { dir, site } = nginxFolder(t);
   const tested = spawnSync('nginx', ['-t', '-q', '-p', dir, '-c', join(dir, 'nginx.conf')], { encoding: 'utf8' });
   assert.equal(tested.status, 0, tested.stderr);
-  for (const directive of ['proxy_request_buffering on;', 'client_max_body_size 16k;', 'proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;', 'max_conns=64']) {
+  for (const directive of ['proxy_request_buffering on;', 'client_max_body_size 16k;', 'proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;', 'max_conns=64', 'zone pets ', 'error_page 413 @payload_too_large;', 'error_page 502 503 504 =503 @unavailable;']) {
     assert.ok(site.includes(directive), directive);
   }
 });

@@ -6,7 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { ERROR_STATUS } from '../../src/http/api-error.ts';
+import { BASE_PATH } from '../../src/api/operation.ts';
+import { OPERATIONS } from '../../src/api/operations.ts';
+import { ERROR_STATUS } from '../../src/api/errors.ts';
+import { OUTSIDE_PATHS } from '../../src/pipeline/routes.ts';
 import { createMetrics, renderCounts } from '../../src/ops/metrics.ts';
 import { markdownFiles, readRepoFile } from '../support/markdown.ts';
 
@@ -42,6 +45,25 @@ test('every error code in the code is in the error table of docs/api.md, with it
 
 test('the error table of docs/api.md lists no error code that the code does not have', () => {
   for (const code of documentedErrors().keys()) assert.ok(Object.hasOwn(ERROR_STATUS, code), `unknown code in docs/api.md: ${code}`);
+});
+
+/** Rows `| \`GET /v1/pets\` | yes | yes | What it does |` of the endpoint table of docs/api.md. */
+function documentedEndpoints(): { endpoint: string; key: string; limited: string; deprecated: boolean }[] {
+  const rows = section(api, '## Endpoints').matchAll(/^\| `([A-Z]+ \/\S*)` \| (yes|no) \| (yes|no) \| (.*) \|$/gm);
+  return [...rows].map((row) => ({ endpoint: row[1]!, key: row[2]!, limited: row[3]!, deprecated: /\*\*Deprecated\*\*/.test(row[4]!) }));
+}
+
+test('the endpoint table of docs/api.md lists every operation of the table, whether it needs a key, and only those and the paths outside the API', () => {
+  const operations = Object.values(OPERATIONS).map((operation) => ({
+    endpoint: `${operation.method} ${BASE_PATH}${operation.path}`,
+    key: operation.scope === null ? 'no' : 'yes',
+    // Every request under the base address is rate limited, with a key or without.
+    limited: 'yes',
+    deprecated: 'deprecated' in operation,
+  }));
+  // The probe and the reference page: no key, never limited.
+  const outside = Object.values(OUTSIDE_PATHS).map((path) => ({ endpoint: `GET ${path}`, key: 'no', limited: 'no', deprecated: false }));
+  assert.deepEqual(documentedEndpoints(), [...operations, ...outside]);
 });
 
 test('the README shows the two set-up commands', () => {

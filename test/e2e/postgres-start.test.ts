@@ -31,7 +31,7 @@ test('without the driver, the server and the keys command exit 1 with one line s
     assert.equal(result.status, 1, result.stderr);
     const lines = result.stderr.trim().split('\n');
     assert.equal(lines.length, 1, result.stderr);
-    assert.match(lines[0]!, /npm install postgres/);
+    assert.match(lines[0]!, /"npm install --no-save --save-prod --omit=dev postgres@3"/);
   }
 });
 
@@ -132,7 +132,7 @@ describeWithPostgres('a PostgreSQL that refuses the service at start', (cluster)
 
 describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
 
-  test('creates, lists, rotates and revokes keys with the same output and exit codes', async (t) => {
+  test('creates, lists, changes the scopes of, rotates and revokes keys with the same output and exit codes', async (t) => {
     const url = await cluster().createDatabase();
     const env = { DATABASE_URL: url, APP_ENV: 'staging' };
     const keys = (...args: string[]) => run('src/cli/keys.ts', args, env);
@@ -141,7 +141,7 @@ describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
     const refused = keys('list');
     assert.equal(refused.status, 1);
     assert.match(refused.stderr, /^keys: the PostgreSQL database of DATABASE_URL has no schema yet[^\n]*--create-database[^\n]*\n$/);
-    const created = keys('create', '--plan', 'enterprise', '--per-minute', '5', '--per-day', '9', '--label', 'pg', '--json', '--create-database');
+    const created = keys('create', '--plan', 'enterprise', '--per-minute', '5', '--per-day', '9', '--scopes', 'pets:read', '--label', 'pg', '--json', '--create-database');
     assert.equal(created.status, 0, created.stderr);
     const issued = JSON.parse(created.stdout);
     assert.deepEqual([issued.plan, issued.perMinute, issued.perDay, issued.label], ['enterprise', 5, 9, 'pg']);
@@ -153,6 +153,10 @@ describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
     assert.equal(others.length, 0);
     assert.deepEqual(record, { ...record, id: issued.id, revokedAt: null, expiresAt: null });
     assert.match(keys('list').stdout, new RegExp(`${issued.id}\\s+${issued.account}\\s+\\S+\\s+enterprise\\s+5\\s+9\\s+active`));
+    assert.equal(keys('list', '--scope', 'orders:manage').stdout, 'No API key holds orders:manage.\n');
+    const widened = keys('scopes', issued.id, 'orders:manage,pets:read');
+    assert.deepEqual([widened.status, widened.stdout], [0, `${issued.id} now has the scopes pets:read,orders:manage\n`]);
+    assert.deepEqual((JSON.parse(keys('list', '--scope', 'orders:manage', '--json').stdout) as { id: string }[]).map((each) => each.id), [issued.id]);
 
     const rotated = keys('rotate', issued.id, '--grace', '60');
     assert.equal(rotated.status, 0, rotated.stderr);
@@ -170,7 +174,11 @@ describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {
     assert.equal(await store.findByKey(issued.key, Date.now()), null, 'the server sees the revocation');
     assert.ok(await store.findByKey(replacement, Date.now()));
 
-    for (const [args, status] of [[['revoke', 'key_0123456789abcdef'], 1], [['rotate', issued.id], 1], [['create', '--plan', 'gold'], 2]] as const) {
+    const failures = [
+      [['revoke', 'key_0123456789abcdef'], 1], [['rotate', issued.id], 1], [['scopes', 'key_0123456789abcdef', 'pets:read'], 1],
+      [['create', '--plan', 'gold', '--scopes', 'pets:read'], 2], [['create', '--plan', 'free'], 2], [['scopes', issued.id, 'pets:admin'], 2],
+    ] as const;
+    for (const [args, status] of failures) {
       const result = keys(...args);
       assert.equal(result.status, status, args.join(' '));
       assert.match(result.stderr, /^keys: [^\n]+\n$/);

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { MAIN, startMain, tempDir } from '../support/main-process.ts';
 
-test('a first development start creates one free key, prints it once on stderr, and it works', async (t) => {
+test('a first development start creates one free key with every scope, prints it once on stderr, and it works', async (t) => {
   const dir = tempDir(t);
   const env = { APP_ENV: 'development', DATABASE_PATH: join(dir, 'dev.db') };
   const first = await startMain(env);
@@ -26,6 +26,11 @@ test('a first development start creates one free key, prints it once on stderr, 
   assert.doesNotMatch(second.output().stderr, /pk_test_/);
   second.child.kill('SIGINT');
   assert.deepEqual(await once(second.child, 'exit'), [0, null]);
+  // The newcomer's key may try every operation: all six scopes, the only key made without asking.
+  const db = openDatabase(env.DATABASE_PATH);
+  const keys = db.prepare('SELECT plan, label, scopes FROM api_keys').all().map((row) => ({ ...row }));
+  db.close();
+  assert.deepEqual(keys, [{ plan: 'free', label: 'development', scopes: 'pets:read pets:write orders:write orders:manage events:read webhooks:manage' }]);
 });
 
 test('production never creates a key', async (t) => {
@@ -194,11 +199,16 @@ test('without METRICS_PORT there is no metrics listener', async (t) => {
 test('CORS_ALLOWED_ORIGINS reaches the server: an allowed origin may read, another may not', async (t) => {
   const dir = tempDir(t);
   const server = await startMain({ APP_ENV: 'production', DATABASE_PATH: join(dir, 'prod.db'), CORS_ALLOWED_ORIGINS: 'https://shop.example' });
-  t.after(() => server.child.kill('SIGTERM'));
+  t.after(() => server.child.kill('SIGKILL')); // if an assertion fails before the SIGTERM below
   const allowed = await fetch(`${server.url}/healthz`, { headers: { origin: 'https://shop.example' } });
   assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://shop.example');
   const other = await fetch(`${server.url}/healthz`, { headers: { origin: 'https://evil.example' } });
   assert.equal(other.headers.get('access-control-allow-origin'), null);
+  // Stopped and gone before its folder is removed. Stopped in an `after` hook, it was still
+  // running when tempDir's hook (added first, so run first) removed the folder, and the folder
+  // was left behind with a prod.db.
+  server.child.kill('SIGTERM');
+  assert.deepEqual(await once(server.child, 'exit'), [0, null]);
 });
 
 test('SIGTERM under keep-alive load loses no request: every request sent is answered, then the server exits 0', { timeout: 30_000 }, async (t) => {

@@ -141,6 +141,24 @@ for (const { name, skip, throughPgbouncer } of RUNS) describe(name, { skip }, ()
     }
   });
 
+  test('keys scopes by the keys command applies to the next request on every instance, both ways', async () => {
+    const { key, record } = await keys.create({ plan: 'pro', scopes: ['pets:read', 'orders:manage'], now: Date.now() });
+    const statuses = async () => Promise.all([0, 1, 2].map(async (i) => {
+      const response = await call(i, '/v1/store/orders?limit=1', key);
+      const body = await response.text();
+      return response.status === 403 ? `403 ${JSON.parse(body).code} ${response.headers.get('www-authenticate')}` : String(response.status);
+    }));
+    const scopes = (list: string) => spawnSync(process.execPath, ['src/cli/keys.ts', 'scopes', record.id, list], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+    assert.deepEqual(await statuses(), ['200', '200', '200']);
+    const narrowed = scopes('pets:read');
+    assert.equal(narrowed.status, 0, narrowed.stderr);
+    const refused = '403 insufficient_scope Bearer realm="pets", error="insufficient_scope", scope="orders:write"';
+    assert.deepEqual(await statuses(), [refused, refused, refused], 'narrowed on every instance at once');
+    const widened = scopes('orders:write');
+    assert.equal(widened.status, 0, widened.stderr);
+    assert.deepEqual(await statuses(), ['200', '200', '200'], 'widened on every instance at once');
+  });
+
   test('a pet created on one instance is read on the others at once, and pagination spans instances', async () => {
     const key = await newKey({ plan: 'business' });
     const made: number[] = [];

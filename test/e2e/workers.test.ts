@@ -239,6 +239,26 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     }
   });
 
+  test('keys scopes, run as a command beside the server, applies to the next request on every connection of both workers, both ways', async () => {
+    const { key, record } = createKeysStore(db, { appEnv: 'staging' }).create({
+      plan: 'enterprise', perMinute: 100_000, perDay: 100_000, scopes: ['pets:read', 'orders:manage'], now: Date.now(),
+    });
+    const statuses = async () => Promise.all(connections.map(async (connection) => {
+      const answer = await connection.send('/v1/store/orders', { headers: auth(key) });
+      return answer.status === 403 ? `403 ${JSON.parse(answer.body).code} ${answer.headers['www-authenticate']}` : String(answer.status);
+    }));
+    const refused = '403 insufficient_scope Bearer realm="pets", error="insufficient_scope", scope="orders:write"';
+    // Every connection uses the key first, so that each worker has it cached.
+    assert.deepEqual(await statuses(), connections.map(() => '200'));
+    const keys = (...args: string[]) => spawnSync(process.execPath, ['src/cli/keys.ts', ...args], { cwd: join(import.meta.dirname, '..', '..'), env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+    const narrowed = keys('scopes', record.id, 'pets:read');
+    assert.equal(narrowed.status, 0, narrowed.stderr);
+    assert.deepEqual(await statuses(), connections.map(() => refused), 'narrowed on both workers at once');
+    const widened = keys('scopes', record.id, 'pets:read,orders:write');
+    assert.equal(widened.status, 0, widened.stderr);
+    assert.deepEqual(await statuses(), connections.map(() => '200'), 'widened on both workers at once');
+  });
+
   test('50 concurrent orders for one pet over both workers: exactly one 201; the pet is pending and the inventory counts it on every connection at once', async () => {
     const store = createKeysStore(db, { appEnv: 'staging' });
     const adopters = Array.from({ length: 5 }, () =>
@@ -385,6 +405,20 @@ test('with WORKERS, a fixed PORT that another socket holds fails the start with 
  * (worker threads inherit --import): a fault from outside the code under test. Resolves once it
  * listens; `exited` resolves with its exit code, `output` with what it wrote.
  */
+/**
+ * What the process printed, its log lines without the stack frames they may carry (an unknown
+ * error's line names its frames, never its message: docs/operations.md, "Logs"): the error's
+ * message or a stack printed whole would show here.
+ */
+function printedBesidesFrames(stdout: string, stderr: string): string {
+  const lines = stdout.split('\n').filter(Boolean).map((line) => {
+    const { frames, ...rest } = JSON.parse(line) as { frames?: unknown };
+    assert.ok(frames === undefined || (Array.isArray(frames) && frames.every((frame) => /^at [^\n]*$/.test(String(frame)) && !String(frame).includes('data:'))), line);
+    return JSON.stringify(rest);
+  });
+  return `${lines.join('\n')}\n${stderr}`;
+}
+
 async function startWithFault(t: TestContext, fault: string, env: Record<string, string> = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'pets-workers-crash-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -423,7 +457,7 @@ test('a worker that crashes takes the whole process down: exit 1, one line on st
   assert.equal(await exited, 1);
   const { stdout, stderr } = output();
   assert.equal(stderr, 'worker 2 of 2 crashed (TypeError); stopping the server\n');
-  assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
+  assert.doesNotMatch(printedBesidesFrames(stdout, stderr), /injected|at .*\.ts:/, 'no message or stack of the error');
   const saved = db.prepare('SELECT day_tokens FROM rate_limit_callers WHERE caller LIKE ?').get('key:%') as { day_tokens: number } | undefined;
   assert.equal(saved?.day_tokens, 99, 'the request\'s token was saved before the exit');
 });
@@ -446,6 +480,6 @@ test('a writer thread that crashes takes the whole process down: exit 1, one lin
   assert.equal(await exited, 1);
   const { stdout, stderr } = output();
   assert.equal(stderr, 'the writer thread crashed (TypeError); stopping the server\n');
-  assert.doesNotMatch(stdout + stderr, /injected|at .*\.ts:/, 'no message or stack of the error');
+  assert.doesNotMatch(printedBesidesFrames(stdout, stderr), /injected|at .*\.ts:/, 'no message or stack of the error');
   assert.equal((db.prepare("SELECT count(*) AS n FROM pets WHERE name = 'fine'").get() as { n: number }).n, 1);
 });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { boundedWriter, createLogger } from '../../src/http/access-log.ts';
+import { boundedWriter, createLogger, errorFields, stackFrames } from '../../src/http/access-log.ts';
 
 const entry = { time: 0, requestId: 'r', method: 'GET', path: '/v1/pets', status: 200, durationMs: 1.5, keyId: 'key_1' };
 
@@ -70,4 +70,22 @@ test('a path longer than 256 characters is logged cut to 256, with a marker sayi
   assert.equal(exact, long.slice(0, 256), 'a path of exactly 256 characters is logged whole');
   assert.equal(over!.length, 256);
   assert.ok(over!.endsWith('...[cut from 257 characters]'));
+});
+
+test('an error is logged by its name and its stack frames, never its message, even one that looks like frames', () => {
+  const secret = "SELECT key FROM keys WHERE x = 'pk_live_secret'\n    at forged (file:///input.ts:1:1)";
+  function deep(): Error {
+    return new TypeError(secret);
+  }
+  const error = deep();
+  const fields = errorFields(error);
+  assert.equal(fields.error, 'TypeError');
+  assert.ok(fields.frames.length > 0 && fields.frames.every((frame) => frame.startsWith('at ')), fields.frames.join('\n'));
+  assert.match(fields.frames[0]!, /^at deep \(file:.*access-log\.test\.ts:\d+:\d+\)$/);
+  assert.doesNotMatch(JSON.stringify(fields), /SELECT|pk_live|forged/);
+  // A message changed after the stack was read: where the old one ends is unknown, so no line is kept.
+  error.message = 'another';
+  assert.deepEqual(stackFrames(error), []);
+  // What is not an Error has no frames.
+  assert.deepEqual(errorFields('SELECT 1'), { error: 'string', frames: [] });
 });

@@ -5,10 +5,14 @@ import { parseJson } from '../../src/http/request-body.ts';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
-test('integer literals become exact bigints; other numbers stay numbers', () => {
-  assert.deepEqual(parseJson(bytes('{"a":9223372036854775807,"b":1.0,"c":1e2,"d":-3,"e":[2]}')), {
-    a: 9223372036854775807n, b: 1, c: 100, d: -3n, e: [2n],
+test('the integer literals of a top-level object\'s members become exact bigints; other numbers stay numbers', () => {
+  assert.deepEqual(parseJson(bytes('{"a":9223372036854775807,"b":1.0,"c":1e2,"d":-3,"e":[2],"f":{"g":3}, "h" :\n 0,"i":-0.5E-3}')), {
+    a: 9223372036854775807n, b: 1, c: 100, d: -3n, e: [2], f: { g: 3 }, h: 0n, i: -0.0005,
   });
+  // Bodies are flat objects: nothing below the top level, and no other top level, needs the digits.
+  assert.deepEqual(parseJson(bytes('[1,{"a":2}]')), [1, { a: 2 }]);
+  assert.equal(parseJson(bytes('7')), 7);
+  assert.equal((parseJson(bytes(`{"n":${'9'.repeat(5_000)}}`)) as { n: bigint }).n, BigInt('9'.repeat(5_000)));
 });
 
 test('invalid UTF-8 and malformed JSON are invalid_json', () => {
@@ -17,9 +21,19 @@ test('invalid UTF-8 and malformed JSON are invalid_json', () => {
   }
 });
 
-test('nesting deep enough to exhaust the stack is invalid_json, not a crash', () => {
-  const deep = '['.repeat(100_000) + ']'.repeat(100_000);
-  assert.throws(() => parseJson(bytes(deep)), (error: unknown) => error instanceof ApiError && error.code === 'invalid_json');
+test('nesting deep enough to exhaust a recursive parser is no crash: parsed when balanced, else invalid_json', () => {
+  let value = parseJson(bytes('['.repeat(100_000) + ']'.repeat(100_000)));
+  for (let depth = 0; depth < 100_000; depth++) value = (value as unknown[])[0] ?? 'bottom';
+  assert.equal(value, 'bottom');
+  assert.ok(typeof parseJson(bytes(`${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`)) === 'object');
+  assert.throws(() => parseJson(bytes('['.repeat(100_000))), (error: unknown) => error instanceof ApiError && error.code === 'invalid_json');
+});
+
+test('a __proto__ member whose value is an integer is an own bigint property, not a prototype', () => {
+  const value = parseJson(bytes('{"__proto__":5}')) as Record<string, unknown>;
+  assert.ok(Object.hasOwn(value, '__proto__'));
+  assert.equal(value['__proto__'], 5n);
+  assert.equal(Object.getPrototypeOf(value), Object.prototype);
 });
 
 test('a __proto__ key is an own property, not a prototype', () => {
@@ -39,5 +53,5 @@ test('a repeated member name is invalid_json, even escaped or nested (no parser 
     assert.throws(() => parseJson(bytes(text)), (error: unknown) => error instanceof ApiError && error.code === 'invalid_json', text);
   }
   // The same name in different objects, or as a string value, is not a repetition.
-  assert.deepEqual(parseJson(bytes('{"a":{"a":"a"},"b":["a","a"],"c":{"a":1}}')), { a: { a: 'a' }, b: ['a', 'a'], c: { a: 1n } });
+  assert.deepEqual(parseJson(bytes('{"a":{"a":"a"},"b":["a","a"],"c":{"a":1}}')), { a: { a: 'a' }, b: ['a', 'a'], c: { a: 1 } });
 });

@@ -107,7 +107,11 @@ function paths(t: TestContext, opened: Awaited<ReturnType<Engine['open']>>) {
   const creations = createPetCreations({ pets, clock, schedule });
   const changes = createPetChanges({ pets, schedule });
   const answer = (reply: Promise<Reply>): Promise<Answer> => reply.then(answerOf, (error: unknown) => {
-    const refused = toErrorReply(error, (fields) => logged.push(fields), databaseErrorOf);
+    const refused = toErrorReply(error, ({ frames, ...fields }) => {
+      // The frames are checked in requests.test.ts; here, what else the line says.
+      if (fields.event === 'internal_error') assert.ok(Array.isArray(frames) && frames.length > 0, 'logged with its stack frames');
+      logged.push(fields);
+    }, databaseErrorOf);
     return { ...answerOf(refused), code: (JSON.parse(refused.body) as { code: string }).code };
   });
   /** Resolves once every lookup begun has been answered and what followed it has run. */

@@ -1,8 +1,9 @@
 /**
  * Properties of the whole service over hostile requests sent as raw bytes: whatever
  * arrives in the body, the request target, the path, Authorization, Idempotency-Key, If-Match or
- * the cursor, the answer is one of the contract's statuses with the code the contract gives it,
- * never a 500, a pet is stored only when the answer is 201, and changed or deleted only when it
+ * the cursor, the worst cases of test/support/worst-cases.ts at any size included, the answer is
+ * one of the contract's statuses with the code the contract gives it, never a 500, an error in
+ * at most 1 KiB, a pet is stored only when the answer is 201, and changed or deleted only when it
  * is 200 or 204.
  *
  * The limiter is a real one with limits too high to refuse anyone, so that thousands of
@@ -15,7 +16,9 @@ import fc from 'fast-check';
 import { startTestServer, storedPet, type TestServer } from '../support/test-server.ts';
 import { openRaw, rawRequest, type RawResponse } from '../support/raw-http.ts';
 import { anyCodePoint, CONTRACT_ERRORS, ifMatchOutcome, INT64_MAX, settings } from '../support/property.ts';
-import { assertContractAnswer, ifMatchTemplate, lineBytes, rawMessage, roomyLimiter } from '../support/hostile-http.ts';
+import { assertContractAnswer, ifMatchTemplate, lineBytes, rawMessage, roomyLimiter, worstCaseAt } from '../support/hostile-http.ts';
+import { checkAnswer, complexityFixtures, COMPLEXITY_SERVER } from '../support/complexity.ts';
+import { worstCases } from '../support/worst-cases.ts';
 import { encodeCursor } from '../../src/api/cursor.ts';
 import { petETag } from '../../src/api/pets/json.ts';
 import { allSucceeded } from '../../src/lib/item-outcome.ts';
@@ -308,4 +311,22 @@ test('any DELETE of a pet, existing or not, with any If-Match: 204 removes it, a
     }),
     settings(300),
   );
+});
+
+test('the worst cases of every pet operation and of the headers every request carries, at any size up to the caps, answer as documented in at most 1 KiB', async (t) => {
+  const server = await startTestServer(t, COMPLEXITY_SERVER);
+  const fixtures = await complexityFixtures(server);
+  const cases = worstCases(fixtures).filter((worst) => worst.surface.operation?.tag !== 'store');
+  await fc.assert(
+    fc.asyncProperty(worstCaseAt(cases), async ({ worst, bytes, context }) => {
+      const before = petsState(server);
+      const response = await rawRequest(server.url, bytes);
+      checkAnswer(worst, response, context);
+      // Nothing is removed, and nothing changes but by a 200 or a 201.
+      if (response.status !== 200 && response.status !== 201) assert.equal(petsState(server), before, context);
+      assert.ok(storedPet(server, Number(fixtures.pathValues.petId)) !== undefined, context);
+    }),
+    settings(300),
+  );
+  assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
 });

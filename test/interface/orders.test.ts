@@ -8,7 +8,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Scope } from '../../src/keys/scopes.ts';
-import { errorBody, json, startTestServer, storedPet, type TestServer } from '../support/test-server.ts';
+import type { IncomingMessage } from 'node:http';
+import { errorBody, json, startTestServer, startWriterTestServer, storedPet, type TestServer } from '../support/test-server.ts';
 
 const ADOPTER: Scope[] = ['pets:read', 'orders:write'];
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -18,14 +19,17 @@ async function adopter(server: TestServer, scopes: Scope[] = ADOPTER): Promise<{
   return { key: issued.key, account: issued.record.account };
 }
 
-async function pet(server: TestServer, status = 'available', name = 'Rex'): Promise<number> {
+/** What the helpers below need of a test server: either kind (in memory, or on a file with its writer thread). */
+type AnyServer = Pick<TestServer, 'post' | 'request' | 'db'>;
+
+async function pet(server: AnyServer, status = 'available', name = 'Rex'): Promise<number> {
   return (await json(await server.post('/v1/pets', { name, categoryId: 1, status }))).id;
 }
 
-const order = (server: TestServer, petId: number | string, key?: string, headers: Record<string, string> = {}) =>
+const order = (server: AnyServer, petId: number | string, key?: string, headers: Record<string, string> = {}) =>
   server.post('/v1/store/orders', typeof petId === 'string' ? petId : { petId }, { ...(key ? { key } : {}), headers });
 
-const step = (server: TestServer, orderId: number | string, status: string | null | object, key?: string, headers: Record<string, string> = {}) =>
+const step = (server: AnyServer, orderId: number | string, status: string | null | object, key?: string, headers: Record<string, string> = {}) =>
   server.request(`/v1/store/orders/${orderId}`, {
     method: 'PATCH', ...(key ? { key } : {}),
     headers: { 'content-type': 'application/merge-patch+json', ...headers },
@@ -34,7 +38,7 @@ const step = (server: TestServer, orderId: number | string, status: string | nul
 
 interface StoredOrder { id: number; petId: string; account: string; status: string; version: number }
 
-function storedOrders(server: TestServer): StoredOrder[] {
+function storedOrders(server: AnyServer): StoredOrder[] {
   return server.db.prepare('SELECT id, CAST(pet_id AS TEXT) AS petId, account, status, version FROM orders ORDER BY id').all().map((row) => ({ ...row })) as unknown as StoredOrder[];
 }
 
@@ -143,6 +147,32 @@ test('Idempotency-Key: a retry replays the 201; another body is 422; a 404 or 40
   assert.equal(adopted.status, 201);
   assert.equal(adopted.headers.get('idempotent-replayed'), null);
   assert.equal(storedOrders(server).length, 3);
+});
+
+test('the replay of a placement after the order was cancelled is the first 201, stale: placed, the first ETag, and nothing placed again', async (t) => {
+  const server = await startTestServer(t);
+  const petId = await pet(server);
+  const { key } = await adopter(server);
+  const placed = await order(server, petId, key, { 'idempotency-key': 'adopt-1' });
+  assert.equal(placed.status, 201);
+  const first = { body: await placed.text(), etag: placed.headers.get('etag'), location: placed.headers.get('location') };
+  assert.equal((await step(server, JSON.parse(first.body).id, 'cancelled', key)).status, 200);
+  assert.equal(storedPet(server, petId)?.status, 'available');
+
+  const replay = await order(server, petId, key, { 'idempotency-key': 'adopt-1' });
+  assert.equal(replay.status, 201);
+  assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+  assert.equal(replay.headers.get('etag'), first.etag);
+  assert.equal(replay.headers.get('location'), first.location);
+  assert.equal(await replay.text(), first.body);
+  assert.equal(JSON.parse(first.body).status, 'placed');
+  // Where the order stands now is what its Location answers; the stale ETag no longer matches.
+  const now = await server.request(first.location!, { key });
+  assert.equal((await json(now)).status, 'cancelled');
+  assert.notEqual(now.headers.get('etag'), first.etag);
+  await expectError(await step(server, JSON.parse(first.body).id, 'cancelled', key, { 'if-match': first.etag! }), 412, 'precondition_failed');
+  assert.deepEqual(storedOrders(server).map((row) => row.status), ['cancelled']);
+  assert.equal(storedPet(server, petId)?.status, 'available');
 });
 
 test('listing orders: a key sees its own account\'s, orders:manage every account\'s; sorted by id, paginated and filtered like pets', async (t) => {
@@ -275,6 +305,84 @@ test('of two concurrent steps with the same ETag exactly one is made; a cancel r
   const [, bOrder] = storedOrders(server);
   assert.equal(bOrder!.status, winner.status);
   assert.equal(storedPet(server, Number(bOrder!.petId))?.status, winner.status === 'completed' ? 'sold' : 'available');
+});
+
+test('two steps with the same If-Match, both read on a file before the writer thread commits either: exactly one is made, the other 412, and the pet agrees', async (t) => {
+  // In memory the first step commits before the second reads; on a file the writer thread commits
+  // later, so a step can read the order that another step is changing. Only the store's own check
+  // of the version, in the transaction, can then refuse the second.
+  const server = await startWriterTestServer(t);
+  const received: string[] = [];
+  server.service.server.on('request', (req: IncomingMessage) => received.push(req.method!));
+  for (const [round, pair] of [['approved', 'cancelled'], ['cancelled', 'approved'], ['approved', 'cancelled']].entries()) {
+    const petId = await pet(server, 'available', `Race ${round}`);
+    const placed = await order(server, petId);
+    const { id } = await json(placed);
+    const etag = placed.headers.get('etag')!;
+    const release = await server.pauseWriter();
+    const before = received.filter((method) => method === 'PATCH').length;
+    const answers = pair.map((status) => step(server, id, status, undefined, { 'if-match': etag }));
+    // Both requests have been read, and so has the order (a synchronous read as each arrives),
+    // while the writer thread is held: neither step can have committed.
+    while (received.filter((method) => method === 'PATCH').length < before + 2) await new Promise((resolve) => setImmediate(resolve));
+    release();
+    const settled = await Promise.all(answers);
+    const statuses = settled.map((answer) => answer.status);
+    assert.deepEqual([...statuses].sort(), [200, 412], `round ${round}: ${pair.join(' / ')} gave ${statuses.join(' / ')}`);
+    const winner = await json(settled.find((answer) => answer.status === 200)!);
+    assert.equal((await errorBody(settled.find((answer) => answer.status === 412)!)).code, 'precondition_failed');
+    const [row] = storedOrders(server).filter((each) => each.id === id);
+    assert.deepEqual([row!.status, row!.version], [winner.status, 2], 'one step made, one version more');
+    assert.equal(storedPet(server, petId)?.status, winner.status === 'cancelled' ? 'available' : 'pending', 'the pet agrees with the winner');
+  }
+});
+
+test('an Idempotency-Key belongs to the API key, not to its account: two keys of one account each get their own answer', async (t) => {
+  const server = await startTestServer(t);
+  const first = await pet(server);
+  const second = await pet(server, 'available', 'Tom');
+  const alice = await adopter(server);
+  const issued = await server.service.stores.keys.create({
+    plan: 'enterprise', perMinute: 100_000, perDay: 1_000_000, scopes: ADOPTER, account: alice.account, now: server.clock(),
+  });
+  const sibling = { key: issued.key, account: issued.record.account };
+  assert.equal(sibling.account, alice.account, 'two keys of one account');
+  const placed = await order(server, first, alice.key, { 'idempotency-key': 'adopt' });
+  assert.equal(placed.status, 201);
+  const placedBody = await placed.text();
+  // The same key and the same body from the other key of the account: its own request, for a pet
+  // that is now pending, never a replay of the first key's order.
+  const same = await order(server, first, sibling.key, { 'idempotency-key': 'adopt' });
+  assert.equal(same.headers.get('idempotent-replayed'), null);
+  await expectError(same, 409, 'pet_not_available');
+  // The same key with another body: not "reused", a placement of its own.
+  const other = await order(server, second, sibling.key, { 'idempotency-key': 'adopt' });
+  assert.equal(other.status, 201);
+  assert.equal(other.headers.get('idempotent-replayed'), null);
+  const otherBody = await other.text();
+  assert.equal(JSON.parse(otherBody).petId, second);
+  // Each key's retry replays its own answer.
+  const replayed = [await order(server, first, alice.key, { 'idempotency-key': 'adopt' }), await order(server, second, sibling.key, { 'idempotency-key': 'adopt' })];
+  assert.deepEqual(replayed.map((answer) => [answer.status, answer.headers.get('idempotent-replayed')]), [[201, 'true'], [201, 'true']]);
+  assert.deepEqual([await replayed[0]!.text(), await replayed[1]!.text()], [placedBody, otherBody]);
+  assert.deepEqual(storedOrders(server).map((each) => [each.petId, each.account]), [[String(first), alice.account], [String(second), alice.account]]);
+  assert.equal((server.db.prepare('SELECT count(DISTINCT api_key_id) AS n FROM order_idempotency_keys').get() as { n: number }).n, 2, 'one record per API key');
+});
+
+test('an adopter may not complete its own approved order: 403 naming orders:manage, and the order and its pet stay as they were', async (t) => {
+  const server = await startTestServer(t);
+  const { key } = await adopter(server);
+  const petId = await pet(server);
+  const id = (await json(await order(server, petId, key))).id;
+  assert.equal((await step(server, id, 'approved')).status, 200);
+  for (const headers of [{}, { 'if-match': '"1.2"' }] as Record<string, string>[]) {
+    const refused = await step(server, id, 'completed', key, headers);
+    await expectError(refused, 403, 'insufficient_scope');
+    assert.equal(refused.headers.get('www-authenticate'), 'Bearer realm="pets", error="insufficient_scope", scope="orders:manage"');
+  }
+  assert.deepEqual(storedOrders(server).map((each) => [each.status, each.version]), [['approved', 2]]);
+  assert.equal(storedPet(server, petId)?.status, 'pending', 'not sold');
+  assert.equal((await step(server, id, 'cancelled', key)).status, 200, 'cancelling stays its own to do');
 });
 
 test('while an order holds a pet, its status and its existence belong to the order: 409 pet_has_open_order, after the checks of a change', async (t) => {

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { errorBody, startTestServer } from '../support/test-server.ts';
+import { errorCode, rawRequest } from '../support/raw-http.ts';
 import type { PetsStore } from '../../src/storage/pets.ts';
 import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
@@ -63,6 +64,37 @@ test('the Bearer scheme name is case-insensitive', async (t) => {
     const response = await server.request('/v1/pets', { headers: { authorization: `${scheme} ${server.key}` } });
     assert.equal(response.status, 200, scheme);
   }
+});
+
+test('two Authorization headers, in any order, spelling or number, are 400 bad_request before identification: nothing counted, nothing run', async (t) => {
+  // Node keeps the first of two and drops the other: a request was answered as whichever key came first.
+  const server = await startTestServer(t);
+  const reader = (await server.service.stores.keys.create({ plan: 'free', scopes: ['pets:read'], now: server.clock() })).key;
+  const twice = [
+    [`Authorization: Bearer ${reader}`, `Authorization: Bearer ${server.freeKey}`],
+    [`Authorization: Bearer ${server.freeKey}`, `Authorization: Bearer ${reader}`],
+    [`authorization: Bearer ${server.freeKey}`, `AUTHORIZATION: Bearer ${server.freeKey}`],
+    [`Authorization: Bearer ${server.freeKey}`, 'Authorization: ', 'Authorization: Basic eDp5'],
+    ['Authorization: Bearer pk_test_nope', 'Authorization: Bearer pk_test_nope'],
+  ];
+  for (const lines of twice) {
+    for (const target of ['POST /v1/pets', 'GET /v1/pets', 'GET /healthz']) {
+      const body = target.startsWith('POST') ? '{"name":"Rex","categoryId":1}' : '';
+      const head = [`${target} HTTP/1.1`, 'Host: x', ...lines, 'Content-Type: application/json', `Content-Length: ${body.length}`, 'Connection: close'];
+      const response = await rawRequest(server.url, `${head.join('\r\n')}\r\n\r\n${body}`);
+      const context = `${target} ${lines.join(' / ')}`;
+      assert.equal(response.status, 400, context);
+      assert.equal(errorCode(response), 'bad_request', context);
+      assert.match(JSON.parse(response.body).message, /Authorization/, context);
+      assert.equal(response.headers['x-ratelimit-remaining'], undefined, `${context}: not rate limited`);
+    }
+  }
+  assert.equal((server.db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 0, 'nothing was created');
+  // Neither key nor the client's address lost a token (60 a minute each on the free plan).
+  for (const key of [server.freeKey, reader, null]) {
+    assert.equal((await server.request('/v1/store/inventory', { key })).headers.get('x-ratelimit-remaining'), '59', String(key));
+  }
+  assert.ok(server.logs.every((line) => !line.includes(server.freeKey) && !line.includes(reader)), 'no key in the logs');
 });
 
 test('authentication comes before routing: an unknown /v1 path without a key is 401', async (t) => {
@@ -149,7 +181,7 @@ function failingStore(error: unknown): PetsStore {
   };
 }
 
-test('an unexpected error is 500 internal_error with no detail, logged by name only', async (t) => {
+test('an unexpected error is 500 internal_error with no detail, logged by name and stack frames, never its message', async (t) => {
   const server = await startTestServer(t, { overrides: { pets: failingStore(new TypeError('SELECT secret FROM pets WHERE x')) } });
   const response = await server.request('/v1/pets', { headers: { 'x-request-id': 'boom' } });
   assert.equal(response.status, 500);
@@ -160,6 +192,8 @@ test('an unexpected error is 500 internal_error with no detail, logged by name o
   const logged = server.logs.map((line) => JSON.parse(line)).find((line) => line.event === 'internal_error');
   assert.equal(logged.error, 'TypeError');
   assert.equal(logged.requestId, 'boom');
+  // The frames say where the error was made: here, in this test.
+  assert.match(logged.frames[0], /^at .*\(file:.*requests\.test\.ts:\d+:\d+\)$/);
   assert.ok(!server.logs.join('\n').includes('SELECT'));
 });
 

@@ -1,13 +1,15 @@
 /**
  * What the hostile-request properties share: a limiter that refuses no one, the check that an
- * answer is one the contract allows, raw request bytes, and generators of header-line bytes and
- * If-Match values.
+ * answer is one the contract allows (an error in at most 1 KiB), raw request bytes, and
+ * generators of header-line bytes, If-Match values and the worst cases of worst-cases.ts at any
+ * size up to the caps.
  */
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { createLimiter, type RateLimiter } from '../../src/limits/limiter.ts';
 import type { RawResponse } from './raw-http.ts';
-import { anyCodePoint, CONTRACT_ERRORS } from './property.ts';
+import { anyCodePoint, CONTRACT_ERRORS, MAX_ERROR_BODY_BYTES } from './property.ts';
+import { worstRequest, type WorstCase } from './worst-cases.ts';
 
 /** Never refuses, but answers with a real limiter's headers. */
 export function roomyLimiter(): RateLimiter {
@@ -27,6 +29,7 @@ export function assertContractAnswer(response: RawResponse, allowed: Allowed, co
   assert.ok(codes !== undefined, `${context}: status ${response.status} ${response.body}`);
   assert.notEqual(response.status, 500);
   if (response.status < 400) return null;
+  assert.ok(Buffer.byteLength(response.body) <= MAX_ERROR_BODY_BYTES, `${context}: an error of ${Buffer.byteLength(response.body)} bytes`);
   const body = JSON.parse(response.body) as Record<string, unknown>;
   assert.deepEqual(Object.keys(body), ['code', 'message', 'status'], context);
   assert.equal(body.status, response.status);
@@ -60,3 +63,12 @@ export const ifMatchTemplate = fc.option(
   { nil: null },
 );
 
+
+/** One of `cases` at a random size up to its surface's cap (small sizes more often), as bytes. */
+export function worstCaseAt(cases: readonly WorstCase[]) {
+  return fc.constantFrom(...cases).chain((worst) =>
+    fc.oneof(fc.integer({ min: 0, max: 200 }), fc.integer({ min: 0, max: worst.surface.cap })).map((size) => ({
+      worst, size, bytes: worstRequest(worst, size), context: `${worst.surface.label}: ${worst.shape.name} at ${size} bytes`,
+    })),
+  );
+}

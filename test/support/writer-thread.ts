@@ -8,7 +8,7 @@ import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { closeDatabase, openWriterDatabase } from '../../src/storage/sqlite/database.ts';
 import { runWriter } from '../../src/storage/sqlite/writer-thread.ts';
 import type { WriterStart } from '../../src/storage/sqlite/writer-host.ts';
-import { REMEMBERED } from '../../src/api/idempotent-writes.ts';
+import { REMEMBERED } from '../../src/service/remembered.ts';
 
 const { path, memory } = workerData as WriterStart;
 const db = openWriterDatabase(path);

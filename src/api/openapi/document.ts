@@ -1,18 +1,19 @@
 /**
  * The OpenAPI 3.1 document of the service, built once at start from what the code itself uses:
  * the table of operations (../operations.ts), the schema objects and parameter arrays the
- * validator interprets (../schemas.ts), the error registry (api-error.ts) and the header values
- * the pipeline sends. There is no second copy of a field or an operation to keep in step.
+ * validator interprets (../schemas.ts, whose SCHEMAS names the components), the error registry
+ * (api-error.ts) and the header values the pipeline sends. There is no second copy of a field or
+ * an operation to keep in step.
  */
 import type { AppEnv } from '../../config.ts';
-import { OPERATIONS, type OperationSpec, type ResponseSpec } from '../operations.ts';
-import {
-  inventorySchema, newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, orderStatusSchema, petPatchSchema, petSchema,
-  petsPageSchema, petStatusSchema,
-} from '../schemas.ts';
-import { CORS, DEPRECATION, EVERY, HEADERS, headers, RATE, type HeaderName, type HeaderUse } from './headers.ts';
+import { SCOPE_MEANINGS, SCOPES } from '../../keys/scopes.ts';
+import { BASE_PATH, deprecationHeaders, type OperationSpec, type OperationTable, type ResponseSpec } from '../operation.ts';
+import { OPERATIONS, TAGS } from '../operations.ts';
+import { HEADERS, type HeaderName, type HeaderSubject, type HeaderUse } from '../response-headers.ts';
+import { SCHEMAS, type ArraySchema, type ObjectSchema, type Schema } from '../schemas.ts';
+import { CORS, DEPRECATION, EVERY, headers, RATE } from './headers.ts';
 import { errorSchema, jsonSchema, parameter, ref, requestSchema, type JsonObject } from './json-schema.ts';
-import { errorResponse, EVERY_OPERATION, forbidden, internalError, json, shared, SHARED_RESPONSES, unavailable, type SharedResponse } from './responses.ts';
+import { errorResponse, EVERY_OPERATION, forbidden, internalError, shared, SHARED_RESPONSES, unavailable, type SharedResponse } from './responses.ts';
 
 export type { JsonObject } from './json-schema.ts';
 
@@ -56,19 +57,28 @@ export function serializeOpenApiDocument(document: OpenApiDocument): string {
 
 // --- Operations -------------------------------------------------------------------------------
 
+/** The component names of the schema objects of SCHEMAS: a schema the table refers to by one of these is a `$ref`. */
+const COMPONENT_NAMES = new Map<unknown, string>(Object.entries(SCHEMAS).map(([name, schema]) => [schema, name]));
+
+/** A schema the table refers to: a reference to its component, or the schema written in place. */
+function schemaOrRef(schema: object): JsonObject {
+  const name = COMPONENT_NAMES.get(schema);
+  return name === undefined ? { ...schema } : ref('schemas', name);
+}
+
 /** One answer of an operation: a success with its body, or an error narrowed to its codes. */
-function response(spec: OperationSpec, status: number, { description, body, codes, headers: own = [] }: ResponseSpec): JsonObject {
+function response(spec: OperationSpec, subject: HeaderSubject, status: number, { description, content, codes, headers: own = [] }: ResponseSpec): JsonObject {
   // Once routed, every answer of a deprecated operation carries the deprecation headers.
   const uses: HeaderUse[] = [...EVERY, ...RATE, ...(spec.deprecated ? DEPRECATION : []), ...own];
-  if (codes !== undefined) return errorResponse(status, description, codes, uses);
-  const described: JsonObject = { description, headers: headers(uses) };
-  if (body !== undefined) described.content = json(typeof body === 'string' ? ref('schemas', body) : body);
+  if (codes !== undefined) return errorResponse(status, description, codes, uses, subject);
+  const described: JsonObject = { description, headers: headers(uses, subject) };
+  if (content !== undefined) described.content = Object.fromEntries(Object.entries(content).map(([type, schema]) => [type, { schema: schemaOrRef(schema) }]));
   return described;
 }
 
 /** Every answer of an operation: its own, then the shared ones, then the variants it needs. */
-function responses(spec: OperationSpec): JsonObject {
-  const own = Object.entries(spec.responses).map(([status, answer]) => [status, response(spec, Number(status), answer)]);
+function responses(spec: OperationSpec, subject: HeaderSubject): JsonObject {
+  const own = Object.entries(spec.responses).map(([status, answer]) => [status, response(spec, subject, Number(status), answer)]);
   // The document itself needs no key, so it never answers 401.
   const common: SharedResponse[] = spec.scope === null ? EVERY_OPERATION.filter((name) => name !== 'Unauthorized') : [...EVERY_OPERATION, 'Forbidden'];
   const variants: JsonObject = {};
@@ -76,10 +86,10 @@ function responses(spec: OperationSpec): JsonObject {
   const replayed: HeaderName[] = spec.replayable ? ['Idempotent-Replayed'] : [];
   // Once routed, a 500 carries the deprecation headers too; before routing it cannot.
   const extra500 = [...(spec.deprecated ? DEPRECATION : []), ...replayed];
-  if (extra500.length > 0) variants[500] = internalError(extra500);
+  if (extra500.length > 0) variants[500] = internalError(extra500, subject);
   // So does a 403, which comes after routing.
-  if (spec.deprecated && spec.scope !== null) variants[403] = forbidden(DEPRECATION);
-  if (replayed.length > 0) variants[503] = unavailable(replayed);
+  if (spec.deprecated && spec.scope !== null) variants[403] = forbidden(DEPRECATION, subject);
+  if (replayed.length > 0) variants[503] = unavailable(replayed, subject);
   return {
     ...Object.fromEntries(own),
     ...shared(...(spec.notImplemented ? ['NotImplemented' as const] : []), ...common),
@@ -88,30 +98,46 @@ function responses(spec: OperationSpec): JsonObject {
 }
 
 /** An operation object of the document. */
-function operation(spec: OperationSpec): JsonObject {
+function operation(operationId: string, spec: OperationSpec): JsonObject {
   const body = spec.requestBody;
+  const subject: HeaderSubject = { path: BASE_PATH + spec.path, deprecation: spec.deprecated ? deprecationHeaders(spec.deprecated) : null };
   return {
-    operationId: spec.operationId,
+    operationId,
     tags: [spec.tag],
     summary: spec.summary,
     description: spec.description,
     ...(spec.deprecated ? { deprecated: true } : {}),
     ...(spec.parameters ? { parameters: spec.parameters.map(parameter) } : {}),
     ...(body
-      ? { requestBody: { required: true, description: body.description, content: Object.fromEntries(body.mediaTypes.map((type) => [type, { schema: ref('schemas', body.schema) }])) } }
+      ? { requestBody: { required: true, description: body.description, content: Object.fromEntries(body.mediaTypes.types.map((type) => [type, { schema: schemaOrRef(body.schema) }])) } }
       : {}),
     // The least scope the operation needs; or optional authentication: anonymous, or a bearer key
     // that decides the rate limit.
     security: spec.scope === null ? [{}, { bearerAuth: [] }] : [{ bearerAuth: [spec.scope] }],
-    responses: responses(spec),
+    responses: responses(spec, subject),
   };
 }
 
 /** The document's `paths`: every operation of the table, under its path and method. */
-function paths(): OpenApiDocument['paths'] {
+function paths(table: OperationTable): OpenApiDocument['paths'] {
   const described: OpenApiDocument['paths'] = {};
-  for (const spec of OPERATIONS) (described[spec.path] ??= {})[spec.method.toLowerCase()] = operation(spec);
+  for (const [operationId, spec] of Object.entries(table)) (described[spec.path] ??= {})[spec.method.toLowerCase()] = operation(operationId, spec);
   return described;
+}
+
+/**
+ * The component schemas: every schema of SCHEMAS, as JSON Schema. A schema that some operation
+ * takes as its request body says its defaults in words (see requestSchema); an array refers to
+ * its items' component.
+ */
+function componentSchemas(table: OperationTable): Record<string, JsonObject> {
+  const requestBodies = new Set<unknown>(Object.values(table).map((spec) => spec.requestBody?.schema));
+  const component = (schema: Schema | ArraySchema): JsonObject => {
+    if (schema.type === 'array') return { ...schema, items: schemaOrRef(schema.items) };
+    if (schema.type === 'string') return { ...schema, ...(schema.enum ? { enum: [...schema.enum] } : {}) };
+    return requestBodies.has(schema) ? requestSchema(schema as ObjectSchema) : jsonSchema(schema);
+  };
+  return { ...Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, component(schema)])), Error: errorSchema };
 }
 
 // --- The document -----------------------------------------------------------------------------
@@ -130,11 +156,14 @@ function servers({ appEnv, publicBaseUrl, stagingBaseUrl }: OpenApiOptions): Ope
     appEnv === 'production' ? 'This production server (PUBLIC_BASE_URL is not set)'
     : appEnv === 'staging' ? 'This staging server (STAGING_BASE_URL is not set)'
     : 'This local development server';
-  return [{ url: '/v1', description, 'x-internal': false }];
+  return [{ url: BASE_PATH, description, 'x-internal': false }];
 }
 
-/** Builds the document; serialise it once at start (serializeOpenApiDocument). */
-export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
+/**
+ * Builds the document of `table` (the service's own by default); serialise it once at start
+ * (serializeOpenApiDocument).
+ */
+export function buildOpenApiDocument(options: OpenApiOptions, table: OperationTable = OPERATIONS): OpenApiDocument {
   return {
     openapi: '3.1.1',
     info: {
@@ -142,33 +171,16 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
       version: API_VERSION,
       description:
         'Browse and manage animals available for adoption. Every operation takes an API key as `Authorization: Bearer <key>`. ' +
-        'Every error body is the `Error` schema. Outside this API, `GET /healthz` (at the root, not under `/v1`) answers ' +
+        `Every error body is the \`Error\` schema. Outside this API, \`GET /healthz\` (at the root, not under \`${BASE_PATH}\`) answers ` +
         '`200 {"status":"ok"}` without a key, for readiness probes.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: servers(options),
     security: [{ bearerAuth: [] }],
-    tags: [
-      { name: 'pets', description: 'Animals available for adoption.' },
-      { name: 'store', description: 'Orders to adopt pets, and the store\'s inventory.' },
-      { name: 'meta', description: 'This document.' },
-    ],
-    paths: paths(),
+    tags: Object.entries(TAGS).map(([name, description]) => ({ name, description })),
+    paths: paths(table),
     components: {
-      schemas: {
-        PetStatus: { ...petStatusSchema, enum: [...petStatusSchema.enum!] },
-        NewPet: requestSchema(newPetSchema),
-        PetPatch: requestSchema(petPatchSchema),
-        Pet: jsonSchema(petSchema),
-        Pets: { ...petsPageSchema, items: ref('schemas', 'Pet') },
-        OrderStatus: { ...orderStatusSchema, enum: [...orderStatusSchema.enum!] },
-        NewOrder: requestSchema(newOrderSchema),
-        OrderPatch: requestSchema(orderPatchSchema),
-        Order: jsonSchema(orderSchema),
-        Orders: { ...ordersPageSchema, items: ref('schemas', 'Order') },
-        Inventory: jsonSchema(inventorySchema),
-        Error: errorSchema,
-      },
+      schemas: componentSchemas(table),
       // Only the headers that are always present when described: the others are written in place.
       // The CORS headers too, so that a client can find them among the components.
       headers: Object.fromEntries(Object.entries(HEADERS).filter(([name, header]) => header.required || CORS.includes(name as HeaderName))),
@@ -178,7 +190,12 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'API key',
-          description: 'An API key (`pk_live_...` in production, `pk_test_...` elsewhere) as `Authorization: Bearer <key>`.',
+          description: 'An API key (`pk_live_...` in production, `pk_test_...` elsewhere) as `Authorization: Bearer <key>`. ' +
+            `Each key holds the scopes it was given, of: ${SCOPES.map((scope) => `\`${scope}\` (${SCOPE_MEANINGS[scope]})`).join('; ')}. ` +
+            'Each operation names the least scope it needs in its security requirement.',
+          // A bearer scheme has no `scopes` of its own in OpenAPI (only OAuth flows do); this is
+          // where a client finds every scope a key may hold, with what it allows.
+          'x-scopes': SCOPE_MEANINGS,
         },
       },
     },

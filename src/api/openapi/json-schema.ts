@@ -3,8 +3,8 @@
  * convention of ours (int64 values arrive as bigints) is invisible on the wire. Also the Error
  * schema, and references to the document's components.
  */
-import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
-import { orderStatusSchema, petStatusSchema, type IntegerSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
+import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
+import { SCHEMAS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
 
 /** A JSON object of the document; the parts are plain data, built for JSON.stringify. */
 export type JsonObject = { [key: string]: unknown };
@@ -12,8 +12,10 @@ export type JsonObject = { [key: string]: unknown };
 /** A reference to a component of the document. */
 export const ref = (kind: 'schemas' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 
-/** The enums that are components of their own, by the very array the schemas share. */
-const ENUM_COMPONENTS = new Map<readonly string[] | undefined, string>([[petStatusSchema.enum, 'PetStatus'], [orderStatusSchema.enum, 'OrderStatus']]);
+/** The enums that are components of their own (PetStatus, OrderStatus), by the very array the schemas share. */
+const ENUM_COMPONENTS = new Map<readonly string[] | undefined, string>(
+  Object.entries(SCHEMAS).flatMap(([name, schema]) => (schema.type === 'string' && 'enum' in schema ? [[schema.enum, name] as const] : [])),
+);
 
 /**
  * A schema object of schemas.ts as a JSON Schema. A string schema that shares a status enum
@@ -54,33 +56,39 @@ export function requestSchema(schema: ObjectSchema): JsonObject {
 }
 
 export function parameter(source: Parameter): JsonObject {
+  const { schema } = source;
   return {
     name: source.name,
     in: source.in,
     // Path parameters are always required (OpenAPI 3.1, Parameter Object).
     ...(source.required || source.in === 'path' ? { required: true } : {}),
     description: source.description,
-    schema: jsonSchema(source.schema),
+    // A list is one comma-separated value (`?types=a,b`), not the parameter repeated.
+    ...(schema.type === 'array' ? { style: 'form', explode: false } : {}),
+    schema: schema.type === 'array' ? listSchema(schema) : jsonSchema(schema),
   };
+}
+
+function listSchema(schema: ListSchema): JsonObject {
+  return { ...schema, items: jsonSchema(schema.items) };
 }
 
 export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
 
 /**
- * An upper bound of an error message, in characters. Messages are short except those that name
- * every bad field of a request: each unknown body property or query parameter is named, so a
- * request of 16 KiB of two-character names provokes the longest (about 11 characters of message
- * per byte of query, 5 per byte of body: under 200,000). test/api/openapi-bounds.test.ts sends
- * those requests.
+ * An upper bound of an error message, in characters. The longest messages name the problems of a
+ * request: at most five of them (the others are counted), each a field's rule or a name the client
+ * sent cut to 32 bytes (api/validator.ts, lib/quote.ts), so about 420 characters at most, however
+ * large the request. test/api/openapi/bounds.test.ts sends the requests that provoke the longest.
  */
-export const MAX_ERROR_MESSAGE_LENGTH = 262_144;
+export const MAX_ERROR_MESSAGE_LENGTH = 600;
 
 export const errorSchema = {
   type: 'object',
   description: 'Every error body: exactly these three properties.',
   properties: {
     code: { type: 'string', description: 'Machine-readable and permanent.', enum: ERROR_CODES },
-    message: { type: 'string', description: 'For people; may change. It names every bad field of the request.', maxLength: MAX_ERROR_MESSAGE_LENGTH },
+    message: { type: 'string', description: 'For people; may change. It names the bad fields of the request, the first five of them.', maxLength: MAX_ERROR_MESSAGE_LENGTH },
     status: { type: 'integer', format: 'int32', description: 'The HTTP status of the response.', minimum: 400, maximum: 599 },
   },
   required: ['code', 'message', 'status'],

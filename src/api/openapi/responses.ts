@@ -2,17 +2,25 @@
  * Responses of the document: an error response narrowed to the codes it can carry, and the
  * responses that read the same on every operation (the document's `components.responses`).
  */
-import { ERROR_STATUS, type ErrorCode } from '../../http/api-error.ts';
-import { EVERY, headers, optional, RATE, type HeaderName, type HeaderUse } from './headers.ts';
+import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
+import type { HeaderName, HeaderSubject, HeaderUse } from '../response-headers.ts';
+import { EVERY, headers, optional, RATE } from './headers.ts';
 import { ERROR_CODES, ref, type JsonObject } from './json-schema.ts';
 
 export const json = (schema: JsonObject) => ({ 'application/json': { schema } });
 
 /**
  * An error response: the Error schema, narrowed to the codes this response can carry. A code
- * with another status is a programmer error, thrown at start.
+ * with another status is a programmer error, thrown at start. `subject` is the operation whose
+ * answer it is, for the headers described per operation.
  */
-export function errorResponse(status: number | readonly number[], description: string, codes: readonly ErrorCode[], uses: readonly HeaderUse[]): JsonObject {
+export function errorResponse(
+  status: number | readonly number[],
+  description: string,
+  codes: readonly ErrorCode[],
+  uses: readonly HeaderUse[],
+  subject?: HeaderSubject,
+): JsonObject {
   const statuses = typeof status === 'number' ? [status] : status;
   for (const code of codes) {
     if (!statuses.includes(ERROR_STATUS[code])) throw new Error(`error code ${code} is not a ${statuses.join(' or ')}`);
@@ -24,7 +32,7 @@ export function errorResponse(status: number | readonly number[], description: s
   });
   return {
     description: `${description} Codes: ${codes.map((code) => `\`${code}\``).join(', ')}.`,
-    headers: headers(uses),
+    headers: headers(uses, subject),
     content: json({ allOf: [ref('schemas', 'Error'), statuses.length === 1 ? narrowing(statuses[0]!) : { oneOf: statuses.map(narrowing) }] }),
   };
 }
@@ -32,22 +40,23 @@ export function errorResponse(status: number | readonly number[], description: s
 export const codesOf = (status: number) => ERROR_CODES.filter((code) => ERROR_STATUS[code] === status);
 
 /** A 500 may come before the caller was limited, so the rate-limit headers are optional. */
-export function internalError(extra: readonly HeaderName[] = []): JsonObject {
-  return errorResponse(500, 'An unexpected error; the body never carries detail.', codesOf(500), [...EVERY, ...optional([...RATE, ...extra])]);
+export function internalError(extra: readonly HeaderName[] = [], subject?: HeaderSubject): JsonObject {
+  return errorResponse(500, 'An unexpected error; the body never carries detail.', codesOf(500), [...EVERY, ...optional([...RATE, ...extra])], subject);
 }
 
 /** A key without the scope: decided after routing, so it carries the route's headers (`extra`). */
-export function forbidden(extra: readonly HeaderName[] = []): JsonObject {
-  return errorResponse(403, 'The API key lacks the scope this operation needs (named in `WWW-Authenticate`).', codesOf(403), [...EVERY, ...RATE, ...extra, 'ScopeChallenge']);
+export function forbidden(extra: readonly HeaderName[] = [], subject?: HeaderSubject): JsonObject {
+  return errorResponse(403, 'The API key lacks the scope this operation needs (named in `WWW-Authenticate`).', codesOf(403), [...EVERY, ...RATE, ...extra, 'ScopeChallenge'], subject);
 }
 
 /** A /v1 request is limited before it learns that the server is shutting down or cannot write. */
-export function unavailable(extra: readonly HeaderName[] = []): JsonObject {
+export function unavailable(extra: readonly HeaderName[] = [], subject?: HeaderSubject): JsonObject {
   return errorResponse(
     503,
     'The server is shutting down (retry on a new connection), or cannot store data right now (retry after `Retry-After`).',
     codesOf(503),
     [...EVERY, ...RATE, ...optional(['Retry-After', ...extra])],
+    subject,
   );
 }
 

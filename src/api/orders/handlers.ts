@@ -4,19 +4,17 @@
  * the contract's order; an order of another account is, to a key without `orders:manage`, an
  * order that does not exist.
  */
-import { ApiError } from '../../http/api-error.ts';
 import { parseIfMatch, ifMatchHolds } from '../../http/if-match.ts';
 import type { Reply } from '../../http/reply.ts';
-import { MERGE_PATCH_BODY, readJsonBody } from '../../http/request-body.ts';
 import { allows } from '../../keys/scopes.ts';
-import { insufficientScopeChallenge } from '../../http/bearer.ts';
+import { insufficientScopeError } from '../../http/bearer.ts';
 import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
 import { transition, TRANSITIONS, type Order, type OrderChange, type OrderChangeOutcome, type OrderStatus, type OrdersStore } from '../../storage/orders.ts';
-import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { decodeCursor, nextPageLink } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
-import type { Caller, HandlerContext, Handlers } from '../operations.ts';
-import { getOrderParameters, listOrdersParameters, newOrderSchema, orderPatchSchema } from '../schemas.ts';
-import { validateBody, validatePath, validateQuery } from '../validator.ts';
+import type { Caller } from '../../keys/caller.ts';
+import { apiError } from '../errors.ts';
+import type { ContextOf, Handlers } from '../operations.ts';
 import { inventoryJson, orderETag, orderReply, ordersJson } from './json.ts';
 
 export interface OrdersHandlersDeps {
@@ -28,21 +26,13 @@ export interface OrdersHandlersDeps {
   changeOrder: (change: OrderChange) => Promise<OrderChangeOutcome>;
 }
 
-const orderNotFound = (orderId: bigint) => new ApiError('order_not_found', `No order has id ${orderId}.`);
-const preconditionFailed = () =>
-  new ApiError('precondition_failed', 'If-Match does not match the order\'s current ETag: it was changed since. Nothing was changed.');
+const orderNotFound = (orderId: bigint) => apiError('order_not_found', orderId);
+const preconditionFailed = () => apiError('precondition_failed', 'order');
 
-/** The transitions the contract allows from `from`, as a 409 names them. */
-function invalidTransition(from: OrderStatus, to: OrderStatus): ApiError {
-  const allowed = TRANSITIONS[from].map((step) => step.to);
-  const what = allowed.length === 0 ? `a ${from} order cannot change any more` : `from ${from} an order may become ${allowed.join(' or ')}`;
-  return new ApiError('invalid_transition', `An order cannot go from ${from} to ${to}: ${what}.`);
-}
+/** The 409 of a step the contract does not allow, naming the ones it allows from `from`. */
+const invalidTransition = (from: OrderStatus, to: OrderStatus) => apiError('invalid_transition', from, to, TRANSITIONS[from].map((step) => step.to));
 
-const needsManage = () =>
-  new ApiError('insufficient_scope', 'Only a key with orders:manage may approve or complete an order.', {
-    'WWW-Authenticate': insufficientScopeChallenge('orders:manage'),
-  });
+const needsManage = () => insufficientScopeError('orders:manage', 'approve or complete an order');
 
 /** A key with `orders:manage` sees every order; any other, only its own account's. */
 const canManage = (caller: Caller) => allows(caller.scopes, 'orders:manage');
@@ -66,60 +56,58 @@ function stepped(outcome: OrderChangeOutcome, orderId: bigint, to: OrderStatus):
 }
 
 /** Builds the store's handlers. */
-export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }: OrdersHandlersDeps): Handlers {
+export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }: OrdersHandlersDeps): Pick<
+  Handlers,
+  'placeOrder' | 'listOrders' | 'getOrder' | 'updateOrder' | 'getInventory'
+> {
   /** The path (400), then the order's existence and visibility (404). */
-  function target(context: HandlerContext): MaybePromise<{ orderId: bigint; order: Order }> {
-    const { orderId } = validatePath(context.params, getOrderParameters) as { orderId: bigint };
+  function target(context: ContextOf<'getOrder' | 'updateOrder'>): MaybePromise<{ orderId: bigint; order: Order }> {
+    const { orderId } = context.path();
     return andThen(orders.get(orderId), (found) => {
-      const order = visible(found, context.caller!);
+      const order = visible(found, context.caller);
       if (order === null) throw orderNotFound(orderId);
       return { orderId, order };
     });
   }
 
   return {
-    async placeOrder(context: HandlerContext): Promise<Reply> {
+    async placeOrder(context) {
       // The Idempotency-Key header is the first check of step 5, before the body is looked at.
       const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
-      const body = await readJsonBody(context.req);
-      const { petId } = validateBody(body, newOrderSchema) as { petId: bigint };
-      return placeOrder(petId, context.caller!, key === null ? null : { key, fingerprint: fingerprintBody(body) });
+      const { value: { petId }, sent } = await context.body();
+      return placeOrder(petId, context.caller, key === null ? null : { key, fingerprint: fingerprintBody(sent) });
     },
 
-    listOrders(context: HandlerContext): Reply | Promise<Reply> {
-      const query = validateQuery(new URLSearchParams(context.search), listOrdersParameters);
-      const limit = query.limit as number;
-      const status = query.status as OrderStatus | undefined;
-      const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
-      const caller = context.caller!;
+    listOrders(context) {
+      const { limit, status, cursor } = context.query();
+      const afterId = cursor === undefined ? 0n : decodeCursor(cursor);
+      const { caller } = context;
       // One row more than asked tells whether a next page exists without a COUNT.
       return andThen(orders.list({ afterId, status, account: canManage(caller) ? null : caller.account, limit: limit + 1 }), (page) => {
         const headers: Record<string, string> = {};
         if (page.length > limit) {
           page.length = limit;
-          const next = `/v1/store/orders?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
-          headers.Link = `<${next}>; rel="next"`;
+          headers.Link = nextPageLink(context.operation, { limit, status, afterId: page[limit - 1]!.id });
         }
         return { status: 200, body: ordersJson(page), headers };
       });
     },
 
-    getOrder(context: HandlerContext): Reply | Promise<Reply> {
+    getOrder(context) {
       return andThen(target(context), ({ order }) => orderReply(order));
     },
 
-    async updateOrder(context: HandlerContext): Promise<Reply> {
+    async updateOrder(context) {
       const { orderId, order } = await target(context);
       const condition = parseIfMatch(context.req.headers['if-match']);
       if (condition !== null && !condition.any && !ifMatchHolds(condition, orderETag(order))) throw preconditionFailed();
       const expectedVersion = condition === null || condition.any ? null : order.version;
-      const body = await readJsonBody(context.req, MERGE_PATCH_BODY);
-      const { status: to } = validateBody(body, orderPatchSchema) as { status?: OrderStatus };
+      const { value: { status: to } } = await context.body();
       // `{}` or the current status changes nothing: the order as it is, same ETag and updatedAt.
       if (to === undefined || to === order.status) return orderReply(order);
       const step = transition(order.status, to);
       if (step === undefined) throw invalidTransition(order.status, to);
-      const caller = context.caller!;
+      const { caller } = context;
       if (step.manage && !canManage(caller)) throw needsManage();
       // The store checks the transition and the version again, in the transaction that makes it.
       const outcome = await changeOrder({
@@ -128,9 +116,9 @@ export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }:
       return stepped(outcome, orderId, to);
     },
 
-    getInventory(context: HandlerContext): Reply | Promise<Reply> {
+    getInventory(context) {
       // It takes no parameter: any is 400 invalid_query.
-      validateQuery(new URLSearchParams(context.search), []);
+      context.query();
       return andThen(orders.inventory(), (inventory) => ({ status: 200, body: inventoryJson(inventory) }));
     },
   };

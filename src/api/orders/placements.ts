@@ -6,15 +6,15 @@
  * (../idempotent-writes.ts); its only stored outcome is the 201 (a 404 or a 409 is not remembered:
  * the pet may become available later).
  */
-import { ApiError } from '../../http/api-error.ts';
 import type { Reply } from '../../http/reply.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotencyConflict } from '../../storage/idempotency.ts';
 import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrdersStore, OrderStatus, PlacementResult } from '../../storage/orders.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
-import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
-import type { Caller } from '../operations.ts';
-import { placed } from './json.ts';
+import { apiError } from '../errors.ts';
+import { createIdempotentWrites } from '../idempotent-writes.ts';
+import type { Caller } from '../../keys/caller.ts';
+import { placed, rememberedPlacement } from './json.ts';
 
 /** What the order paths report, for the metrics (src/ops/metrics.ts). */
 export interface OrdersObserver {
@@ -37,9 +37,6 @@ export interface OrderWritesOptions {
   observer?: OrdersObserver;
 }
 
-const petNotFound = (petId: bigint) => new ApiError('pet_not_found', `No pet has id ${petId}.`);
-const petNotAvailable = (petId: bigint, status: string) =>
-  new ApiError('pet_not_available', `Pet ${petId} is ${status}, not available: it cannot be ordered now.`);
 
 /** The write paths of orders: `place` answers a placement, `change` applies a step. */
 export function createOrderWrites({ orders, clock, groupCommit = true, schedule, maxInFlight, observer = NO_OBSERVER }: OrderWritesOptions) {
@@ -60,8 +57,8 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
   /** The answer to a placement once made: 201, or why the pet could not be ordered. */
   function answer(petId: bigint) {
     return (result: Exclude<PlacementResult, IdempotencyConflict>): Reply => {
-      if (result.kind === 'pet_not_found') throw petNotFound(petId);
-      if (result.kind === 'pet_not_available') throw petNotAvailable(petId, result.status);
+      if (result.kind === 'pet_not_found') throw apiError('pet_not_found', petId);
+      if (result.kind === 'pet_not_available') throw apiError('pet_not_available', petId, result.status);
       observer.orderReached('placed');
       return placed(result.order);
     };
@@ -78,7 +75,7 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
         lookup: (now) => orders.findIdempotencyRecord(caller.id, key, now),
         submit: (now) => placements.submit({
           ...placement(now),
-          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: REMEMBERED.placeOrder },
+          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: rememberedPlacement },
         }),
       }, answer(petId));
     },

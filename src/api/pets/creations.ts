@@ -9,9 +9,9 @@ import type { Clock } from '../../clock.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
 import type { CreationResult, NewPet, Pet, PetCreation, PetsStore } from '../../storage/pets.ts';
-import { createIdempotentWrites, REMEMBERED } from '../idempotent-writes.ts';
+import { createIdempotentWrites } from '../idempotent-writes.ts';
 import type { Reply } from '../../http/reply.ts';
-import { created } from './json.ts';
+import { created, rememberedCreation } from './json.ts';
 
 /** What the create path reports, for the metrics (src/ops/metrics.ts). */
 export interface CreationsObserver {
@@ -56,7 +56,7 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
     return write(`${apiKeyId} ${key}`, fingerprint, {
       lookup: (now) => pets.findIdempotencyRecord(apiKeyId, key, now),
-      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: REMEMBERED.createPet } }),
+      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: rememberedCreation } }),
     }, (stored: Pet) => {
       observer.petCreated();
       return created(stored);

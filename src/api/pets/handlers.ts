@@ -1,23 +1,21 @@
 /**
- * The handlers of the pet operations (and of the store's, announced but not built), by the
- * operationId of their entry in ../operations.ts. Each receives the request after identification,
- * limiting, authentication and routing, validates its own input with the schemas, in the
- * contract's order, and returns a Reply.
+ * The handlers of the pet operations, by the operationId of their entry in ../operations.ts.
+ * Each receives the request after identification, limiting, authentication and routing,
+ * validates its input with the validators bound to its entry, in the contract's order, and
+ * returns a Reply.
  */
-import { ApiError } from '../../http/api-error.ts';
-import { SUNSET_MS, type HandlerContext, type Handlers } from '../operations.ts';
+import { BASE_PATH, sunsetDay } from '../operation.ts';
+import { apiError } from '../errors.ts';
+import type { ContextOf, Handlers } from '../operations.ts';
 import type { Clock } from '../../clock.ts';
-import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { decodeCursor, nextPageLink } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
 import { ifMatchHolds, parseIfMatch } from '../../http/if-match.ts';
-import { ANY_STATUS, statusBit, type ChangeOutcome, type NewPet, type Pet, type PetPatch, type PetsStore, type PetStatus } from '../../storage/pets.ts';
+import { ANY_STATUS, statusBit, type ChangeOutcome, type NewPet, type Pet, type PetsStore } from '../../storage/pets.ts';
 import type { ChangePet } from './changes.ts';
 import type { Reply } from '../../http/reply.ts';
 import { petETag, petReply, petsJson } from './json.ts';
-import { getPetParameters, listPetsParameters, newPetSchema, petPatchSchema } from '../schemas.ts';
-import { MERGE_PATCH_BODY, readJsonBody } from '../../http/request-body.ts';
 import { createReplyCache } from './reply-cache.ts';
-import { validateBody, validatePath, validateQuery } from '../validator.ts';
 import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
 
 export interface PetsHandlersDeps {
@@ -39,9 +37,8 @@ export interface PetsHandlersDeps {
 const LIST_CACHE_ENTRIES = 256;
 const PET_CACHE_ENTRIES = 1_024;
 
-const petNotFound = (petId: bigint | number) => new ApiError('pet_not_found', `No pet has id ${petId}.`);
-const preconditionFailed = () =>
-  new ApiError('precondition_failed', 'If-Match does not match the pet\'s current ETag: it was changed since. Nothing was changed.');
+const petNotFound = (petId: bigint | number) => apiError('pet_not_found', petId);
+const preconditionFailed = () => apiError('precondition_failed', 'pet');
 
 /**
  * Evaluates If-Match against the pet as it is now (RFC 9110, section 13.1.1). Returns the version
@@ -67,7 +64,7 @@ function changed(outcome: ChangeOutcome, petId: bigint): Reply {
     case 'version_mismatch':
       throw preconditionFailed();
     case 'has_open_order':
-      throw new ApiError('pet_has_open_order', `Pet ${petId} is held by an open order: its status and its existence belong to the order until the order is completed or cancelled.`);
+      throw apiError('pet_has_open_order', petId);
   }
 }
 
@@ -75,7 +72,7 @@ function changed(outcome: ChangeOutcome, petId: bigint): Reply {
  * Builds the handlers over a pets store, a clock, and the create and change paths. One closure,
  * longer than a screen, because the answer caches are shared by the handlers; each is short.
  */
-export function createPetsHandlers({ pets, clock, createPet: store, changePet }: PetsHandlersDeps): Handlers {
+export function createPetsHandlers({ pets, clock, createPet: store, changePet }: PetsHandlersDeps): Pick<Handlers, 'listPets' | 'createPet' | 'getPet' | 'updatePet' | 'deletePet'> {
   // Keyed by the raw query string or path parameter: a hit skips parsing and validation too,
   // since only valid requests ever produce an entry.
   const listCache = createReplyCache(LIST_CACHE_ENTRIES, pets);
@@ -85,8 +82,8 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
    * The checks of a change before its body, in the contract's order: the path (400), the pet's
    * existence (404), then If-Match (400 if malformed, 412 if it does not match).
    */
-  function changeTarget(context: HandlerContext): MaybePromise<{ petId: bigint; expectedVersion: number | null }> {
-    const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
+  function changeTarget(context: ContextOf<'updatePet' | 'deletePet'>): MaybePromise<{ petId: bigint; expectedVersion: number | null }> {
+    const { petId } = context.path();
     return andThen(pets.get(petId), (pet) => {
       if (!pet) throw petNotFound(petId);
       return { petId, expectedVersion: precondition(context.req.headers['if-match'], pet) };
@@ -94,17 +91,15 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
   }
 
   return {
-    listPets(context: HandlerContext): Reply | Promise<Reply> {
+    listPets(context) {
       // null on PostgreSQL, where other instances write too: nothing is cached there.
       const revision = pets.revision();
       if (revision !== null) {
         const cached = listCache.get(context.search, revision);
         if (cached) return cached;
       }
-      const query = validateQuery(new URLSearchParams(context.search), listPetsParameters);
-      const limit = query.limit as number;
-      const status = query.status as PetStatus | undefined;
-      const afterId = query.cursor === undefined ? 0n : decodeCursor(query.cursor as string);
+      const { limit, status, cursor } = context.query();
+      const afterId = cursor === undefined ? 0n : decodeCursor(cursor);
       // One row more than asked tells whether a next page exists without a COUNT.
       return andThen(pets.list({ afterId, status, limit: limit + 1 }), (page) => {
         const headers: Record<string, string> = {};
@@ -112,8 +107,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
         const through = page.length > limit ? page[limit]!.id : Infinity;
         if (page.length > limit) {
           page.length = limit;
-          const next = `/v1/pets?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(page[limit - 1]!.id)}`;
-          headers.Link = `<${next}>; rel="next"`;
+          headers.Link = nextPageLink(context.operation, { limit, status, afterId: page[limit - 1]!.id });
         }
         const reply: Reply = { status: 200, body: petsJson(page), headers };
         const statuses = status === undefined ? ANY_STATUS : statusBit(status);
@@ -122,19 +116,19 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       });
     },
 
-    async createPet(context: HandlerContext): Promise<Reply> {
+    async createPet(context) {
       // The Idempotency-Key header is the first check of step 5, before the body is looked at.
       const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
-      const body = await readJsonBody(context.req);
-      const pet = validateBody(body, newPetSchema) as unknown as NewPet;
+      const { value: pet, sent } = await context.body();
       // Fingerprinted as sent, before defaults: an omitted status differs from "available".
-      // Every pet operation needs a key, so there is a caller.
-      return store(pet, { keyId: context.caller!.id }, key === null ? null : { key, fingerprint: fingerprintBody(body) });
+      return store(pet, { keyId: context.caller.id }, key === null ? null : { key, fingerprint: fingerprintBody(sent) });
     },
 
-    getPet(context: HandlerContext): Reply | Promise<Reply> {
-      if (clock() >= SUNSET_MS) {
-        throw new ApiError('gone', 'GET /v1/pets/{petId} was removed on 2030-12-05; use GET /v1/pets with the status filter.');
+    getPet(context) {
+      const { operation } = context;
+      if (clock() >= operation.deprecated.sunsetMs) {
+        const { successor } = operation.deprecated;
+        throw apiError('gone', `${operation.method} ${BASE_PATH}${operation.path}`, sunsetDay(operation.deprecated), `${successor.method} ${BASE_PATH}${successor.path}`);
       }
       const revision = pets.revision();
       const raw = context.params.petId!;
@@ -142,7 +136,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
         const cached = petCache.get(raw, revision);
         if (cached) return cached;
       }
-      const { petId } = validatePath(context.params, getPetParameters) as { petId: bigint };
+      const { petId } = context.path();
       return andThen(pets.get(petId), (pet) => {
         if (!pet) throw petNotFound(petId);
         const reply = petReply(pet);
@@ -151,10 +145,9 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       });
     },
 
-    async updatePet(context: HandlerContext): Promise<Reply> {
+    async updatePet(context) {
       const { petId, expectedVersion } = await changeTarget(context);
-      const body = await readJsonBody(context.req, MERGE_PATCH_BODY);
-      const patch = validateBody(body, petPatchSchema) as PetPatch;
+      const { value: patch } = await context.body();
       if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion }), petId);
       // `{}` changes nothing: the pet as it is now, held to the same conditions as a change.
       const pet = await pets.get(petId);
@@ -163,10 +156,9 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       return petReply(pet);
     },
 
-    async deletePet(context: HandlerContext): Promise<Reply> {
+    async deletePet(context) {
       const { petId, expectedVersion } = await changeTarget(context);
       return changed(await changePet({ kind: 'delete', id: petId, expectedVersion }), petId);
     },
-
   };
 }

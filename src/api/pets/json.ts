@@ -4,6 +4,10 @@
  */
 import type { Pet } from '../../storage/pets.ts';
 import type { Reply } from '../../http/reply.ts';
+import type { StoredResponse } from '../../storage/idempotency.ts';
+import { storedResponse } from '../idempotent-writes.ts';
+import { locationOf } from '../operation.ts';
+import { OPERATIONS } from '../operations.ts';
 
 /** `{"id":..,"name":..,"categoryId":..,"status":..}` in the contract's field order. */
 export function petJson(pet: Pet): string {
@@ -27,7 +31,12 @@ export function petReply(pet: Pet): Reply {
 
 /** The 201 answer for a stored pet. */
 export function created(pet: Pet): Reply {
-  return { status: 201, body: petJson(pet), headers: { Location: `/v1/pets/${pet.id}`, ETag: petETag(pet) } };
+  return { status: 201, body: petJson(pet), headers: { Location: locationOf(OPERATIONS.createPet, pet.id), ETag: petETag(pet) } };
+}
+
+/** What an Idempotency-Key of a creation remembers: its 201. */
+export function rememberedCreation(pet: Pet): StoredResponse {
+  return storedResponse(created(pet));
 }
 
 /** A JSON array of pets. */

@@ -86,7 +86,8 @@ export function createHeaderIndex(): HeaderIndex {
   const ids = new Set<string>();
   return {
     anchorOf(name, header) {
-      const key = `${name}\n${stringAt(header, 'description') ?? ''}`;
+      // The schema too: a header described for each operation (a Link to its own next page) reads alike on each.
+      const key = `${name}\n${stringAt(header, 'description') ?? ''}\n${JSON.stringify(header.schema ?? null)}`;
       let entry = byKey.get(key);
       if (entry === undefined) {
         let id = anchor('header', name);

@@ -5,7 +5,7 @@
  */
 import type { Plan } from '../../limits/plans.ts';
 import { isPlan, PLAN_NAMES, PLANS } from '../../limits/plans.ts';
-import { isScope, orderedScopes, SCOPES, type Scope } from '../../keys/scopes.ts';
+import { isScope, orderedScopes, SCOPE_MEANINGS, SCOPES, type Scope } from '../../keys/scopes.ts';
 import { quote } from './output.ts';
 
 export const DEFAULT_GRACE_SECONDS = 86_400;
@@ -16,21 +16,26 @@ const MAX_LABEL_LENGTH = 100;
 export const USAGE = `Usage: npm run --silent keys -- <command>
 
 Commands:
-  create --plan PLAN [--scopes LIST] [--account ACCOUNT] [--label TEXT]
+  create --plan PLAN --scopes LIST [--account ACCOUNT] [--label TEXT]
          [--per-minute N --per-day N] [--expires ISO-TIME] [--json] [--create-database]
       Create a key and print it once. PLAN is ${PLAN_NAMES.join(', ')};
       --per-minute and --per-day are required for enterprise and only for enterprise.
-      LIST is comma-separated, of ${SCOPES.join(', ')}; without it the key gets all of them.
+      LIST is comma-separated: give the key only what it needs.
       Without --account the key gets a new account of its own; with it, it joins that one.
       --create-database: the database may be new (a new file, or PostgreSQL without the schema);
       without it a database that does not exist yet is refused, as every other command does.
-  list [--json]
-      List every key (never the key itself).
+  list [--scope SCOPE] [--json]
+      List every key (never the key itself), or only the keys that hold SCOPE.
+  scopes ID LIST
+      Replace the key's scopes; every request that starts afterwards is answered with them.
   revoke ID
       Stop a key at once.
   rotate ID [--grace SECONDS] [--json]
       Create a key with the same account, scopes, plan, numbers and label; the old one
       keeps working for the grace period (default ${DEFAULT_GRACE_SECONDS} s).
+
+Scopes:
+${SCOPES.map((scope) => `  ${scope.padEnd(17)}${SCOPE_MEANINGS[scope]}`).join('\n')}
 
 Exit codes: 0 done, 1 failed (unknown ID or account, bad environment variable), 2 bad arguments.
 `;
@@ -52,7 +57,8 @@ export type KeysCommand =
       /** `--create-database`: a database that does not exist yet may be created. */
       createDatabase: boolean;
     }
-  | { name: 'list'; json: boolean }
+  | { name: 'list'; json: boolean; scope: Scope | undefined }
+  | { name: 'scopes'; id: string; scopes: Scope[] }
   | { name: 'revoke'; id: string }
   | { name: 'rotate'; id: string; graceSeconds: number; json: boolean };
 
@@ -79,7 +85,8 @@ const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     },
     positionals: [],
   },
-  list: { options: { json: 'boolean' }, positionals: [] },
+  list: { options: { json: 'boolean', scope: 'string' }, positionals: [] },
+  scopes: { options: {}, positionals: ['ID', 'LIST'] },
   revoke: { options: {}, positionals: ['ID'] },
   rotate: { options: { grace: 'string', json: 'boolean' }, positionals: ['ID'] },
 };
@@ -108,6 +115,9 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
       const planName = values.get('plan');
       if (planName === undefined) throw new UsageError('create needs --plan');
       if (!isPlan(planName)) throw new UsageError(`unknown plan ${quote(planName)} (${PLAN_NAMES.join(', ')})`);
+      const scopeList = values.get('scopes');
+      // No default: a key that may do everything must have been asked for.
+      if (scopeList === undefined) throw new UsageError(`create needs --scopes, a comma-separated list of ${SCOPES.join(', ')}`);
       const perMinute = optionalPositiveInteger(values, 'per-minute', Number.MAX_SAFE_INTEGER);
       const perDay = optionalPositiveInteger(values, 'per-day', Number.MAX_SAFE_INTEGER);
       if (PLANS[planName] === null) {
@@ -136,12 +146,17 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
         throw new UsageError(`--account must be an account id such as acct_0123456789abcdef, got ${quote(account)}`);
       }
       return {
-        name, plan: planName, account, scopes: parseScopes(values.get('scopes')), label, perMinute, perDay, expiresAt, json,
+        name, plan: planName, account, scopes: parseScopes(scopeList, '--scopes'), label, perMinute, perDay, expiresAt, json,
         createDatabase: values.has('create-database'),
       };
     }
-    case 'list':
-      return { name, json };
+    case 'list': {
+      const scope = values.get('scope');
+      if (scope !== undefined && !isScope(scope)) throw new UsageError(`unknown scope ${quote(scope)} for --scope (${SCOPES.join(', ')})`);
+      return { name, json, scope };
+    }
+    case 'scopes':
+      return { name, id: positionals[0]!, scopes: parseScopes(positionals[1]!, 'LIST') };
     case 'revoke':
       return { name, id: positionals[0]! };
     default:
@@ -154,12 +169,11 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
   }
 }
 
-/** `--scopes a,b`: each a scope, none empty; absent means all of them. */
-function parseScopes(list: string | undefined): Scope[] {
-  if (list === undefined) return [...SCOPES];
+/** A list of scopes (`a,b`) as `--scopes` and `scopes ID LIST` take it: each a scope, none empty. */
+function parseScopes(list: string, what: string): Scope[] {
   const scopes = list.split(',');
   for (const scope of scopes) {
-    if (!isScope(scope)) throw new UsageError(`${scope === '' ? 'an empty scope' : `unknown scope ${quote(scope)}`} in --scopes (${SCOPES.join(', ')})`);
+    if (!isScope(scope)) throw new UsageError(`${scope === '' ? 'an empty scope' : `unknown scope ${quote(scope)}`} in ${what} (${SCOPES.join(', ')})`);
   }
   return orderedScopes(scopes as Scope[]);
 }

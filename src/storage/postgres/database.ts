@@ -28,7 +28,7 @@ export interface PostgresOptions {
    * more) and planned at each call. Measured on `npm run bench -- --scale-out` (PostgreSQL
    * directly, two instances), PostgreSQL's CPU per request rose by 25 % to 170 % (a pet by id
    * 36-38 us, then 48-49; a PATCH mix 268-280, then 431-525), the most on writes that hold row
-   * locks. So only when a pooler needs it (docs/decisions/0017).
+   * locks. So only when a pooler needs it (docs/decisions/0021).
    */
   transactionPooler?: boolean;
 }

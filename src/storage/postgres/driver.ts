@@ -15,7 +15,7 @@ export type PostgresFactory = typeof postgres;
 /** The driver is not installed: one line that says what to install. */
 export class DriverMissingError extends Error {
   constructor() {
-    super('DATABASE_URL is set but the PostgreSQL driver is not installed: run "npm install postgres@3" next to the service');
+    super('DATABASE_URL is set but the PostgreSQL driver is not installed: run "npm install --no-save --save-prod --omit=dev postgres@3" next to the service');
     this.name = 'DriverMissingError';
   }
 }

@@ -69,3 +69,8 @@ export async function inSavepoint<R>(tx: PostgresTransaction | PostgresSql, work
     return new ItemFailure(error);
   }
 }
+
+/** Runs `work` in a transaction of its own, committed when it resolves, rolled back if it throws. */
+export function inTransaction<R>(sql: PostgresSql, work: (tx: PostgresSql) => Promise<R>): Promise<R> {
+  return sql.begin((tx) => work(tx as unknown as PostgresSql)) as Promise<R>;
+}

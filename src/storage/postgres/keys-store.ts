@@ -2,13 +2,14 @@
  * API keys in PostgreSQL, shared by every instance and by the keys command.
  *
  * Nothing is cached: each request's key is read from the table by a statement that starts after
- * the request arrived, so a revocation or rotation committed before is seen by the next request
- * on every instance. The lookups of one event-loop turn go as one statement (`key_hash = ANY`).
+ * the request arrived, so a revocation, a rotation or a change of scopes committed before is seen
+ * by the next request on every instance. The lookups of one event-loop turn go as one statement (`key_hash = ANY`).
  */
 import { wellFormedKeyHash } from '../../keys/api-keys.ts';
+import { formatScopes } from '../../keys/scopes.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import {
-  assertGraceSeconds, KEY_COLUMNS, planRotation, prepareKey, toRecord, UnknownAccountError,
+  assertGraceSeconds, assertScopes, KEY_COLUMNS, planRotation, prepareKey, toRecord, UnknownAccountError,
   type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStore, type KeysStoreOptions, type NewKey,
 } from '../keys.ts';
 import { guard, guardRead } from './database.ts';
@@ -105,6 +106,13 @@ export function createKeysStore(sql: PostgresSql, options: KeysStoreOptions): Ke
           return { outcome: 'rotated' as const, ...issued, previous: { ...previous, expiresAt: plan.expiresAt } };
         }),
       );
+    },
+
+    async setScopes(id, scopes) {
+      assertScopes(scopes);
+      const rows = await guard(() =>
+        sql.unsafe<ApiKeyRow[]>(`UPDATE api_keys SET scopes = $1 WHERE id = $2 RETURNING ${KEY_COLUMNS}`, [formatScopes(scopes), id]));
+      return rows.length === 0 ? null : toRecord(rows[0]!);
     },
 
     createFirst(input) {

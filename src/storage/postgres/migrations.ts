@@ -1,6 +1,7 @@
 /**
  * The PostgreSQL schema, as versioned SQL: entry n produces version n + 1 (table
- * `schema_migrations`). Append only; never edit an entry that has shipped.
+ * `schema_migrations`). Append only; never edit an entry that has shipped (the one exception, a
+ * security fix, is decision 0017).
  *
  * Times are milliseconds since the epoch (bigint), as in the SQLite engine, so both engines
  * take the service's injected clock and tests can move it.
@@ -322,7 +323,9 @@ export const MIGRATIONS: readonly string[] = [
   `,
   // 3: accounts and scopes of keys. Every key belongs to an account (orders belong to accounts)
   // and has scopes. A key made before keeps working as it did: an account of its own, named after
-  // its id, and every scope.
+  // its id, and the pet scopes, all that a key could do then; never an order scope. (As first
+  // shipped, this gave every scope: changed since, the one migration edited after shipping, see
+  // docs/decisions/0020-migrated-keys-get-pet-scopes-only.md.)
   `
   CREATE TABLE accounts (
     id         text   PRIMARY KEY CHECK (id LIKE 'acct\\_%'),
@@ -331,7 +334,7 @@ export const MIGRATIONS: readonly string[] = [
   INSERT INTO accounts (id, created_at) SELECT 'acct_' || substr(id, 5), created_at FROM api_keys;
   ALTER TABLE api_keys
     ADD COLUMN account text REFERENCES accounts (id),
-    ADD COLUMN scopes text NOT NULL DEFAULT 'pets:read pets:write orders:write orders:manage' CHECK (scopes <> '');
+    ADD COLUMN scopes text NOT NULL DEFAULT 'pets:read pets:write' CHECK (scopes <> '');
   UPDATE api_keys SET account = 'acct_' || substr(id, 5);
   ALTER TABLE api_keys ALTER COLUMN account SET NOT NULL, ALTER COLUMN scopes DROP DEFAULT;
   CREATE INDEX api_keys_account ON api_keys (account);

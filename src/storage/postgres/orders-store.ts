@@ -16,13 +16,13 @@
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRow } from '../idempotency.ts';
 import {
-  decideStep, toOrder, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow,
+  decideStep, toOrder, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
   type OrdersStore, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type PetRow, type PetStatus } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
-import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
+import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
 
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
@@ -30,6 +30,43 @@ const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version
 /** The counts and the changes not yet folded into them, read in one snapshot; never the pets. */
 export const INVENTORY_SQL = `SELECT c.status, (c.pets + coalesce((SELECT sum(d.change) FROM pet_count_changes d WHERE d.status = c.status), 0))::text AS pets
   FROM pet_counts c`;
+
+/**
+ * A page of orders, one statement per case as on SQLite, each served by its own index: the
+ * primary key; (status, id); (account, id); (account, status, id).
+ *
+ * One statement whose conditions a null parameter switched off (`$3 IS NULL OR account = $3`)
+ * got, as a generic plan (after five executions, or with plan_cache_mode = force_generic_plan),
+ * one plan for every case: a walk of the primary key that filtered on the account, which read
+ * every order of the store to answer an account that has none. Separate statements are not
+ * enough: a generic plan does not know the value, and for `status = $2 AND id > $1 ORDER BY id`
+ * it still chose that walk (the primary key follows the table's order, the other index does not)
+ * and read all 30,000 orders to find no `approved` one. So a filter on one column says "after
+ * ($2, $1) and up to ($2, the largest id)" as two row comparisons, in the order of its index: the
+ * same rows, but an order that only that index gives without sorting every row matched, and
+ * bounds that start and stop its scan. With an account and a status, the account stays an
+ * equality: PostgreSQL 15 stops a scan at a row comparison's bound only when the comparison's
+ * first column passes it, and here that is the status. test/storage/postgres/orders-plans.test.ts
+ * reads the pages each plan touches.
+ */
+const LARGEST_BIGINT = '9223372036854775807';
+/** `column` equal to `value` and id after $1, as the two row comparisons described above. */
+const keyset = (column: string, value: string) =>
+  `(${column}, id) > (${value}, $1::bigint) AND (${column}, id) <= (${value}, ${LARGEST_BIGINT}::bigint)`;
+const pageWhere = (filter: string, order: string, limit: string) => `SELECT ${ORDER_COLUMNS} FROM orders WHERE ${filter} ORDER BY ${order} LIMIT ${limit}`;
+export const ORDER_PAGES = {
+  all: pageWhere('id > $1::bigint', 'id', '$2'),
+  byStatus: pageWhere(keyset('status', '$2::text'), 'status, id', '$3'),
+  ofAccount: pageWhere(keyset('account', '$2::text'), 'account, id', '$3'),
+  ofAccountByStatus: pageWhere(`account = $2::text AND ${keyset('status', '$3::text')}`, 'status, id', '$4'),
+} as const;
+
+/** The statement of a page and its parameters. */
+function orderPage({ afterId, status, account, limit }: OrderListOptions): [statement: string, parameters: (string | number)[]] {
+  const after = afterId.toString();
+  if (account === null) return status === undefined ? [ORDER_PAGES.all, [after, limit]] : [ORDER_PAGES.byStatus, [after, status, limit]];
+  return status === undefined ? [ORDER_PAGES.ofAccount, [after, account, limit]] : [ORDER_PAGES.ofAccountByStatus, [after, account, status, limit]];
+}
 
 export interface PostgresOrdersStore extends OrdersStore {
   /** Folds up to `limit` changes of the pets' counts into the counts; returns how many. */
@@ -67,16 +104,9 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
       return rows.length === 0 ? null : toOrder(rows[0]!);
     },
 
-    async list({ afterId, status, account, limit }) {
-      // Each condition is switched off by its null parameter; the indexes on (account, status, id),
-      // (account, id) and (status, id) serve every combination.
-      const rows = await guardRead(() => sql.unsafe<OrderRow[]>(
-        `SELECT ${ORDER_COLUMNS} FROM orders
-          WHERE id > $1::bigint AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR account = $3)
-          ORDER BY id LIMIT $4`,
-        [afterId.toString(), status ?? null, account, limit],
-        { prepare: true },
-      ));
+    async list(options) {
+      const [statement, parameters] = orderPage(options);
+      const rows = await guardRead(() => sql.unsafe<OrderRow[]>(statement, parameters, { prepare: true }));
       return rows.map(toOrder);
     },
 
@@ -115,10 +145,6 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
   };
 }
 
-/** Runs `work` in a transaction of its own, committed when it resolves, rolled back if it throws. */
-function inTransaction<R>(sql: PostgresSql, work: (tx: PostgresSql) => Promise<R>): Promise<R> {
-  return sql.begin((tx) => work(tx as unknown as PostgresSql)) as Promise<R>;
-}
 
 /** `apply` to each item in turn (statements of one transaction are sent one after another). */
 async function each<T, R>(items: readonly T[], apply: (item: T) => Promise<R>): Promise<R[]> {

@@ -1,16 +1,18 @@
 /**
  * The `api_keys` table: every statement that touches it lives here.
  *
- * Times are milliseconds since the epoch in and out. Nothing is cached: `findByKey` reads the row
- * on each call, so a revocation by the command line takes effect on the server's next request
- * (contract, API keys). The lookup is one indexed read (`key_hash` is UNIQUE).
+ * Times are milliseconds since the epoch in and out. Active keys are cached by hash, and the cache
+ * is emptied whenever another connection commits (see `findByHash`), so a revocation or a change
+ * of scopes by the command line takes effect on the server's next request. The lookup is one
+ * indexed read (`key_hash` is UNIQUE).
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { transaction } from './database.ts';
 import { dataVersion } from './data-version.ts';
 import { wellFormedKeyHash } from '../../keys/api-keys.ts';
+import { formatScopes, type Scope } from '../../keys/scopes.ts';
 import {
-  assertGraceSeconds, KEY_COLUMNS, planRotation, prepareKey, toRecord, UnknownAccountError,
+  assertGraceSeconds, assertScopes, KEY_COLUMNS, planRotation, prepareKey, toRecord, UnknownAccountError,
   type ApiKeyRecord, type ApiKeyRow, type IssuedKey, type KeysStoreOptions, type NewKey, type RotateResult,
 } from '../keys.ts';
 
@@ -23,6 +25,7 @@ export interface SqliteKeysStore {
   list(): ApiKeyRecord[];
   revoke(id: string, now: number): boolean;
   rotate(id: string, graceSeconds: number, now: number): RotateResult;
+  setScopes(id: string, scopes: readonly Scope[]): ApiKeyRecord | null;
   createFirst(input: NewKey): IssuedKey | null;
   count(): number;
 }
@@ -68,6 +71,7 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions & { 
   // A second revocation keeps the first time: that is when the key stopped working.
   const updateRevoked = db.prepare('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?');
   const updateExpires = db.prepare('UPDATE api_keys SET expires_at = ? WHERE id = ?');
+  const updateScopes = db.prepare(`UPDATE api_keys SET scopes = ? WHERE id = ? RETURNING ${KEY_COLUMNS}`);
   const selectCount = db.prepare('SELECT count(*) AS n FROM api_keys');
 
   // Active keys by hash, so a request costs neither a query nor a row decode. A commit by any
@@ -149,6 +153,13 @@ export function createKeysStore(db: DatabaseSync, options: KeysStoreOptions & { 
         forget();
         return { outcome: 'rotated', ...issued, previous: { ...previous, expiresAt: plan.expiresAt } };
       });
+    },
+
+    setScopes(id, scopes) {
+      assertScopes(scopes);
+      forget();
+      const row = updateScopes.get(formatScopes(scopes), id) as ApiKeyRow | undefined;
+      return row === undefined ? null : toRecord(row);
     },
 
     createFirst(input) {

@@ -4,7 +4,10 @@
  * crash mid-migration leaves the previous version intact.
  */
 
-/** Each migration's index + 1 is the schema version it produces. Append only; never edit. */
+/**
+ * Each migration's index + 1 is the schema version it produces. Append only; never edit a shipped
+ * one (the one exception, a security fix, is decision 0017).
+ */
 export const MIGRATIONS: readonly string[] = [
   // 1: pets and API keys.
   `
@@ -72,8 +75,11 @@ export const MIGRATIONS: readonly string[] = [
   `,
   // 5: accounts and scopes of keys. Every key belongs to an account (orders belong to accounts)
   // and has scopes. A key made before keeps working as it did: an account of its own, named after
-  // its id, and every scope. The table is rebuilt (SQLite cannot add NOT NULL or a foreign key to
-  // a column), keeping each row's rowid, which orders keys made in the same millisecond.
+  // its id, and the pet scopes, all that a key could do then; never an order scope. (As first
+  // shipped, this gave every scope: changed since, the one migration edited after shipping, see
+  // docs/decisions/0020-migrated-keys-get-pet-scopes-only.md.) The table is rebuilt (SQLite
+  // cannot add NOT NULL or a foreign key to a column), keeping each row's rowid, which orders keys
+  // made in the same millisecond.
   `
   CREATE TABLE accounts (
     id         TEXT    PRIMARY KEY CHECK (id GLOB 'acct_*'),
@@ -96,7 +102,7 @@ export const MIGRATIONS: readonly string[] = [
     CHECK ((plan = 'enterprise') = (per_minute IS NOT NULL AND per_day IS NOT NULL))
   ) STRICT;
   INSERT INTO api_keys_v5 (rowid, id, key_hash, account, scopes, label, plan, per_minute, per_day, created_at, expires_at, revoked_at)
-    SELECT rowid, id, key_hash, 'acct_' || substr(id, 5), 'pets:read pets:write orders:write orders:manage',
+    SELECT rowid, id, key_hash, 'acct_' || substr(id, 5), 'pets:read pets:write',
            label, plan, per_minute, per_day, created_at, expires_at, revoked_at
       FROM api_keys;
   DROP TABLE api_keys;

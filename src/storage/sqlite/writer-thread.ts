@@ -19,7 +19,7 @@ import type { DatabaseSync } from 'node:sqlite';
 import { createCommitPublisher, publicationIn } from './data-version.ts';
 import { journalIn } from './write-journal.ts';
 import { createWriteExecutor, type WriteRequest } from './writes.ts';
-import type { Responders } from '../idempotency.ts';
+import type { Responders } from '../stores.ts';
 import { receivedItems, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './writer-protocol.ts';
 
 export interface WriterDeps {

@@ -65,7 +65,7 @@ test('a status the operation does not describe is refused', async () => {
 });
 
 test('a missing required header is refused', async () => {
-  await assert.rejects(check(CREATED, {}, { location: null }), /header Location is required \(#\/components\/headers\/Location\) but missing/);
+  await assert.rejects(check(CREATED, {}, { location: null }), /header Location is required \(#\/paths\/~1pets\/post\/responses\/201\/headers\/Location\) but missing/);
   await assert.rejects(check(CREATED, {}, { 'x-ratelimit-remaining': null }), /header X-RateLimit-Remaining is required/);
 });
 

@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { buildOpenApiDocument, serializeOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../../../src/api/openapi/document.ts';
-import { ApiError, ERROR_STATUS } from '../../../src/http/api-error.ts';
+import { ApiError } from '../../../src/http/api-error.ts';
+import { ERROR_STATUS } from '../../../src/api/errors.ts';
+import { OPERATIONS } from '../../../src/api/operations.ts';
 import { INT64_MAX, INT64_MIN, listPetsParameters, MAX_PAGE_SIZE, newPetSchema, petNameSchema } from '../../../src/api/schemas.ts';
 import { validateBody, validateQuery } from '../../../src/api/validator.ts';
 import { errorBody, json, startTestServer } from '../../support/test-server.ts';
@@ -23,22 +25,11 @@ async function assertValid(document: unknown): Promise<void> {
   assert.deepEqual(result.warnings, []);
 }
 
-const OPERATIONS = [
-  ['/pets', 'get', 'listPets'],
-  ['/pets', 'post', 'createPet'],
-  ['/pets/{petId}', 'get', 'getPet'],
-  ['/pets/{petId}', 'patch', 'updatePet'],
-  ['/pets/{petId}', 'delete', 'deletePet'],
-  ['/store/orders', 'get', 'listOrders'],
-  ['/store/orders', 'post', 'placeOrder'],
-  ['/store/orders/{orderId}', 'get', 'getOrder'],
-  ['/store/orders/{orderId}', 'patch', 'updateOrder'],
-  ['/store/inventory', 'get', 'getInventory'],
-  ['/openapi.json', 'get', 'getOpenApiDocument'],
-] as const;
+/** `[path, method, operationId]` of every entry of the table, in its order. */
+const TABLE = Object.entries(OPERATIONS).map(([operationId, spec]) => [spec.path, spec.method.toLowerCase(), operationId] as const);
 
 function operation(document: any, operationId: string): any {
-  const found = OPERATIONS.find(([, , id]) => id === operationId)!;
+  const found = TABLE.find(([, , id]) => id === operationId)!;
   return document.paths[found[0]][found[1]];
 }
 
@@ -90,7 +81,7 @@ test('bearerAuth is an HTTP bearer scheme applied to every operation with the le
   const document = served();
   assert.deepEqual({ type: document.components.securitySchemes.bearerAuth.type, scheme: document.components.securitySchemes.bearerAuth.scheme }, { type: 'http', scheme: 'bearer' });
   assert.deepEqual(document.security, [{ bearerAuth: [] }]);
-  for (const [, , operationId] of OPERATIONS) {
+  for (const [, , operationId] of TABLE) {
     const security = operation(document, operationId).security ?? document.security;
     assert.ok(security.some((requirement: object) => 'bearerAuth' in requirement), operationId);
   }
@@ -104,10 +95,20 @@ test('bearerAuth is an HTTP bearer scheme applied to every operation with the le
   }
 });
 
-test('the operations are the pets\' five (getPet deprecated, with the sunset date), the store\'s five and the document, and nothing else', () => {
+test('the bearer scheme lists every scope a key may hold, in order, with what it allows, also where /docs shows it', () => {
+  const scheme = served().components.securitySchemes.bearerAuth;
+  const all = ['pets:read', 'pets:write', 'orders:write', 'orders:manage', 'events:read', 'webhooks:manage'];
+  assert.deepEqual(Object.keys(scheme['x-scopes']), all);
+  for (const scope of all) {
+    assert.equal(typeof scheme['x-scopes'][scope], 'string');
+    assert.ok(scheme.description.includes(`\`${scope}\` (${scheme['x-scopes'][scope]})`), scope);
+  }
+});
+
+test('the operations are those of the table (getPet deprecated, with the sunset date), and nothing else', () => {
   const document = served();
   const found = Object.entries(document.paths).flatMap(([path, item]: [string, any]) => Object.keys(item).map((method) => [path, method, item[method].operationId]));
-  assert.deepEqual(found, OPERATIONS.map((entry) => [...entry]));
+  assert.deepEqual(found, TABLE.map((entry) => [...entry]));
   const getPet = operation(document, 'getPet');
   assert.equal(getPet.deprecated, true);
   assert.match(getPet.description, /2030-12-05/);
@@ -254,10 +255,11 @@ test('every response header is described where it is sent', () => {
     for (const name of ['Deprecation', 'Sunset', 'Link']) assert.ok(required('getPet', status).includes(name), `getPet ${status} ${name}`);
   }
   for (const status of [401, 429]) assert.ok(!names('getPet', status).includes('Deprecation'), 'answered before routing, without the deprecation headers');
-  const { headers } = document.components;
+  // Described for the operation that sends them, with its own values.
+  const { headers } = response(document, 'getPet', 200);
   assert.deepEqual(headers.Deprecation.schema.enum, ['@1764892800']);
   assert.deepEqual(headers.Sunset.schema.enum, ['Thu, 05 Dec 2030 00:00:00 GMT']);
-  assert.deepEqual(headers.SuccessorLink.schema.enum, ['</v1/pets>; rel="successor-version"']);
+  assert.deepEqual(headers.Link.schema.enum, ['</v1/pets>; rel="successor-version"']);
   // 408 and 431 are written by Node before the pipeline runs: no rate-limit headers there.
   const CORS = ['Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Vary'];
   assert.deepEqual(names('listPets', 'default'), ['X-Request-Id', 'Cache-Control', 'X-Content-Type-Options', ...CORS]);
@@ -271,10 +273,12 @@ test('every response header is described where it is sent', () => {
 });
 
 test('changing a schema object changes the validator and the document together', async (t) => {
-  const saved = petNameSchema.maxLength;
-  petNameSchema.maxLength = 5;
+  // The schema objects are `as const` for the handlers' types; at run time they are plain objects.
+  const mutable = petNameSchema as { maxLength: number };
+  const saved = mutable.maxLength;
+  mutable.maxLength = 5;
   t.after(() => {
-    petNameSchema.maxLength = saved;
+    mutable.maxLength = saved;
   });
   // The validator and the document builder read the same object ...
   assert.throws(() => validateBody({ name: 'Rexxxx', categoryId: 1n }, newPetSchema), ApiError);

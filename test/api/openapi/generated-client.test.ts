@@ -46,10 +46,12 @@ interface PetsClientModule {
 
 test('a client generated from the served document type-checks and works against a live server', async (t) => {
   const server = await startTestServer(t);
-  for (let i = 0; i < 5; i++) await server.post('/v1/pets', { name: `pet ${i}`, categoryId: i + 1, status: i % 2 === 0 ? 'available' : 'sold' });
 
+  // The type check below blocks the event loop for seconds, longer than the server keeps an idle
+  // connection open: no request goes out before it, so no pooled connection can be closed under a
+  // later request (that race answered the first list with ECONNRESET on a loaded machine).
   await t.test('openapi-typescript generates types from the served document, deprecation included', async () => {
-    const document = (await (await server.request('/v1/openapi.json', { key: null })).json()) as OpenAPI3;
+    const document = JSON.parse(server.service.openapi) as OpenAPI3;
     const source = COMMENT_HEADER + astToString(await openapiTS(document, { silent: true }));
     mkdirSync(dirname(TYPES_FILE), { recursive: true });
     writeFileSync(TYPES_FILE, source);
@@ -63,6 +65,8 @@ test('a client generated from the served document type-checks and works against 
   await t.test('the client type-checks against the generated types, and misuses do not', () => {
     assert.equal(typeCheck([CLIENT_FILE]), '');
   });
+
+  for (let i = 0; i < 5; i++) await server.post('/v1/pets', { name: `pet ${i}`, categoryId: i + 1, status: i % 2 === 0 ? 'available' : 'sold' });
 
   // The client's own fetch, checked against the document like every response of the suite.
   const conformance = conformanceChecker(server.service.openapi);

@@ -10,7 +10,7 @@ import { buildOpenApiDocument } from '../../../src/api/openapi/document.ts';
 import { renderReferencePage } from '../../../src/api/reference-page/reference-page.ts';
 import { errorCodes, operationGroups, type Json } from '../../../src/api/reference-page/document.ts';
 import { exampleOf, rulesOf } from '../../../src/api/reference-page/schema-text.ts';
-import { ERROR_STATUS } from '../../../src/http/api-error.ts';
+import { ERROR_STATUS } from '../../../src/api/errors.ts';
 
 const OPTIONS = { basePath: '/v1', documentPath: '/v1/openapi.json' };
 const freshDocument = () => structuredClone(buildOpenApiDocument({ appEnv: 'development', publicBaseUrl: null, stagingBaseUrl: null })) as any;

@@ -9,7 +9,10 @@ import { createKeysStore } from '../../../src/storage/postgres/keys-store.ts';
 import { UnknownAccountError } from '../../../src/storage/keys.ts';
 import { generateApiKey, hashApiKey } from '../../../src/keys/api-keys.ts';
 import { createOrdersStore } from '../../../src/storage/postgres/orders-store.ts';
+import { runKeysCli } from '../../../src/cli/keys.ts';
+import type { PostgresSql } from '../../../src/storage/postgres/driver.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
+import { startPostgresTestServer } from '../../support/test-server.ts';
 
 describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
 
@@ -75,23 +78,76 @@ describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
 });
 
 describeWithPostgres('PostgreSQL: a 1.1 schema migrated to accounts and scopes', (cluster) => {
-  test('each key of a 1.1 database gets an account of its own and all four scopes, and keeps working', async (t) => {
+  /** The schema of 1.1 is its migrations (they are append-only): 1.1 had the first. */
+  const VERSION_1_1 = 1;
+  /** 1.1's keys, each kind a 1.1 key could be, inserted by 1.1's own statement. */
+  const KEYS_1_1 = [
+    { id: 'key_00112233445566aa', label: 'shop', plan: 'free', perMinute: null, perDay: null, expiresAt: null },
+    { id: 'key_00112233445566bb', label: 'partner', plan: 'enterprise', perMinute: '500', perDay: '50000', expiresAt: '4102444800000' },
+    { id: 'key_00112233445566cc', label: 'old', plan: 'pro', perMinute: null, perDay: null, expiresAt: '2' },
+  ] as const;
+
+  async function schemaOf11(): Promise<{ sql: PostgresSql; url: string; key: string }> {
     const url = await cluster().createDatabase();
     const sql = await connectPostgres(url, { poolSize: 1 });
-    t.after(() => sql.end());
-    // The schema of 1.1 is its migrations (they are append-only), and its keys its own INSERT.
-    await migratePostgres(sql, MIGRATIONS.slice(0, 1));
+    await migratePostgres(sql, MIGRATIONS.slice(0, VERSION_1_1));
     const key = generateApiKey('development');
-    await sql`INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at)
-              VALUES ('key_00112233445566aa', ${hashApiKey(key)}, 'shop', 'free', NULL, NULL, 1, NULL)`;
-    assert.deepEqual(await migratePostgres(sql), MIGRATIONS.slice(1).map((_, index) => index + 2));
+    for (const [index, each] of KEYS_1_1.entries()) {
+      await sql`INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at)
+                VALUES (${each.id}, ${hashApiKey(index === 0 ? key : generateApiKey('development'))}, ${each.label}, ${each.plan}, ${each.perMinute}, ${each.perDay}, 1, ${each.expiresAt})`;
+    }
+    return { sql, url, key };
+  }
+
+  const storedScopes = async (sql: PostgresSql) =>
+    (await sql<{ id: string; scopes: string }[]>`SELECT id, scopes FROM api_keys ORDER BY seq`).map(({ id, scopes }) => ({ id, scopes }));
+
+  test('each key of a 1.1 database gets an account of its own and pets:read,pets:write, never an order scope, and keeps working', async (t) => {
+    const { sql, key } = await schemaOf11();
+    t.after(() => sql.end());
+    assert.deepEqual(await migratePostgres(sql), MIGRATIONS.slice(VERSION_1_1).map((_, index) => index + VERSION_1_1 + 1));
+    assert.deepEqual(await storedScopes(sql), KEYS_1_1.map(({ id }) => ({ id, scopes: 'pets:read pets:write' })), 'all 3 keys, the expired one too');
     const keys = createKeysStore(sql, { appEnv: 'development' });
     const record = await keys.findByKey(key, 2);
     assert.equal(record?.account, 'acct_00112233445566aa');
-    assert.deepEqual(record?.scopes, ['pets:read', 'pets:write', 'orders:write', 'orders:manage']);
+    assert.deepEqual(record?.scopes, ['pets:read', 'pets:write']);
+    assert.equal(new Set((await keys.list()).map((each) => each.account)).size, KEYS_1_1.length, 'each key an account of its own');
     const joined = await keys.create({ plan: 'pro', account: 'acct_00112233445566aa', scopes: ['pets:read'], now: 3 });
     assert.equal(joined.record.account, 'acct_00112233445566aa');
     await assert.rejects(Promise.resolve(keys.create({ plan: 'pro', account: 'acct_nobody', now: 3 })), UnknownAccountError);
+
+    const server = await startPostgresTestServer(t, sql);
+    assert.equal((await server.request('/v1/pets', { key })).status, 200);
+    assert.equal((await server.post('/v1/pets', { name: 'Tom', categoryId: 2 }, { key })).status, 201, 'the old key may still write pets');
+    const orders = await server.request('/v1/store/orders', { key });
+    assert.equal(orders.status, 403, 'but it sees no order');
+    assert.equal(orders.headers.get('www-authenticate'), 'Bearer realm="pets", error="insufficient_scope", scope="orders:write"');
+  });
+
+  test('the keys command, the first of 1.3 to reach a 1.1 schema, migrates it the same way: no key holds orders:manage', async (t) => {
+    const { sql, url } = await schemaOf11();
+    t.after(() => sql.end());
+    const run = async (...argv: string[]) => {
+      let stdout = '';
+      const code = await runKeysCli(argv, { APP_ENV: 'development', DATABASE_URL: url }, {
+        clock: () => 3, stdout: { write: (text: string) => (stdout += text) }, stderr: { write: () => true },
+      });
+      return { code, stdout };
+    };
+    assert.deepEqual(await run('list', '--scope', 'orders:manage'), { code: 0, stdout: 'No API key holds orders:manage.\n' });
+    const listed = JSON.parse((await run('list', '--json')).stdout) as { id: string; scopes: string[] }[];
+    assert.deepEqual(listed.map(({ id, scopes }) => ({ id, scopes })), KEYS_1_1.map(({ id }) => ({ id, scopes: ['pets:read', 'pets:write'] })));
+  });
+
+  test('a schema that 1.2 migrated already is left as it is: its keys keep the scopes 1.2 gave them', async (t) => {
+    const { sql } = await schemaOf11();
+    t.after(() => sql.end());
+    // The accounts-and-scopes migration as 1.2 shipped it: every key got all four scopes.
+    const as12 = MIGRATIONS.map((text, index) => (index === 2 ? text.replace("DEFAULT 'pets:read pets:write'", "DEFAULT 'pets:read pets:write orders:write orders:manage'") : text));
+    assert.notEqual(as12[2], MIGRATIONS[2]);
+    await migratePostgres(sql, as12);
+    assert.deepEqual(await migratePostgres(sql), [], 'no migration runs again');
+    assert.deepEqual(await storedScopes(sql), KEYS_1_1.map(({ id }) => ({ id, scopes: 'pets:read pets:write orders:write orders:manage' })));
   });
 });
 

@@ -17,7 +17,7 @@ import assert from 'node:assert/strict';
 import { connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
 import { loadDriver, type PostgresSql } from '../../../src/storage/postgres/driver.ts';
 import { KEYS_BY_HASH } from '../../../src/storage/postgres/keys-store.ts';
-import { PAGES, PETS_BY_ID } from '../../../src/storage/postgres/pets-store.ts';
+import { PAGES, PETS_BY_ID } from '../../../src/storage/postgres/pet-reads.ts';
 import { describeWithPostgres, type PostgresCluster } from '../../support/postgres.ts';
 
 /** Rows when the statistics are taken, and rows added after the plan is made. */

