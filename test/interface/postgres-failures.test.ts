@@ -78,8 +78,8 @@ describeWithPostgres('writes that did not commit, and database failures, on Post
     const busy = await server.post('/v1/pets', { name: '40001', categoryId: 1 });
     assert.equal(busy.status, 503);
     const [internal] = server.logs.filter((line) => line.includes('"event":"internal_error"')).map((line) => JSON.parse(line));
-    assert.deepEqual({ ...internal, time: undefined, requestId: undefined }, {
-      time: undefined, requestId: undefined, level: 'error', event: 'internal_error', error: 'PostgresError', sqlstate: '23514', sqlstateClass: 'integrity_constraint_violation',
+    assert.deepEqual({ ...internal, time: undefined, requestId: undefined, frames: undefined }, {
+      time: undefined, requestId: undefined, frames: undefined, level: 'error', event: 'internal_error', error: 'PostgresError', sqlstate: '23514', sqlstateClass: 'integrity_constraint_violation',
     });
     const [unavailable] = server.logs.filter((line) => line.includes('"event":"database_unavailable"')).map((line) => JSON.parse(line));
     assert.deepEqual({ ...unavailable, time: undefined, requestId: undefined }, {
