@@ -117,6 +117,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
     const availability = watchAvailability({
       open,
       initial,
+      probe: open.probe,
       changed: (up, reason) => logger.event(up ? { level: 'info', event: 'database_reachable' } : { level: 'error', event: 'database_unreachable', reason }),
     });
     const stores = openStores(availability.sql, { ...options, availability });

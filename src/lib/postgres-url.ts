@@ -62,6 +62,20 @@ function hostAndPort(entry: string): boolean {
   return rest.length === 0 && portValid && (isIP(host) === 4 || HOST_NAME.test(host));
 }
 
+/**
+ * `raw` with one server, `host`:`port`, instead of its list, and without target_session_attrs:
+ * a URL to ask that one server something, whatever it is.
+ */
+export function withOneHost(raw: string, host: string, port: number): string {
+  const scheme = /^(postgres|postgresql):\/\//.exec(raw)![0];
+  const rest = raw.slice(scheme.length);
+  const end = rest.search(/[/?#]|$/);
+  const authority = rest.slice(0, end);
+  const url = new URL(`${scheme}${authority.slice(0, authority.lastIndexOf('@') + 1)}${host}:${port}${rest.slice(end)}`);
+  url.searchParams.delete('target_session_attrs');
+  return url.toString();
+}
+
 /** `raw` without its password (in the user part, or a `password` parameter), to be shown or logged. */
 export function withoutPassword(raw: string): string {
   const scheme = /^(postgres|postgresql):\/\//.exec(raw);

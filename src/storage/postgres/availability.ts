@@ -12,8 +12,8 @@
  * - down: every call fails at once with DatabaseUnavailableError (503 with Retry-After), without
  *   touching the driver. The pool that failed is destroyed, so no query it had queued runs later,
  *   after its request was already answered 503. A fresh pool is asked `SELECT 1` every
- *   PROBE_INTERVAL_MS (one probe at a time, bounded like a call); the first answer turns the state
- *   back to up.
+ *   PROBE_INTERVAL_MS (one probe at a time, bounded like a call), or, for a list of hosts, each
+ *   host whether it is a primary (`probe`); the first answer turns the state back to up.
  */
 import { DatabaseUnavailableError } from '../errors.ts';
 import type { PostgresSql } from './driver.ts';
@@ -51,6 +51,8 @@ export interface AvailabilityOptions {
   open: () => PostgresSql;
   /** The first pool, already open (main.ts migrated through it); default `open()`. */
   initial?: PostgresSql;
+  /** How a down instance asks whether PostgreSQL is back; default `SELECT 1` on a fresh pool. */
+  probe?: (() => Promise<unknown>) | null;
   callTimeoutMs?: number;
   probeIntervalMs?: number;
   timers?: Timers;
@@ -107,7 +109,7 @@ export function watchAvailability(options: AvailabilityOptions): Availability {
     if (ended || up || probing) return;
     probing = true;
     const pool = current;
-    bounded(pool, () => pool`SELECT 1`).then(
+    bounded(pool, () => (options.probe ? options.probe() : pool`SELECT 1`)).then(
       () => {
         probing = false;
         if (ended || pool !== current) return;
