@@ -5,6 +5,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { parseIp, parseRange, type RangeProblem } from './lib/ip-address.ts';
+import { HOST_NAME, parsePostgresUrl } from './lib/postgres-url.ts';
 
 /** Origins whose pages may read our answers: any (`*`), or exactly these serialised origins. */
 export type AllowedOrigins = '*' | readonly string[];
@@ -18,6 +19,9 @@ export const MAX_ORIGIN_LENGTH = 8 + 253 + 6;
 export const APP_ENVS = ['production', 'staging', 'development'] as const;
 export type AppEnv = (typeof APP_ENVS)[number];
 
+export const DATABASE_POOLERS = ['none', 'transaction'] as const;
+export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
+
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -29,10 +33,18 @@ export interface Config {
   databasePath: string;
   /** `DATABASE_PATH` was not set: the file is in the service's own `data/` folder. */
   databasePathIsDefault: boolean;
-  /** `postgres://` or `postgresql://` URL: PostgreSQL instead of SQLite (contract 1.1, scale-out). */
+  /**
+   * `postgres://` or `postgresql://` URL: PostgreSQL instead of SQLite (contract 1.1, scale-out),
+   * with one host, or several and `target_session_attrs` (lib/postgres-url.ts).
+   */
   databaseUrl: string | null;
   /** Most connections each instance opens to PostgreSQL (`DATABASE_POOL_SIZE`). */
   databasePoolSize: number;
+  /**
+   * `DATABASE_POOLER`: `transaction` when a pooler in transaction mode (PgBouncer's
+   * `pool_mode = transaction`) stands between the service and PostgreSQL; `none` otherwise.
+   */
+  databasePooler: DatabasePooler;
   /** Absolute http(s) URL ending in `/v1`, or null when not configured. */
   publicBaseUrl: string | null;
   stagingBaseUrl: string | null;
@@ -130,6 +142,7 @@ export function loadConfig(env: Env, machine: Machine = { availableParallelism }
     databasePathIsDefault: read(env, 'DATABASE_PATH') === undefined,
     databaseUrl,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 1, MAX_POOL_SIZE, DEFAULT_POOL_SIZE),
+    databasePooler: oneOf(env, 'DATABASE_POOLER', DATABASE_POOLERS, 'none'),
     publicBaseUrl: baseUrl(env, 'PUBLIC_BASE_URL'),
     stagingBaseUrl: baseUrl(env, 'STAGING_BASE_URL'),
     trustProxy: trustProxy(env, 'TRUST_PROXY'),
@@ -343,9 +356,6 @@ function closest(name: string, names: readonly string[]): string {
   return names.reduce((best, candidate) => (distance(name, candidate) < distance(name, best) ? candidate : best));
 }
 
-/** RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens. */
-const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
-
 function host(env: Env, name: string, fallback: string): string {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
@@ -370,11 +380,9 @@ function hostNames(env: Env, name: string): readonly string[] | null {
 function postgresUrl(env: Env, name: string): string | null {
   const raw = read(env, name);
   if (raw === undefined) return null;
-  const url = URL.parse(raw);
-  if (url === null || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || url.hostname === '') {
-    // The value may hold a password: name the variable, never echo it.
-    throw new ConfigError(name, `${name} must be a postgres:// or postgresql:// URL with a host`);
-  }
+  const parsed = parsePostgresUrl(raw);
+  // The value may hold a password: name the variable, never echo it.
+  if ('invalid' in parsed) throw new ConfigError(name, `${name} ${parsed.invalid}`);
   return raw;
 }
 

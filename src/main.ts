@@ -17,13 +17,13 @@ import type { Server } from 'node:http';
 import { getCompileCacheDir } from 'node:module';
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { ConfigError, configWarnings, loadConfig, type Config } from './config.ts';
+import { withoutPassword } from './lib/postgres-url.ts';
 import { systemClock } from './clock.ts';
 import { boundedWriter, createLogger, errorFields, fdWriter, type Logger } from './http/access-log.ts';
 import { createHttpServer } from './http/server.ts';
 import { allowedHosts } from './http/allowed-hosts.ts';
 import type { App } from './http/server.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
-import { DatabaseUnavailableError } from './storage/errors.ts';
 import type { Stores } from './storage/stores.ts';
 import { closeDatabase, openReaderDatabase, openServerDatabase, readOnly } from './storage/sqlite/database.ts';
 import { openReaderStores, openStores as openSqliteStores } from './storage/sqlite/stores.ts';
@@ -36,6 +36,12 @@ import { startChores, type Chores } from './service/chores.ts';
 import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
 import type { WorkerCounts } from './cluster/worker-pool.ts';
 import type { WorkerStart, WorkerWriter } from './cluster/protocol.ts';
+
+/**
+ * Whether a promise that nobody can await failed inside the PostgreSQL driver, harmlessly (see
+ * isDroppedTypesQuery); set once the driver is loaded. Anything else left unhandled is a crash.
+ */
+let droppedByDriver: (reason: unknown) => boolean = () => false;
 
 /** At most 1 MiB of log text waits for a slow reader; beyond that lines are dropped and counted. */
 const LOG_BUFFER_BYTES = 1024 * 1024;
@@ -95,18 +101,23 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
-  const [{ DriverMissingError }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }] = await Promise.all([
+  const [{ DriverMissingError, isDroppedTypesQuery }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, firstContact, startFailure }] = await Promise.all([
     import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
-    import('./storage/postgres/availability.ts'),
+    import('./storage/postgres/availability.ts'), import('./storage/postgres/first-contact.ts'),
   ]);
+  droppedByDriver = isDroppedTypesQuery;
   try {
-    const open = await postgresPools(config.databaseUrl, { poolSize: config.databasePoolSize });
+    const open = await postgresPools(config.databaseUrl, { poolSize: config.databasePoolSize, transactionPooler: config.databasePooler === 'transaction' });
     const initial = open();
-    await migratePostgres(initial);
+    await firstContact(initial, config.databaseUrl);
+    await migratePostgres(initial).catch((error: unknown) => {
+      throw startFailure(error);
+    });
     // From now on a PostgreSQL that cannot be reached is 503 at once, and recovered from at once.
     const availability = watchAvailability({
       open,
       initial,
+      probe: open.probe,
       changed: (up, reason) => logger.event(up ? { level: 'info', event: 'database_reachable' } : { level: 'error', event: 'database_unreachable', reason }),
     });
     const stores = openStores(availability.sql, { ...options, availability });
@@ -120,7 +131,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
     };
   } catch (error) {
     if (error instanceof DriverMissingError) fail(error.message);
-    if (error instanceof DatabaseUnavailableError) fail(`cannot reach the PostgreSQL database of DATABASE_URL (${error.reason})`);
+    if (error instanceof DatabaseStartError) fail(`cannot use the PostgreSQL database of DATABASE_URL (${withoutPassword(config.databaseUrl)}): ${error.reason}`);
     throw error;
   }
 }
@@ -189,10 +200,14 @@ async function runProcess(config: Config): Promise<void> {
   const logger = createLogger({ level: config.logLevel, clock: systemClock, write });
   for (const warning of configWarnings(config, process.env)) logger.event({ level: 'warn', ...warning });
   // A crash must not print its message (it may carry input or SQL): log its name and frames and stop.
-  process.on('uncaughtException', (error) => {
+  const crash = (error: unknown) => {
     logger.event({ level: 'error', event: 'crash', ...errorFields(error) });
     logger.flush();
     process.exit(1);
+  };
+  process.on('uncaughtException', crash);
+  process.on('unhandledRejection', (reason) => {
+    if (!droppedByDriver(reason)) crash(reason);
   });
 
   // Handled from the start: before a handler is installed, a signal would kill the process at once.
@@ -238,7 +253,10 @@ async function runProcess(config: Config): Promise<void> {
     return fail(error.message);
   });
   logger.event({
-    level: 'info', event: 'listening', url: urlOf(bound), appEnv: config.appEnv, database: engine.name, ...serving.fields,
+    level: 'info', event: 'listening', url: urlOf(bound), appEnv: config.appEnv, database: engine.name,
+    // Which database: a mistyped variable name would otherwise go unnoticed (the default is used).
+    ...(config.databaseUrl === null ? { databasePath: config.databasePath } : { databaseUrl: withoutPassword(config.databaseUrl) }),
+    ...serving.fields,
     // The compile cache's folder, or null when it is off (src/start.js): a start without it is slower.
     compileCache: getCompileCacheDir() ?? null,
   });

@@ -25,6 +25,7 @@ test('an empty environment gives every default of the contract', () => {
     databasePathIsDefault: true,
     databaseUrl: null,
     databasePoolSize: 8,
+    databasePooler: 'none',
     publicBaseUrl: null,
     stagingBaseUrl: null,
     trustProxy: false,
@@ -305,7 +306,39 @@ test('DATABASE_URL selects PostgreSQL; it must be a postgres:// or postgresql://
 });
 
 test('a refused DATABASE_URL is never echoed, since it may carry a password', () => {
-  assert.throws(() => loadConfig({ DATABASE_URL: 'http://user:s3cret@host/db' }), (error: Error) => !error.message.includes('s3cret'));
+  for (const value of ['http://user:s3cret@host/db', 'postgres://user:s3cret@h1,h2/db', 'postgres://user:s3cret@h1/db?target_session_attrs=s3cret']) {
+    assert.throws(() => loadConfig({ DATABASE_URL: value }), (error: Error) => !error.message.includes('s3cret'));
+  }
+});
+
+test('DATABASE_URL may list several hosts with target_session_attrs, as the driver reads them: the primary is the one used', () => {
+  for (const value of [
+    'postgres://pets:secret@db1.internal:5432,db2.internal:5433/pets?target_session_attrs=read-write',
+    'postgresql://pets@10.0.0.1,10.0.0.2:6432/pets?target_session_attrs=primary&sslmode=require',
+    'postgres://pets@db.internal/pets?target_session_attrs=read-write',
+  ]) {
+    assert.equal(loadConfig({ DATABASE_URL: value }).databaseUrl, value);
+  }
+  const refused: [string, RegExp][] = [
+    // Without it the driver takes the first host that answers, a standby as well.
+    ['postgres://pets@db1,db2/pets', /several hosts but no target_session_attrs/],
+    ['postgres://pets@db1,db2/pets?target_session_attrs=read-only', /cannot write to/],
+    ['postgres://pets@db1/pets?target_session_attrs=prefer-standby', /cannot write to/],
+    ['postgres://pets@db1,,db2/pets?target_session_attrs=read-write', /several hosts/],
+    ['postgres://pets@db1:99999,db2/pets?target_session_attrs=read-write', /several hosts/],
+    ['postgres://pets@db1,[::1]:5432/pets?target_session_attrs=read-write', /no IPv6/],
+    ['postgres://pets:p@ss@db1/pets', /%40/],
+  ];
+  for (const [value, reason] of refused) {
+    assertRefused({ DATABASE_URL: value }, 'DATABASE_URL');
+    assert.throws(() => loadConfig({ DATABASE_URL: value }), reason, value);
+  }
+});
+
+test('DATABASE_POOLER says whether a pooler in transaction mode stands in front of PostgreSQL: none (the default) or transaction', () => {
+  assert.equal(loadConfig({}).databasePooler, 'none');
+  assert.equal(loadConfig({ DATABASE_URL: 'postgres://pets@pgbouncer:6432/pets', DATABASE_POOLER: 'transaction' }).databasePooler, 'transaction');
+  for (const value of ['pgbouncer', 'session', 'Transaction', 'on']) assertRefused({ DATABASE_POOLER: value }, 'DATABASE_POOLER');
 });
 
 test('DATABASE_URL and DATABASE_PATH together are refused, naming both', () => {

@@ -1,16 +1,23 @@
-/** The storage contract (test/contract/store-contract.ts, orders-contract.ts) on a real PostgreSQL, one database per test. */
+/**
+ * The storage contract (test/contract/store-contract.ts, orders-contract.ts) on a real PostgreSQL,
+ * one database per test: directly, and through PgBouncer in transaction pooling mode, where each
+ * transaction and each statement outside one may be given another server connection.
+ */
 import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import { createOrdersStore } from '../../src/storage/postgres/orders-store.ts';
 import { createPetsStore } from '../../src/storage/postgres/pets-store.ts';
-import { describeWithPostgres, openTestDatabase } from '../support/postgres.ts';
+import { describeWithPgbouncer, describeWithPostgres, openTestDatabase, type PostgresCluster } from '../support/postgres.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
 
-describeWithPostgres('the storage contract on PostgreSQL', (cluster) => {
-
+/**
+ * Both contracts on the databases `database()` makes (a fresh one per test, reached as the test
+ * reaches it), set for a pooler in transaction mode or not.
+ */
+function runContracts(database: () => Promise<string>, cluster: () => PostgresCluster, transactionPooler: boolean): void {
   runStoreContract({
     async open(t) {
-      const { sql } = await openTestDatabase(t, cluster());
+      const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
       return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql) };
     },
     // As the driver reports a connection that PostgreSQL closed (a restart, a terminated backend).
@@ -19,11 +26,19 @@ describeWithPostgres('the storage contract on PostgreSQL', (cluster) => {
 
   runOrdersContract({
     async open(t) {
-      const { sql } = await openTestDatabase(t, cluster());
+      const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
       const orders = createOrdersStore(sql);
       // The chore that folds the counts' pending changes, run until nothing is left.
       const settle = async () => { while (await orders.foldCounts(2) > 0); };
       return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders, settle };
     },
   });
+}
+
+describeWithPostgres('the storage contract on PostgreSQL', (cluster) => {
+  runContracts(() => cluster().createDatabase(), cluster, false);
+});
+
+describeWithPgbouncer('the storage contract on PostgreSQL through PgBouncer in transaction pooling mode', (cluster, pgbouncer) => {
+  runContracts(async () => pgbouncer().url(await cluster().createDatabase()), cluster, true);
 });

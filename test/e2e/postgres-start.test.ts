@@ -1,15 +1,20 @@
 /**
  * The process edge on PostgreSQL, run for real: the server and the keys command choose the engine
- * by DATABASE_URL, refuse a missing driver or an unreachable database in one line, and the keys
- * command works the same on PostgreSQL as on SQLite.
+ * by DATABASE_URL, refuse a missing driver or a database they cannot use in one line (a wrong
+ * password, an unknown database, a refused connection, a server that is not PostgreSQL), and the
+ * keys command works the same on PostgreSQL as on SQLite.
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { connectPostgres } from '../../src/storage/postgres/database.ts';
 import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import { describeWithPostgres } from '../support/postgres.ts';
+import { startInstance } from '../support/instances.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const WITHOUT_DRIVER = fileURLToPath(new URL('../support/without-postgres-driver.ts', import.meta.url));
@@ -44,11 +49,85 @@ test('DATABASE_URL with DATABASE_PATH stops the server and the keys command, nam
   }
 });
 
-test('an unreachable database stops the server at start with one line, exit 1', () => {
-  const result = run('src/main.ts', [], { DATABASE_URL: 'postgres://pets@127.0.0.1:1/pets' });
-  assert.equal(result.status, 1);
-  assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
-  assert.match(result.stderr, /PostgreSQL.*ECONNREFUSED/);
+/** The server started on `url`: its exit code and its stderr, which must be one line. */
+async function startFailure(url: string): Promise<{ status: number | null; line: string; stdout: string }> {
+  const child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', PORT: '0', DATABASE_URL: url }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  let stdout = '';
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+  const [status] = (await once(child, 'exit')) as [number | null];
+  assert.equal(stderr.split('\n').length, 2, `one line: ${stderr}`);
+  return { status, line: stderr.trim(), stdout };
+}
+
+/** What a server answers before any of it says what it found. */
+const BEFORE = (url: string) => `cannot use the PostgreSQL database of DATABASE_URL (${url}): `;
+
+test('a refused connection stops the server at start with one line naming DATABASE_URL without its password, exit 1', async () => {
+  const { status, line } = await startFailure('postgres://pets:s3cret@127.0.0.1:1/pets');
+  assert.equal(status, 1);
+  assert.equal(line, `${BEFORE('postgres://pets@127.0.0.1:1/pets')}the connection was refused: nothing listens there (ECONNREFUSED)`);
+});
+
+test('a server that is not PostgreSQL stops the start with one line saying so, exit 1: an HTTP server, a listener that closes, one that says nothing', async (t) => {
+  const http = createHttpServer((_request, response) => response.end('hello'));
+  const closing = createServer((socket) => socket.destroy());
+  const silent = createServer(() => {});
+  const ports = await Promise.all([http, closing, silent].map(async (server) => {
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => {
+      server.close();
+      (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+    });
+    return (server.address() as AddressInfo).port;
+  }));
+  const urls = ports.map((port) => `postgres://pets:s3cret@127.0.0.1:${port}/pets`);
+  const [byHttp, byClosing, bySilent] = (await Promise.all(urls.map(startFailure))) as [Awaited<ReturnType<typeof startFailure>>, Awaited<ReturnType<typeof startFailure>>, Awaited<ReturnType<typeof startFailure>>];
+  const shown = (port: number) => `postgres://pets@127.0.0.1:${port}/pets`;
+  assert.deepEqual([byHttp.status, byClosing.status, bySilent.status], [1, 1, 1]);
+  assert.equal(byHttp.line, `${BEFORE(shown(ports[0]!))}127.0.0.1:${ports[0]} answers, but not in PostgreSQL's protocol: it is not PostgreSQL`);
+  assert.equal(byClosing.line, `${BEFORE(shown(ports[1]!))}127.0.0.1:${ports[1]} closes every connection before answering as PostgreSQL would: it is not PostgreSQL`);
+  assert.equal(bySilent.line, `${BEFORE(shown(ports[2]!))}the server did not answer as PostgreSQL in time (CONNECT_TIMEOUT)`);
+});
+
+describeWithPostgres('a PostgreSQL that refuses the service at start', (cluster) => {
+  test('a wrong password: one line with the SQLSTATE, not PostgreSQL\'s message, exit 1; the right one starts and says which database', async () => {
+    cluster().createRoleWithPassword('pets_login', 'right');
+    const wrong = `postgres://pets_login:wrong@127.0.0.1:${cluster().port}/postgres`;
+    const { status, line } = await startFailure(wrong);
+    assert.equal(status, 1);
+    assert.equal(line, `${BEFORE(`postgres://pets_login@127.0.0.1:${cluster().port}/postgres`)}PostgreSQL refused the password (SQLSTATE 28P01, class invalid_authorization_specification)`);
+    const database = new URL(await cluster().createDatabase()).pathname;
+    // Its owner may create the schema in it (public belongs to the database's owner).
+    cluster().psql(`ALTER DATABASE ${database.slice(1)} OWNER TO pets_login`);
+    const instance = await startInstance({ DATABASE_URL: `postgres://pets_login:right@127.0.0.1:${cluster().port}${database}` });
+    try {
+      const listening = JSON.parse(instance.stdout.find((text) => text.includes('"event":"listening"'))!) as Record<string, unknown>;
+      assert.equal(listening.database, 'postgres');
+      assert.equal(listening.databaseUrl, `postgres://pets_login@127.0.0.1:${cluster().port}${database}`, 'the URL without its password');
+    } finally {
+      assert.equal(await instance.stop(), 0);
+    }
+  });
+
+  test('an unknown database: one line with the SQLSTATE, exit 1', async () => {
+    const url = `postgres://tests:s3cret@127.0.0.1:${cluster().port}/no_such_database`;
+    const { status, line } = await startFailure(url);
+    assert.equal(status, 1);
+    assert.equal(line, `${BEFORE(`postgres://tests@127.0.0.1:${cluster().port}/no_such_database`)}the database does not exist (SQLSTATE 3D000, class invalid_catalog_name)`);
+  });
+
+  test('a role that may not create the schema: one line with the SQLSTATE, exit 1', async () => {
+    cluster().psql('CREATE ROLE pets_reader LOGIN');
+    const database = new URL(await cluster().createDatabase()).pathname;
+    cluster().psql('REVOKE CREATE ON SCHEMA public FROM PUBLIC', database.slice(1));
+    const url = `postgres://pets_reader@127.0.0.1:${cluster().port}${database}`;
+    const { status, line } = await startFailure(url);
+    assert.equal(status, 1);
+    assert.match(line, /: the role lacks a privilege the service needs to create and update its schema \(SQLSTATE 42501, class syntax_error_or_access_rule_violation\)$/);
+  });
 });
 
 describeWithPostgres('the keys command on DATABASE_URL', (cluster) => {

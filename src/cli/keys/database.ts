@@ -27,7 +27,7 @@ export class NoDatabaseError extends Error {
 export async function openKeys(config: Config, { create = false }: { create?: boolean } = {}): Promise<{ keys: KeysStore; close(): unknown }> {
   if (config.databaseUrl !== null) {
     // One connection: the command runs one statement at a time.
-    const sql = await connectPostgres(config.databaseUrl, { poolSize: 1 });
+    const sql = await connectPostgres(config.databaseUrl, { poolSize: 1, transactionPooler: config.databasePooler === 'transaction' });
     try {
       if (!create) {
         const [row] = await guard(() => sql<{ migrated: boolean }[]>`SELECT to_regclass('schema_migrations') IS NOT NULL AS migrated`);

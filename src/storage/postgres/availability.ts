@@ -12,8 +12,8 @@
  * - down: every call fails at once with DatabaseUnavailableError (503 with Retry-After), without
  *   touching the driver. The pool that failed is destroyed, so no query it had queued runs later,
  *   after its request was already answered 503. A fresh pool is asked `SELECT 1` every
- *   PROBE_INTERVAL_MS (one probe at a time, bounded like a call); the first answer turns the state
- *   back to up.
+ *   PROBE_INTERVAL_MS (one probe at a time, bounded like a call), or, for a list of hosts, each
+ *   host whether it is a primary (`probe`); the first answer turns the state back to up.
  */
 import { DatabaseUnavailableError } from '../errors.ts';
 import type { PostgresSql } from './driver.ts';
@@ -27,10 +27,13 @@ export const PROBE_INTERVAL_MS = 250;
  * Codes of a connection that could not be opened: PostgreSQL is stopped, restarting, unreachable
  * or refusing. A failure on an open connection (57P01 when PostgreSQL shuts down, a reset) is not
  * one: a read is sent once more on a fresh connection (database.ts), whose failure then tells.
+ * 08P01 is how PgBouncer answers while it cannot reach PostgreSQL ("server conn crashed?", "server
+ * login has been failing"); meanwhile it holds every other query until it can, so waiting for a
+ * timeout would hold each request 1 s: the pool it holds them in is dropped instead.
  */
 const CONNECT_FAILURES = new Set([
   'ECONNREFUSED', 'CONNECT_TIMEOUT', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
-  '57P03', '08001', '08004', '08006',
+  '57P03', '08001', '08004', '08006', '08P01',
 ]);
 
 export interface Timers {
@@ -48,6 +51,8 @@ export interface AvailabilityOptions {
   open: () => PostgresSql;
   /** The first pool, already open (main.ts migrated through it); default `open()`. */
   initial?: PostgresSql;
+  /** How a down instance asks whether PostgreSQL is back; default `SELECT 1` on a fresh pool. */
+  probe?: (() => Promise<unknown>) | null;
   callTimeoutMs?: number;
   probeIntervalMs?: number;
   timers?: Timers;
@@ -104,7 +109,7 @@ export function watchAvailability(options: AvailabilityOptions): Availability {
     if (ended || up || probing) return;
     probing = true;
     const pool = current;
-    bounded(pool, () => pool`SELECT 1`).then(
+    bounded(pool, () => (options.probe ? options.probe() : pool`SELECT 1`)).then(
       () => {
         probing = false;
         if (ended || pool !== current) return;

@@ -4,12 +4,12 @@
  * so a default install brings no runtime package; a deployment that wants PostgreSQL installs it.
  */
 import type postgres from 'postgres';
-import type { Sql, TransactionSql } from 'postgres';
+import type { ReservedSql, Sql } from 'postgres';
 
 /** A connection pool (the driver's `sql` function), with no custom types. */
 export type PostgresSql = Sql<Record<string, never>>;
-/** The handle of one transaction (`sql.begin`), which can also take savepoints. */
-export type PostgresTransaction = TransactionSql<Record<string, never>>;
+/** The handle of one transaction (`sql.begin`): a connection reserved for it (transaction.ts). */
+export type PostgresTransaction = ReservedSql<Record<string, never>>;
 export type PostgresFactory = typeof postgres;
 
 /** The driver is not installed: one line that says what to install. */
@@ -30,4 +30,18 @@ export async function loadDriver(): Promise<PostgresFactory> {
     if (code === 'ERR_MODULE_NOT_FOUND' && /'postgres'/.test((error as Error).message)) throw new DriverMissingError();
     throw error;
   }
+}
+
+
+/**
+ * Whether `reason` is the failure of the query that the driver sends first on each new connection,
+ * for the array types, whose promise it drops (so in 3.4.9, reported upstream and open): nothing
+ * can await it, so its failure is an unhandled rejection, which would stop the process. It fails
+ * when the connection does: through PgBouncer, each connection opened while PostgreSQL is down.
+ * The statement that opened the connection fails on its own and is answered 503; the service
+ * writes its arrays itself (database.ts), so the connection lacks nothing it needs.
+ */
+export function isDroppedTypesQuery(reason: unknown): boolean {
+  const query = (reason as { query?: unknown } | null)?.query;
+  return typeof query === 'string' && query.includes('pg_catalog.pg_type') && query.includes('typarray');
 }

@@ -9,7 +9,7 @@ import type { PostgresSql } from './driver.ts';
 import type { Availability } from './availability.ts';
 
 /** How long one answer stands. */
-const HEALTH_TTL_MS = 1000;
+export const HEALTH_TTL_MS = 1000;
 /** A check that has no answer by then is "no": a load balancer's check must not hang. */
 export const HEALTH_WAIT_MS = 500;
 

@@ -17,6 +17,7 @@ import { DatabaseUnavailableError } from '../errors.ts';
 import { ItemFailure } from '../../lib/item-outcome.ts';
 import { classifyError } from './database.ts';
 import type { PostgresSql, PostgresTransaction } from './driver.ts';
+import { savepoint } from './transaction.ts';
 
 /** Whether `error` means the database itself failed (or may have committed): never retried. */
 function databaseFailed(error: unknown): boolean {
@@ -47,24 +48,23 @@ export async function togetherOrOneByOne<R>(together: () => Promise<R>, oneByOne
 }
 
 /**
- * Runs one item's work in a savepoint of `tx`, with the savepoint's own handle (statements on the
- * transaction's handle would fail the whole transaction if they failed). Returns the result, or
- * an ItemFailure once the item's work is rolled back. Thrown instead, failing the batch: a
- * failure of the database, and a savepoint that could not be rolled back.
+ * Runs one item's work in a savepoint of `tx` (transaction.ts). Returns the result, or an
+ * ItemFailure once the item's work is rolled back. Thrown instead, failing the batch: a failure of
+ * the database, and a savepoint that could not be rolled back.
  */
 export async function inSavepoint<R>(tx: PostgresTransaction | PostgresSql, work: (sp: PostgresSql) => Promise<R>): Promise<R | ItemFailure> {
   let own: { error: unknown } | undefined;
   try {
-    return (await (tx as PostgresTransaction).savepoint(async (sp) => {
+    return await savepoint(tx, async () => {
       try {
-        return await work(sp as unknown as PostgresSql);
+        return await work(tx as PostgresSql);
       } catch (error) {
         own = { error };
         throw error;
       }
-    })) as R;
+    });
   } catch (error) {
-    // The driver throws the item's own error once ROLLBACK TO succeeded, else the rollback's.
+    // The item's own error once ROLLBACK TO succeeded, else the rollback's.
     if (own === undefined || own.error !== error || databaseFailed(error)) throw error;
     return new ItemFailure(error);
   }

@@ -65,11 +65,13 @@ export function createLimiterStore({ sql, clock, banThreshold, banSeconds, maxIn
 
   async function commit(takes: readonly Take[]): Promise<Decision[]> {
     const now = clock();
+    // Plain arrays, typed by the casts (database.ts writes them): sql.array() would type them from
+    // the driver's catalog query, and a connection on which that query failed sent them as text.
     const rows = await guard(() => sql<TakeRow[]>`
       SELECT ord, minute_units::text, day_units::text, updated_at::text, code, retry_after
-        FROM take_tokens(${sql.array(takes.map((take) => take.caller))}::text[],
-                         ${sql.array(takes.map((take) => take.perMinute))}::bigint[],
-                         ${sql.array(takes.map((take) => take.perDay))}::bigint[],
+        FROM take_tokens(${takes.map((take) => take.caller)}::text[],
+                         ${takes.map((take) => take.perMinute)}::bigint[],
+                         ${takes.map((take) => take.perDay)}::bigint[],
                          ${now}::bigint, ${banThreshold}::integer, ${banMs}::bigint, ${maxAnonymousCallers}::bigint)`);
     const decisions = new Array<Decision>(takes.length);
     for (const row of rows) {

@@ -6,7 +6,6 @@
  */
 import type { AppEnv } from '../../config.ts';
 import type { Clock } from '../../clock.ts';
-import { databaseUnavailableOf } from '../errors.ts';
 import type { Stores } from '../stores.ts';
 import type { PostgresSql } from './driver.ts';
 import { createHealthCheck } from './health.ts';
@@ -15,6 +14,7 @@ import { createKeysStore } from './keys-store.ts';
 import { createLimiterStore, type PostgresLimiter } from './limiter-store.ts';
 import { createPetsStore } from './pets-store.ts';
 import { createOrdersStore } from './orders-store.ts';
+import { postgresErrorOf } from './sqlstate.ts';
 
 export interface PostgresStoresOptions {
   appEnv: AppEnv;
@@ -40,8 +40,9 @@ export function openStores(sql: PostgresSql, options: PostgresStoresOptions): Po
     pets,
     orders,
     limiter,
-    // Every failure of the driver that means "not now" is already a DatabaseUnavailableError.
-    databaseErrorOf: databaseUnavailableOf,
+    // Every failure of the driver that means "not now" is already a DatabaseUnavailableError; any
+    // other error PostgreSQL sent is logged with its SQLSTATE.
+    databaseErrorOf: postgresErrorOf,
     health: createHealthCheck(sql, options.clock, options.availability),
     upkeep: {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),

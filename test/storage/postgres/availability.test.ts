@@ -145,6 +145,37 @@ test('down: a probe every interval, on a fresh pool; the first answer brings it 
   assert.deepEqual(await again, []);
 });
 
+test('with a probe of its own (a list of hosts), a down instance asks it instead of its pool, and is up at its first answer', async () => {
+  const pools: FakePool[] = [];
+  const timers = manualTimers();
+  const asked: { resolve(): void; reject(error: unknown): void }[] = [];
+  const availability = watchAvailability({
+    open: () => {
+      const pool = fakePool();
+      pools.push(pool);
+      return pool.sql;
+    },
+    probe: () => new Promise<void>((resolve, reject) => asked.push({ resolve, reject })),
+    timers,
+  });
+  const first = availability.sql`SELECT 1`;
+  pools[0]!.answer({ code: 'ECONNREFUSED' });
+  await assert.rejects(first);
+  timers.fire();
+  assert.equal(asked.length, 1);
+  asked[0]!.reject(new AggregateError([], 'no primary'));
+  await tick();
+  timers.fire();
+  assert.equal(asked.length, 2);
+  assert.equal(pools[1]!.calls, 0, 'the pool is not asked while down');
+  asked[1]!.resolve();
+  await tick();
+  assert.equal(availability.isUp(), true);
+  const after = availability.sql`SELECT 2`;
+  pools[1]!.answer({ value: [] });
+  assert.deepEqual(await after, []);
+});
+
 test('a probe that hangs is abandoned after the bound on a pool of its own, so probes never pile up', async () => {
   const { pools, timers, sql } = setUp();
   const first = sql`SELECT 1`;

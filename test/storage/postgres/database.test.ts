@@ -52,6 +52,17 @@ describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
     assert.equal(classifyError(duplicate), duplicate);
   });
 
+  test('arrays sent as parameters arrive as they were, whatever their characters', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster(), { poolSize: 1 });
+    const texts = ['plain', 'a "quoted" one', 'back\\slash', 'comma, {braces}', 'NULL', '', 'ünïcödé ✓', null];
+    const rows = await sql.unsafe<{ value: string | null }[]>('SELECT value FROM unnest($1::text[]) WITH ORDINALITY AS t(value, ord) ORDER BY ord', [texts]);
+    assert.deepEqual(rows.map((row) => row.value), texts);
+    const numbers = await sql.unsafe<{ value: string }[]>('SELECT value::text FROM unnest($1::bigint[]) AS t(value)', [['9223372036854775807', '-1']]);
+    assert.deepEqual(numbers.map((row) => row.value), ['9223372036854775807', '-1']);
+    const counts = await sql`SELECT array_length(${sql.array([1, 2, 3])}::integer[], 1) AS n`;
+    assert.equal(counts[0]!.n, 3);
+  });
+
   test('after PostgreSQL restarts, a read on a pooled connection is answered, not refused', async (t) => {
     const { sql } = await openTestDatabase(t, cluster(), { poolSize: 1 });
     const pets = createPetsStore(sql);

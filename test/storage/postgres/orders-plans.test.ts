@@ -12,7 +12,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectPostgres, INDEXES_ONLY, migratePostgres } from '../../../src/storage/postgres/database.ts';
+import { connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
 import { loadDriver, type PostgresSql } from '../../../src/storage/postgres/driver.ts';
 import { createOrdersStore, ORDER_PAGES } from '../../../src/storage/postgres/orders-store.ts';
 import type { OrderListOptions } from '../../../src/storage/orders.ts';
@@ -40,7 +40,8 @@ async function database(t: { after(fn: () => Promise<void>): void }, cluster: Po
   await migratePostgres(setup);
   await setup.end({ timeout: 1 });
   const postgres = await loadDriver();
-  const sql = postgres(url, { max: 1, prepare: true, connection: { ...INDEXES_ONLY, plan_cache_mode: mode } }) as unknown as PostgresSql;
+  // The service's session settings come with the role (migratePostgres gives them to it).
+  const sql = postgres(url, { max: 1, prepare: true, connection: { plan_cache_mode: mode } }) as unknown as PostgresSql;
   t.after(() => sql.end({ timeout: 1 }));
   await sql.unsafe(`
     INSERT INTO accounts (id, created_at) VALUES ('acct_busy', 0), ('acct_empty', 0);

@@ -4,16 +4,17 @@
  * five executions of a prepared statement or of a statement in a function); one made while a
  * table was small, or seen as small by its last ANALYZE, can be a sequential scan, and stays one
  * as the table grows until the table is analysed again (src/storage/postgres/database.ts,
- * INDEXES_ONLY, has the figures).
+ * SESSION_SETTINGS, has the figures).
  *
  * Each test makes that happen on purpose: statistics taken on a handful of rows, autovacuum off,
  * the plan made then, a few thousand rows added, and the kept plan read with EXPLAIN. Each also
- * shows that without the service's connection settings (INDEXES_ONLY) the same steps give a
- * sequential scan, so that the test would see the problem come back.
+ * shows that without the settings the service gives its role (SESSION_SETTINGS; a connection's
+ * own start-up parameters override them) the same steps give a sequential scan, so that the test
+ * would see the problem come back.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectPostgres, INDEXES_ONLY, migratePostgres } from '../../../src/storage/postgres/database.ts';
+import { connectPostgres, migratePostgres } from '../../../src/storage/postgres/database.ts';
 import { loadDriver, type PostgresSql } from '../../../src/storage/postgres/driver.ts';
 import { KEYS_BY_HASH } from '../../../src/storage/postgres/keys-store.ts';
 import { PAGES, PETS_BY_ID } from '../../../src/storage/postgres/pet-reads.ts';
@@ -23,7 +24,10 @@ import { describeWithPostgres, type PostgresCluster } from '../../support/postgr
 const FEW = 20;
 const MANY = 3_000;
 
-/** A migrated database with one connection, set as the service sets it or, for the control, not. */
+/**
+ * A migrated database with one connection that prepares its statements, with the settings of the
+ * service's role or, for the control, without them.
+ */
 async function database(t: { after(fn: () => Promise<void>): void }, cluster: PostgresCluster, indexesOnly: boolean, notices: string[] = []): Promise<PostgresSql> {
   const url = await cluster.createDatabase();
   const setup = await connectPostgres(url, { poolSize: 1 });
@@ -34,7 +38,7 @@ async function database(t: { after(fn: () => Promise<void>): void }, cluster: Po
     max: 1,
     prepare: true,
     onnotice: (notice) => notices.push(String(notice.message)),
-    connection: { ...(indexesOnly ? INDEXES_ONLY : {}), plan_cache_mode: 'force_generic_plan' },
+    connection: { ...(indexesOnly ? {} : { enable_seqscan: 'on', jit: 'on' }), plan_cache_mode: 'force_generic_plan' },
   }) as unknown as PostgresSql;
   t.after(() => sql.end({ timeout: 1 }));
   return sql;
