@@ -73,6 +73,14 @@ export interface Config {
    * single process (see src/cluster/). `auto` is resolved here to the cores the process may use.
    */
   workers: number;
+  /**
+   * `WEBHOOK_ALLOWED_NETWORKS`: the IP addresses and CIDR ranges, as written and without
+   * repeats, that a webhook URL may point into although they are not public; inside them
+   * `http:` is allowed too (see webhooks/address-policy.ts).
+   */
+  webhookAllowedNetworks: readonly string[];
+  /** `WEBHOOK_RETRY_SCHEDULE`: the seconds to wait before each retry of a failed delivery, in order. */
+  webhookRetrySchedule: readonly number[];
 }
 
 /** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
@@ -146,6 +154,8 @@ export function loadConfig(env: Env, machine: Machine = { availableParallelism }
     allowedHosts: hostNames(env, 'ALLOWED_HOSTS'),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
     workers: workers(env, machine, { databaseUrl, databasePath }),
+    webhookAllowedNetworks: webhookAllowedNetworks(env, 'WEBHOOK_ALLOWED_NETWORKS'),
+    webhookRetrySchedule: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
   };
 }
 
@@ -213,8 +223,8 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return raw as T;
 }
 
-/** Most entries in TRUST_PROXY: a deployment has a few proxies, not a network's worth of lines. */
-const MAX_TRUSTED_PROXIES = 100;
+/** Most entries in TRUST_PROXY or WEBHOOK_ALLOWED_NETWORKS: a deployment has a few networks, not a network's worth of lines. */
+const MAX_RANGES = 100;
 
 /**
  * `true`, `false`, or comma-separated IP addresses and CIDR ranges (`10.0.0.5, 10.1.0.0/16,
@@ -225,15 +235,46 @@ function trustProxy(env: Env, name: string): boolean | readonly string[] {
   const raw = read(env, name);
   if (raw === undefined || raw === 'false') return false;
   if (raw === 'true') return true;
+  return rangeList(name, raw, 'true, false, or comma-separated IP addresses and CIDR ranges such as 10.0.0.5,10.1.0.0/16');
+}
+
+/**
+ * Comma-separated IP addresses and CIDR ranges, IPv4 or IPv6, that webhook URLs may point into
+ * although they are private, loopback or link-local. Unset: none, only public addresses.
+ */
+function webhookAllowedNetworks(env: Env, name: string): readonly string[] {
+  const raw = read(env, name);
+  if (raw === undefined) return [];
+  return rangeList(name, raw, 'comma-separated IP addresses and CIDR ranges such as 10.0.0.5,10.1.0.0/16,fd00::/8');
+}
+
+/** The entries of a comma-separated list of addresses and ranges, without repeats; `expected` says what the variable takes. */
+function rangeList(name: string, raw: string, expected: string): readonly string[] {
   const entries = raw.split(',').map((entry) => entry.trim());
-  if (entries.length > MAX_TRUSTED_PROXIES) throw new ConfigError(name, `${name} may list at most ${MAX_TRUSTED_PROXIES} addresses or ranges, got ${entries.length}`);
+  if (entries.length > MAX_RANGES) throw new ConfigError(name, `${name} may list at most ${MAX_RANGES} addresses or ranges, got ${entries.length}`);
   for (const entry of entries) {
     const range = parseRange(entry);
-    if (typeof range === 'string') {
-      throw new ConfigError(name, `${name} must be true, false, or comma-separated IP addresses and CIDR ranges such as 10.0.0.5,10.1.0.0/16; ${RANGE_PROBLEMS[range]}, got ${got(entry)}`);
-    }
+    if (typeof range === 'string') throw new ConfigError(name, `${name} must be ${expected}; ${RANGE_PROBLEMS[range]}, got ${got(entry)}`);
   }
   return [...new Set(entries)];
+}
+
+/** The contract's retry schedule: seven waits, from 5 s to 10 h, about 27 hours in all. */
+export const DEFAULT_RETRY_SCHEDULE: readonly number[] = [5, 300, 1800, 7200, 18000, 36000, 36000];
+/** Most waits in WEBHOOK_RETRY_SCHEDULE, so at most this many retries of one delivery. */
+const MAX_RETRIES = 20;
+
+/**
+ * Comma-separated positive whole seconds, 1 to 20 of them. Ten digits at most (over 300 years)
+ * keeps every due time, in milliseconds, an exact integer.
+ */
+function retrySchedule(env: Env, name: string): readonly number[] {
+  const raw = read(env, name);
+  if (raw === undefined) return DEFAULT_RETRY_SCHEDULE;
+  const waits = raw.split(',').map((entry) => entry.trim());
+  const valid = waits.length <= MAX_RETRIES && waits.every((wait) => /^[0-9]{1,10}$/.test(wait) && Number(wait) > 0);
+  if (!valid) throw new ConfigError(name, `${name} must be 1 to ${MAX_RETRIES} comma-separated positive whole numbers of seconds such as 5,300,1800, got ${got(raw)}`);
+  return waits.map(Number);
 }
 
 /** What each problem of parseRange says in TRUST_PROXY's message. */

@@ -37,6 +37,8 @@ test('an empty environment gives every default of the contract', () => {
     allowedHosts: null,
     corsAllowedOrigins: null,
     workers: 1,
+    webhookAllowedNetworks: [],
+    webhookRetrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000],
   });
 });
 
@@ -189,7 +191,7 @@ test('a set variable that looks like one of the service\'s but is none it reads 
   assert.deepEqual(unknownVariables({ WORKER: '2', PORTS: '80', RATE_LIMIT_BAN: '5', CORS_ORIGINS: '*', LOG_LEVELS: 'warn', APP_ENVIRONMENT: 'production', METRICS: '1' }), ['APP_ENVIRONMENT', 'CORS_ORIGINS', 'LOG_LEVELS', 'PORTS', 'RATE_LIMIT_BAN', 'WORKER']);
   // The service's own variables, empty ones, and the rest of an environment are not its business.
   assert.deepEqual(unknownVariables({ DATABASE_PATH: 'x', DATABASE_URL: '', DATABASE_HOST_OF_ANOTHER_APP: '', PATH: '/bin', HOSTNAME: 'box', NODE_ENV: 'production', NODE_COMPILE_CACHE: '/c', npm_config_cache: '/n' }), []);
-  const known = ['PORT', 'HOST', 'APP_ENV', 'DATABASE_PATH', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'PUBLIC_BASE_URL', 'STAGING_BASE_URL', 'TRUST_PROXY', 'RATE_LIMIT_BAN_THRESHOLD', 'RATE_LIMIT_BAN_SECONDS', 'MAX_CONNECTIONS_PER_ADDRESS', 'LOG_LEVEL', 'METRICS_PORT', 'ALLOWED_HOSTS', 'CORS_ALLOWED_ORIGINS', 'WORKERS'];
+  const known = ['PORT', 'HOST', 'APP_ENV', 'DATABASE_PATH', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'PUBLIC_BASE_URL', 'STAGING_BASE_URL', 'TRUST_PROXY', 'RATE_LIMIT_BAN_THRESHOLD', 'RATE_LIMIT_BAN_SECONDS', 'MAX_CONNECTIONS_PER_ADDRESS', 'LOG_LEVEL', 'METRICS_PORT', 'ALLOWED_HOSTS', 'CORS_ALLOWED_ORIGINS', 'WORKERS', 'WEBHOOK_ALLOWED_NETWORKS', 'WEBHOOK_RETRY_SCHEDULE'];
   assert.deepEqual(unknownVariables(Object.fromEntries(known.map((name) => [name, 'x']))), [], 'every variable the configuration reads is known');
 });
 
@@ -347,4 +349,26 @@ test('DATABASE_URL and DATABASE_PATH together are refused, naming both', () => {
 test('DATABASE_POOL_SIZE is a positive integer, default 8', () => {
   assert.equal(loadConfig({ DATABASE_POOL_SIZE: '20' }).databasePoolSize, 20);
   for (const value of ['0', '-1', 'ten', '1001']) assertRefused({ DATABASE_POOL_SIZE: value }, 'DATABASE_POOL_SIZE');
+});
+
+test('WEBHOOK_ALLOWED_NETWORKS is comma-separated IP addresses and CIDR ranges of either family, none by default', () => {
+  assert.deepEqual(loadConfig({}).webhookAllowedNetworks, []);
+  assert.deepEqual(loadConfig({ WEBHOOK_ALLOWED_NETWORKS: '127.0.0.1' }).webhookAllowedNetworks, ['127.0.0.1']);
+  assert.deepEqual(loadConfig({ WEBHOOK_ALLOWED_NETWORKS: ' 10.0.0.0/8, fd00::/8,::1 ,169.254.0.0/16,10.0.0.0/8' }).webhookAllowedNetworks, ['10.0.0.0/8', 'fd00::/8', '::1', '169.254.0.0/16']);
+  for (const value of ['10.0.0.0/33', '10.1.2.3/16', 'fd00::/129', 'hooks.example', '10.0.0.1,', '10.0.0.1;10.0.0.2', '[::1]', 'true', '0x7f.1', '127.1']) {
+    assertRefused({ WEBHOOK_ALLOWED_NETWORKS: value }, 'WEBHOOK_ALLOWED_NETWORKS');
+  }
+  assertRefused({ WEBHOOK_ALLOWED_NETWORKS: Array.from({ length: 101 }, (_, i) => `10.0.0.${i}`).join(',') }, 'WEBHOOK_ALLOWED_NETWORKS');
+  assert.throws(() => loadConfig({ WEBHOOK_ALLOWED_NETWORKS: '10.1.2.3/16' }), { message: 'WEBHOOK_ALLOWED_NETWORKS must be comma-separated IP addresses and CIDR ranges such as 10.0.0.5,10.1.0.0/16,fd00::/8; a range must be written with its first address, got "10.1.2.3/16"' });
+});
+
+test('WEBHOOK_RETRY_SCHEDULE is 1 to 20 positive whole seconds, the contract\'s seven waits by default', () => {
+  assert.deepEqual(loadConfig({}).webhookRetrySchedule, [5, 300, 1800, 7200, 18000, 36000, 36000]);
+  assert.deepEqual(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '1' }).webhookRetrySchedule, [1]);
+  assert.deepEqual(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '1, 2,3' }).webhookRetrySchedule, [1, 2, 3]);
+  assert.deepEqual(loadConfig({ WEBHOOK_RETRY_SCHEDULE: Array(20).fill('60').join(',') }).webhookRetrySchedule, Array(20).fill(60));
+  assert.deepEqual(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '9999999999' }).webhookRetrySchedule, [9_999_999_999]);
+  for (const value of ['0', '5,0', '-5', '1.5', '5,,300', '5,', ',5', 'five', '1e3', '0x10', '99999999999', Array(21).fill('1').join(','), '5 300']) {
+    assertRefused({ WEBHOOK_RETRY_SCHEDULE: value }, 'WEBHOOK_RETRY_SCHEDULE');
+  }
 });

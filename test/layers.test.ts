@@ -20,7 +20,7 @@ import { basename, dirname, join, normalize, relative } from 'node:path';
 export const LAYERS: readonly (readonly string[])[] = [
   ['config.ts', 'clock.ts', 'lib'],
   ['http'],
-  ['keys', 'limits'],
+  ['keys', 'limits', 'webhooks'],
   ['storage'],
   ['api'],
   ['pipeline'],

@@ -127,6 +127,18 @@ export function unmapped(address: IpAddress): IpAddress {
 }
 
 /**
+ * The IPv4 address written in four bytes of `address` from byte `offset`, each bit flipped when
+ * `inverted`: how IPv6 transition forms embed one (NAT64 and IPv4-compatible at byte 12, 6to4
+ * at byte 2, Teredo's server at byte 4 and its client, inverted, at byte 12).
+ */
+export function ipv4At(address: IpAddress, offset: number, inverted = false): IpAddress {
+  const bytes = new Uint8Array(16);
+  bytes.set(MAPPED_PREFIX);
+  for (let i = 0; i < 4; i++) bytes[12 + i] = inverted ? address.bytes[offset + i]! ^ 0xff : address.bytes[offset + i]!;
+  return { version: 4, bytes };
+}
+
+/**
  * The canonical text of an address: dotted decimal for IPv4; for IPv6, RFC 5952's form (lower
  * case, no leading zeros, the longest run of two or more zero groups as `::`, the first on a tie,
  * an IPv4-mapped address with its IPv4 tail).

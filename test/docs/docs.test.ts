@@ -11,6 +11,7 @@ import { OPERATIONS } from '../../src/api/operations.ts';
 import { ERROR_STATUS } from '../../src/api/errors.ts';
 import { OUTSIDE_PATHS } from '../../src/pipeline/routes.ts';
 import { createMetrics, renderCounts } from '../../src/ops/metrics.ts';
+import { loadConfig } from '../../src/config.ts';
 import { markdownFiles, readRepoFile } from '../support/markdown.ts';
 
 const readme = readRepoFile('README.md');
@@ -89,6 +90,14 @@ test('docs/configuration.md has a table row for every environment variable that 
   assert.ok(names.includes('MAX_CONNECTIONS_PER_ADDRESS'));
   assert.ok(names.includes('WORKERS'));
   for (const name of names) assert.match(configuration, new RegExp(`^\\| \`${name}\` \\|`, 'm'), name);
+});
+
+test('docs/configuration.md gives the webhook variables\' defaults as config.ts has them', () => {
+  const defaults = loadConfig({});
+  const row = (name: string) => new RegExp(`^\\| \`${name}\` \\| ([^|]+) \\|`, 'm').exec(configuration)?.[1]?.trim();
+  assert.equal(row('WEBHOOK_RETRY_SCHEDULE'), `\`${defaults.webhookRetrySchedule.join(',')}\``);
+  assert.deepEqual(defaults.webhookAllowedNetworks, []);
+  assert.equal(row('WEBHOOK_ALLOWED_NETWORKS'), 'none');
 });
 
 test('the metrics table of docs/operations.md lists exactly the families the service exposes, with their types', () => {

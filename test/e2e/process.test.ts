@@ -85,6 +85,7 @@ test('an invalid variable stops the server with one line naming it and exit code
   const invalid = [
     ['PORT', 'abc'], ['APP_ENV', 'prod'], ['LOG_LEVEL', 'loud'], ['TRUST_PROXY', 'yes'], ['CORS_ALLOWED_ORIGINS', 'https://shop.example/'],
     ['METRICS_PORT', 'x'], ['METRICS_PORT', '8080'], ['MAX_CONNECTIONS_PER_ADDRESS', '0'],
+    ['WEBHOOK_ALLOWED_NETWORKS', '10.0.0.0/33'], ['WEBHOOK_RETRY_SCHEDULE', '5,0'],
   ] as const;
   for (const [name, value] of invalid) {
     const result = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', [name]: value, DATABASE_PATH: ':memory:' }, encoding: 'utf8', timeout: 10_000 });

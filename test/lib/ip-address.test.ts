@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BlockList, isIP } from 'node:net';
 import fc from 'fast-check';
-import { formatIp, parseIp, parseRange, rangeContains, unmapped, type IpRange } from '../../src/lib/ip-address.ts';
+import { formatIp, ipv4At, parseIp, parseRange, rangeContains, unmapped, type IpRange } from '../../src/lib/ip-address.ts';
 import { settings } from '../support/property.ts';
 
 const octet = fc.integer({ min: 0, max: 255 });
@@ -110,4 +110,12 @@ test('text of any length costs one bounded pass: a megabyte of it is refused at 
   const long = `${'1:'.repeat(500_000)}1`;
   assert.equal(parseIp(long), null);
   assert.equal(parseRange(`${long}/8`), 'not_an_address');
+});
+
+test('an IPv4 address embedded in an IPv6 one is read at its offset, its bits flipped when asked', () => {
+  const address = parseIp('2001:0:4136:e378:8000:63bf:3fff:fdd2')!;
+  assert.equal(formatIp(ipv4At(address, 4)), '65.54.227.120');
+  assert.equal(formatIp(ipv4At(address, 12, true)), '192.0.2.45');
+  assert.equal(formatIp(ipv4At(parseIp('2002:c000:22d::1')!, 2)), '192.0.2.45');
+  assert.deepEqual(ipv4At(parseIp('64:ff9b::7f00:1')!, 12), parseIp('127.0.0.1'));
 });
