@@ -39,6 +39,8 @@ test('an empty environment gives every default of the contract', () => {
     workers: 1,
     webhookAllowedNetworks: [],
     webhookRetrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000],
+    orderHoldSeconds: 172800,
+    maxOpenOrdersPerAccount: 3,
   });
 });
 

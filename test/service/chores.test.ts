@@ -45,6 +45,7 @@ test('chores purge at once and every ten minutes, save the limiter every second 
       saveLimiterState: () => void done.push('save'),
       purgeExpiredRecords: () => (done.push('records'), 0),
       purgeIdleCallers: () => (done.push('callers'), 0),
+      expireOrders: () => 0,
     },
     clock: () => 0,
     failed: (event) => done.push(`failed ${event}`),
@@ -74,6 +75,7 @@ test('a chore that fails is reported by name and the others keep running', async
         throw new Error('disk full');
       },
       purgeExpiredRecords: () => Promise.reject(new Error('locked')),
+      expireOrders: () => 0,
     },
     clock: () => 0,
     failed: (event) => failures.push(event),

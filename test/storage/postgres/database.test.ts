@@ -173,7 +173,7 @@ describeWithPostgres('PostgreSQL: instances of 1.1 beside 1.2 while instances ar
       [['key_a'], [key], ['fp'], [201], ['{}'], [body], [1]]);
     await upsert('k1', '{"id":1}');
     // A 1.2 instance places an order with the same Idempotency-Key: another request, another record.
-    const [placed] = await orders.placeMany([{ petId: 1n, account: owner.account, now: 2, idempotency: {
+    const [placed] = await orders.placeMany([{ petId: 1n, account: owner.account, now: 2, expiresAt: 3_600_002, maxOpen: null, idempotency: {
       apiKeyId: 'key_a', key: 'k1', fingerprint: 'fp-order', createdAt: 2, respond: () => ({ status: 201, headers: {}, body: '{"order":1}' }),
     } }]);
     assert.equal((placed as { kind: string }).kind, 'placed');
