@@ -11,6 +11,7 @@ import type { ChangeOutcome, CreationResult, Pet, PetChange, PetCreation, PetRow
 import { statusBit, toPet } from '../pets.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
 import type { IsolateItem } from './item-savepoints.ts';
+import { createOrderExpiries } from './order-expiries.ts';
 import type { Touch } from './write-journal.ts';
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
@@ -45,6 +46,14 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
     SELECT status, version, EXISTS (SELECT 1 FROM orders WHERE pet_id = pets.id AND status IN ('placed', 'approved')) AS held
       FROM pets WHERE id = ?`);
   const records = createIdempotencyRecords(db, 'createPet');
+  const expiries = createOrderExpiries(db);
+
+  /** An order whose hold ended by the change's `now` no longer holds the pet: it is expired first. */
+  function applyAfterExpiry(change: PetChange, touched: Touch[]): ChangeOutcome {
+    const expired = expiries.ofPet(change.id, change.now, touched);
+    const outcome = apply(change, touched);
+    return expired === 0 ? outcome : { ...outcome, expired };
+  }
 
   function apply(change: PetChange, touched: Touch[]): ChangeOutcome {
     const target = { id: change.id, expected: change.expectedVersion };
@@ -99,7 +108,7 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
       if (first !== 0) touched.push({ from: first, to: last, statuses });
       return results;
     },
-    change: (changes, isolate, touched) => changes.map((change) => isolate(() => apply(change, touched))),
+    change: (changes, isolate, touched) => changes.map((change) => isolate(() => applyAfterExpiry(change, touched))),
     recall: (apiKeyId, key, now) => records.recall(apiKeyId, key, now),
   };
 }
