@@ -39,7 +39,6 @@ export function serviceEnv(context: BenchContext, connections: number, extra: Re
     PORT: '0',
     LOG_LEVEL: 'info',
     MAX_CONNECTIONS_PER_ADDRESS: String(Math.min(1024, Math.max(64, connections + 8))),
-    ...(context.options.metrics ? { METRICS_PORT: '0' } : {}),
     ...extra,
   };
 }

@@ -9,14 +9,12 @@ import { delimiter, join } from 'node:path';
 
 /** One `cpu` or `cpuN` line of /proc/stat, in clock ticks since boot. */
 export interface CpuTimes {
-  user: number;
-  nice: number;
-  system: number;
-  idle: number;
-  iowait: number;
-  irq: number;
-  softirq: number;
-  steal: number;
+  /** Ticks in which the core ran something: a process, the kernel, or (steal) another virtual machine. */
+  busy: number;
+  /** Busy, idle, or idle waiting for I/O. */
+  total: number;
+  /** Of the busy ticks, interrupts and softirqs (loopback networking). */
+  irqs: number;
 }
 
 /** The lines of /proc/stat that describe CPU time, by name: `cpu` (all cores), `cpu0`, `cpu1`, ... */
@@ -25,23 +23,13 @@ export function parseProcStat(text: string): Map<string, CpuTimes> {
   for (const line of text.split('\n')) {
     if (!/^cpu[0-9]* /.test(line)) continue;
     // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user).
-    const [name, user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/);
-    const ticks = [user, nice, system, idle, iowait, irq, softirq, steal].map(Number);
-    if (ticks.some((value) => !Number.isFinite(value))) throw new Error(`unreadable /proc/stat line: ${line}`);
-    const [u, n, s, i, w, q, sq, st] = ticks as [number, number, number, number, number, number, number, number];
-    lines.set(name!, { user: u, nice: n, system: s, idle: i, iowait: w, irq: q, softirq: sq, steal: st });
+    const [name, ...fields] = line.trim().split(/\s+/);
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = fields.slice(0, 8).map(Number) as number[];
+    if (![user, nice, system, idle, iowait, irq, softirq, steal].every(Number.isFinite)) throw new Error(`unreadable /proc/stat line: ${line}`);
+    const busy = user! + nice! + system! + irq! + softirq! + steal!;
+    lines.set(name!, { busy, total: busy + idle! + iowait!, irqs: irq! + softirq! });
   }
   return lines;
-}
-
-/** Ticks in which the core ran something: a process, the kernel, or (steal) another virtual machine. */
-export function busyTicks(times: CpuTimes): number {
-  return times.user + times.nice + times.system + times.irq + times.softirq + times.steal;
-}
-
-/** All ticks of the core: busy, idle, or idle waiting for I/O. */
-export function totalTicks(times: CpuTimes): number {
-  return busyTicks(times) + times.idle + times.iowait;
 }
 
 export function readProcStat(): Map<string, CpuTimes> {
@@ -56,8 +44,8 @@ export function busyShare(before: Map<string, CpuTimes>, after: Map<string, CpuT
   const start = before.get(`cpu${core}`);
   const end = after.get(`cpu${core}`);
   if (start === undefined || end === undefined) return Number.NaN;
-  const total = totalTicks(end) - totalTicks(start);
-  return total > 0 ? (busyTicks(end) - busyTicks(start)) / total : Number.NaN;
+  const total = end.total - start.total;
+  return total > 0 ? (end.busy - start.busy) / total : Number.NaN;
 }
 
 /** The busy share of the busiest of `cores` between two samples (see busyShare). */

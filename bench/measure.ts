@@ -99,7 +99,7 @@ export async function runLoad(target: LoadTarget, workload: Workload, setup: Loa
   const runs = await Promise.all(target.urls.map((url) => runWrk(
     setup.wrk,
     // One wrk thread per core of its own.
-    { url, script: workload.wrk.script, args: workload.wrk.args, threads: setup.pinning?.generator.length ?? 1, seconds: setup.seconds, connections: setup.connections, timeoutSeconds: 10 },
+    { url, script: workload.wrk.script, args: workload.wrk.args, threads: setup.pinning?.generator.length ?? 1, seconds: setup.seconds, connections: setup.connections },
     setup.pinning?.generator ?? null,
     setup.authorization,
   ))).finally(() => clearInterval(sampler));

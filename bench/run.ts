@@ -25,12 +25,12 @@ import { configurationsFor, formatScaling, runScaling, type ScalingRow } from '.
 import { idBeforeLast, seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const RESULTS = resolve(import.meta.dirname, 'results');
 const progress = (text: string) => process.stderr.write(`${text}\n`);
 
 let options: BenchOptions;
 try {
-  options = parseBenchOptions(process.argv.slice(2), join(ROOT, 'bench', 'results'));
+  options = parseBenchOptions(process.argv.slice(2));
 } catch (error) {
   process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
   process.exit(2);
@@ -95,7 +95,6 @@ async function main(): Promise<void> {
   context.database = { path: context.database.path, key: seeded.key, seedMs: seeded.seedMs, deepSoldAfterId: idBeforeLast(readDb, 40, 'sold') };
   readDb.close();
   const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId: context.database.deepSoldAfterId }, workloadNames);
-  mkdirSync(options.out, { recursive: true });
 
   let comparison: CompareReport | null = null;
   let scaling: ScalingRow[] = [];
@@ -119,8 +118,9 @@ async function main(): Promise<void> {
 
   const command = ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ');
   const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling };
-  writeFileSync(join(options.out, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
-  progress(`\nwrote ${relative(process.cwd(), join(options.out, 'latest.json'))}`);
+  mkdirSync(RESULTS, { recursive: true });
+  writeFileSync(join(RESULTS, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
+  progress(`\nwrote ${relative(process.cwd(), join(RESULTS, 'latest.json'))}`);
   rmSync(workDir, { recursive: true, force: true });
   process.exitCode = verdict(comparison, scaling) ? 0 : 1;
 }

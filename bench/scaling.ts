@@ -11,7 +11,7 @@ import { choosePinning, findExecutable, pinProcess } from './cpu.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { startBenchPostgres, type BenchPostgres } from './postgres.ts';
 import { startServer, type ServerProcess } from './processes.ts';
-import { count, fixed, NOISE_CORES, percent, textTable } from './report.ts';
+import { count, describeLoad, fixed, NOISE_CORES, percent, textTable } from './report.ts';
 import { startCommand } from './start-command.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
@@ -97,7 +97,7 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
       if (next.result.cpu.other < row.result.cpu.other) row = next;
     }
     rows.push(row);
-    progress(`  ${workload.name}: ${describeRow(row)}`);
+    progress(`  ${workload.name}: ${describeLoad(row.result)}`);
   }
   await stopServers(context, servers);
   return rows;
@@ -124,12 +124,6 @@ async function stopServers(context: BenchContext, servers: ServerProcess[]): Pro
     if (code !== 0) context.progress(`  the service exited with code ${code}: ${server.stderrTail()}`);
     context.children.splice(context.children.indexOf(server), 1);
   }
-}
-
-function describeRow({ result }: ScalingRow): string {
-  const { cpu } = result;
-  return `${count(result.rps)} req/s, p99 ${fixed(result.latencyMs.p99)} ms, server ${fixed(cpu.server)} cores, PostgreSQL ${fixed(cpu.postgres)}, ` +
-    `wrk ${fixed(cpu.generator)}, other ${fixed(cpu.other)}` + (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '');
 }
 
 /**

@@ -24,8 +24,9 @@ test('/proc/stat is read line by line, per core and in all', () => {
   //                         user nice system idle iowait irq softirq steal
   const stat = parseProcStat(procStat([100, 1, 50, 800, 9, 2, 30, 8], [10, 0, 5, 980, 1, 0, 4, 0]));
   assert.deepEqual([...stat.keys()], ['cpu', 'cpu0', 'cpu1']);
-  assert.deepEqual(stat.get('cpu0'), { user: 100, nice: 1, system: 50, idle: 800, iowait: 9, irq: 2, softirq: 30, steal: 8 });
-  assert.equal(stat.get('cpu')!.idle, 1780);
+  // Busy: user, nice, system, irq, softirq and steal; in all, idle and iowait as well.
+  assert.deepEqual(stat.get('cpu0'), { busy: 191, total: 1000, irqs: 32 });
+  assert.equal(stat.get('cpu')!.total - stat.get('cpu')!.busy, 1790);
   assert.throws(() => parseProcStat('cpu0 1 2 x 4 5 6 7 8\n'), /unreadable \/proc\/stat line/);
 });
 
