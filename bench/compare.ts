@@ -41,7 +41,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
 
   let serviceResponses = 0;
   const measure = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
-    const setup = { wrk: context.wrk, pinning: load.pinning, seconds, connections: options.connections, authorization };
+    const setup = { pinning: load.pinning, seconds, connections: options.connections, authorization };
     const result = await runLoad({ urls: [server.url], pids: [server.pid] }, workload, setup);
     if (server === service) serviceResponses += result.requests + result.non2xx;
     if (server === service && workload.settle) await workload.settle(server.url, authorization);

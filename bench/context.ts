@@ -8,8 +8,6 @@ import type { ServerProcess } from './processes.ts';
 
 export interface BenchContext {
   options: BenchOptions;
-  /** wrk's path. */
-  wrk: string;
   /** The CPUs this process may use, read once at the start (pinning it narrows them later). */
   cpus: number[];
   /** Removed at the end of the run. */

@@ -4,8 +4,7 @@
  * the load generator others, so that the generator's cores show whether it was the limit.
  */
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, readFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { readFileSync } from 'node:fs';
 
 /** One `cpu` or `cpuN` line of /proc/stat, in clock ticks since boot. */
 export interface CpuTimes {
@@ -113,17 +112,7 @@ export function pinProcess(pid: number, cpus: readonly number[]): void {
   if (result.status !== 0) throw new Error(`taskset could not pin process ${pid} to CPU ${cpus.join(',')}: ${result.stderr || result.error?.message}`);
 }
 
-/** The path of executable `name` on `path` (PATH's format), or null. */
-export function findExecutable(name: string, path = process.env.PATH ?? ''): string | null {
-  for (const dir of path.split(delimiter)) {
-    if (dir === '') continue;
-    const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // Not here.
-    }
-  }
-  return null;
+/** Whether `command --version` runs: the command is installed and on the PATH. */
+export function installed(command: string): boolean {
+  return spawnSync(command, ['--version'], { stdio: 'ignore' }).error === undefined;
 }

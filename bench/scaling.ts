@@ -7,7 +7,7 @@
  */
 import { resolve } from 'node:path';
 import { serviceEnv, type BenchContext } from './context.ts';
-import { choosePinning, findExecutable, pinProcess } from './cpu.ts';
+import { choosePinning, installed, pinProcess } from './cpu.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { startBenchPostgres, type BenchPostgres } from './postgres.ts';
 import { startServer, type ServerProcess } from './processes.ts';
@@ -70,7 +70,7 @@ export async function runScaling(context: BenchContext, workloads: Workload[], c
 async function runConfiguration(context: BenchContext, workloads: Workload[], configuration: Configuration, postgres: BenchPostgres | null): Promise<ScalingRow[]> {
   const { options, progress } = context;
   const cores = configuration.instances * configuration.workers;
-  const { pinning, note, shared } = choosePinning(context.cpus, cores, { pin: options.pin, tasksetFound: findExecutable('taskset') !== null });
+  const { pinning, note, shared } = choosePinning(context.cpus, cores, { pin: options.pin, tasksetFound: installed('taskset') });
   progress(`${describe(configuration)}: ${note}${postgres !== null && pinning !== null ? '; PostgreSQL with the generator' : ''}`);
   // This process reads the servers' logs and samples /proc during the loads: with wrk, and so is PostgreSQL.
   if (pinning !== null) pinProcess(process.pid, pinning.generator);
@@ -80,7 +80,7 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
   const authorization = `Bearer ${configuration.engine === 'sqlite' ? context.database.key : postgres!.key}`;
   await checkWorkloads(servers[0]!.url, workloads, authorization);
   const target = { urls: servers.map((server) => server.url), pids: servers.map((server) => server.pid), ...(postgres === null ? {} : { extraTicks: postgres.ticks }) };
-  const setup = (seconds: number) => ({ wrk: context.wrk, pinning, seconds, connections, authorization });
+  const setup = (seconds: number) => ({ pinning, seconds, connections, authorization });
 
   const measure = async (workload: Workload): Promise<ScalingRow> => {
     await context.quiet(target.pids);

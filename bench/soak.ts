@@ -38,7 +38,7 @@ import { startWriterThread } from '../src/storage/sqlite/writer-host.ts';
 import { createWriterClient } from '../src/storage/sqlite/writer-client.ts';
 import { systemClock } from '../src/clock.ts';
 import { LIMITER_SAVE_INTERVAL_MS } from '../src/service/chores.ts';
-import { findExecutable } from './cpu.ts';
+import { installed } from './cpu.ts';
 import { integer } from './options.ts';
 import { runWrk } from './wrk.ts';
 
@@ -136,13 +136,11 @@ const sampler = setInterval(() => {
 }, 1_000);
 
 process.stdout.write(`soak: ${seconds} s, about ${rate} requests/s over ${concurrency} connections, server ${url}, database ${databasePath}\n`);
-const wrk = findExecutable('wrk');
-if (wrk === null) {
+if (!installed('wrk')) {
   process.stderr.write('npm run soak needs wrk, the load generator: sudo apt-get install wrk\n');
   process.exit(1);
 }
 const report = await runWrk(
-  wrk,
   { url, script: 'soak.lua', args: [String(rate), String(concurrency)], threads: 1, seconds, connections: concurrency },
   null,
   `Bearer ${roomy.key}`,

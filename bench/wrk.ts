@@ -190,8 +190,8 @@ export function percentile(histogram: Histogram, p: number, rankOffset = 0): num
  * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` (and any
  * other key, in `env`) reaches the scripts through the environment, never the command line.
  */
-export function runWrk(wrk: string, run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
-  const [command, args] = onCpus(cpus, wrk, wrkArgs(run));
+export function runWrk(run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
+  const [command, args] = onCpus(cpus, 'wrk', wrkArgs(run));
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       env: { ...env, PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },

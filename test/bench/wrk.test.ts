@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { correctionInterval, parseWrkOutput, percentile, rawHistogram, runWrk, wrkArgs, WRK_SCRIPTS, type Histogram } from '../../bench/wrk.ts';
-import { findExecutable } from '../../bench/cpu.ts';
+import { installed } from '../../bench/cpu.ts';
 import { buildWorkloads, WORKLOADS } from '../../bench/workloads.ts';
 
 /** wrk 4.x's stats_correct (src/stats.c), applied to a histogram: what done() is given. */
@@ -112,7 +112,7 @@ test('wrk runs the workload\'s script with its arguments after --, one thread pe
   ]);
 });
 
-const wrk = findExecutable('wrk');
+const wrk = installed('wrk');
 
 interface Seen {
   method: string;
@@ -161,7 +161,7 @@ async function recordingServer(t: import('node:test').TestContext, status: (requ
 
 /** Skips a test that needs wrk on a machine without it, but fails it in CI (common.md). */
 function needsWrk(t: import('node:test').TestContext): boolean {
-  if (wrk !== null) return true;
+  if (wrk) return true;
   if (process.env.CI === 'true') assert.fail('wrk is not installed (apt-get install wrk), and CI needs it');
   t.skip('wrk is not installed: apt-get install wrk to run this test');
   return false;
@@ -176,7 +176,7 @@ test('every workload\'s wrk script sends exactly the requests of its sequence, i
   // All at once: each wrk runs its one second alongside the others.
   await Promise.all(workloads.map(async (workload) => {
     const server = await recordingServer(t);
-    const result = await runWrk(wrk!, { url: server.url, script: workload.wrk.script, args: workload.wrk.args, threads: 1, seconds: 1, connections: 2 }, null, authorization);
+    const result = await runWrk({ url: server.url, script: workload.wrk.script, args: workload.wrk.args, threads: 1, seconds: 1, connections: 2 }, null, authorization);
     assert.ok(result.responses > 0, workload.name);
     assert.deepEqual([result.non2xx, result.errors, result.timeouts], [0, 0, 0], workload.name);
 
@@ -211,7 +211,7 @@ test('wrk counts the answers of 400 and more as non-2xx, and its figures add up 
   if (!needsWrk(t)) return;
   const server = await recordingServer(t, (request) => (request.method === 'POST' ? 503 : 200));
   const mix = buildWorkloads({ pets: 10, deepSoldAfterId: 0 }, ['mix'])[0]!;
-  const result = await runWrk(wrk!, { url: server.url, script: mix.wrk.script, args: mix.wrk.args, threads: 1, seconds: 1, connections: 3 }, null, '');
+  const result = await runWrk({ url: server.url, script: mix.wrk.script, args: mix.wrk.args, threads: 1, seconds: 1, connections: 3 }, null, '');
   const posts = server.seen.filter((request) => request.method === 'POST').length;
   // wrk stops with up to one request per connection unanswered.
   assert.ok(result.non2xx <= posts && result.non2xx >= posts - 3, `${result.non2xx} non-2xx, ${posts} POSTs seen`);
