@@ -13,13 +13,12 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { serviceEnv, type BenchContext } from './context.ts';
+import { serviceEnv, startCommand, type BenchContext } from './context.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { firstOk, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
 import {
   buildChecks, describeLoad, median, NOISE_CORES, summariseWorkload, type CompareReport, type DiscardedRound, type LoadFacts, type ServerFacts, type WorkloadReport,
 } from './report.ts';
-import { startCommand } from './start-command.ts';
 import type { Workload } from './workloads.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');

@@ -6,13 +6,12 @@
  * the CPU of every process (the servers', PostgreSQL's, wrk's, and the rest of the machine's).
  */
 import { resolve } from 'node:path';
-import { serviceEnv, type BenchContext } from './context.ts';
+import { serviceEnv, startCommand, type BenchContext } from './context.ts';
 import { choosePinning, installed, pinProcess } from './cpu.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { startBenchPostgres, type BenchPostgres } from './postgres.ts';
 import { startServer, type ServerProcess } from './processes.ts';
 import { count, describeLoad, fixed, NOISE_CORES, percent, textTable } from './report.ts';
-import { startCommand } from './start-command.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
