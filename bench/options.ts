@@ -26,6 +26,8 @@ export interface BenchOptions {
   cores: number[] | null;
   /** --scale-out: the numbers of PostgreSQL instances to measure (--instances), or null. */
   scaleOut: number[] | null;
+  /** Where latest.json goes: bench/results, or another folder to keep runs side by side. */
+  out: string | null;
   help: boolean;
 }
 
@@ -56,6 +58,7 @@ Options:
                     (default: all in the comparison; ${SCALING_WORKLOADS.join(', ')} otherwise)
   --no-pin          run the servers and the generator on any core (taskset not used)
   --quiet-wait S    wait at most S seconds in all for other processes to quieten (default 180)
+  --out DIR         where to write latest.json (default bench/results)
   --help            this text
 `;
 
@@ -77,6 +80,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       cores: { type: 'string' },
       'scale-out': { type: 'boolean' },
       instances: { type: 'string' },
+      out: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -102,6 +106,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
     cores: values.cores === undefined ? null : counts(values.cores, '--cores', 256),
     scaleOut: values['scale-out'] ? counts(values.instances ?? '1,2', '--instances', 16) : null,
+    out: values.out ?? null,
     help: values.help ?? false,
   };
 }

@@ -25,7 +25,6 @@ import { configurationsFor, formatScaling, runScaling, type ScalingRow } from '.
 import { idBeforeLast, seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
 
-const RESULTS = resolve(import.meta.dirname, 'results');
 const progress = (text: string) => process.stderr.write(`${text}\n`);
 
 let options: BenchOptions;
@@ -116,9 +115,10 @@ async function main(): Promise<void> {
 
   const command = ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ');
   const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling };
-  mkdirSync(RESULTS, { recursive: true });
-  writeFileSync(join(RESULTS, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
-  progress(`\nwrote ${relative(process.cwd(), join(RESULTS, 'latest.json'))}`);
+  const results = options.out ?? resolve(import.meta.dirname, 'results');
+  mkdirSync(results, { recursive: true });
+  writeFileSync(join(results, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
+  progress(`\nwrote ${relative(process.cwd(), join(results, 'latest.json'))}`);
   rmSync(workDir, { recursive: true, force: true });
   process.exitCode = verdict(comparison, scaling) ? 0 : 1;
 }

@@ -5,7 +5,7 @@ import { parseBenchOptions } from '../../bench/options.ts';
 test('with no options the bench runs the comparison of every workload with the default settings, pinned', () => {
   assert.deepEqual(parseBenchOptions([]), {
     pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null,
-    pin: true, quietWaitSeconds: 180, cores: null, scaleOut: null,
+    pin: true, quietWaitSeconds: 180, cores: null, scaleOut: null, out: null,
     help: false,
   });
 });
