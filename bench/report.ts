@@ -40,7 +40,7 @@ export function describeLoad(result: LoadResult): string {
   return (
     `${Math.round(result.rps).toLocaleString('en-US').padStart(7)} req/s, ` +
     `p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms (wrk's ${result.correctedP99Ms.toFixed(2)}), ` +
-    `server CPU ${cpu.server.toFixed(2)}${core(cpu.serverCore)}, PostgreSQL ${cpu.postgres.toFixed(2)}, generator ${cpu.generator.toFixed(2)}${core(cpu.generatorCore)}, ` +
+    `server CPU ${cpu.server.toFixed(2)}${core(cpu.serverCore)}, ${cpu.postgres > 0 ? `PostgreSQL ${cpu.postgres.toFixed(2)}, ` : ''}generator ${cpu.generator.toFixed(2)}${core(cpu.generatorCore)}, ` +
     `kernel ${cpu.kernel.toFixed(2)}, other ${cpu.other.toFixed(2)}` +
     (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '') +
     (isUnusable(result) ? ` UNUSABLE: generator ${(generatorLoad(result) * 100).toFixed(0)} % busy` : '')
