@@ -13,14 +13,12 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { serviceEnv, type BenchContext } from './context.ts';
+import { serviceEnv, startCommand, type BenchContext } from './context.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { firstOk, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
 import {
-  buildChecks, generatorLoad, isUnusable, median, NOISE_CORES, summariseWorkload,
-  type CompareReport, type DiscardedRound, type LoadFacts, type ServerFacts, type WorkloadReport,
+  buildChecks, describeLoad, median, NOISE_CORES, summariseWorkload, type CompareReport, type DiscardedRound, type LoadFacts, type ServerFacts, type WorkloadReport,
 } from './report.ts';
-import { startCommand } from './start-command.ts';
 import type { Workload } from './workloads.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -42,7 +40,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
 
   let serviceResponses = 0;
   const measure = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
-    const setup = { wrk: context.wrk, pinning: load.pinning, seconds, connections: options.connections, authorization };
+    const setup = { pinning: load.pinning, seconds, connections: options.connections, authorization };
     const result = await runLoad({ urls: [server.url], pids: [server.pid] }, workload, setup);
     if (server === service) serviceResponses += result.requests + result.non2xx;
     if (server === service && workload.settle) await workload.settle(server.url, authorization);
@@ -61,7 +59,6 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
   context.children.length = 0;
   const log = service.stdout();
   const facts = (start: RepeatedStart, peakRssBytes: number, exitCode: number | null): ServerFacts => ({
-    listeningMs: median(start.listeningMs),
     startToFirstOkMs: median(start.startToFirstOkMs),
     starts: start.startToFirstOkMs,
     peakRssBytes,
@@ -70,7 +67,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
   const withoutChecks: Omit<CompareReport, 'checks'> = {
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
-    options: { seconds: options.seconds, warmup: options.warmup, rounds: options.rounds, connections: options.connections, metrics: options.metrics },
+    options: { seconds: options.seconds, warmup: options.warmup, rounds: options.rounds, connections: options.connections },
     load,
     servers: { service: facts(starts.service, servicePeak, serviceExit), baseline: facts(starts.baseline, baselinePeak, baselineExit) },
     accessLog: { lines: log.lines, bytes: log.bytes, requestsSent: serviceResponses },
@@ -135,26 +132,12 @@ async function measureWorkload(
         progress(`${workload.name} round ${round} ${server.name}: other processes took ${result.cpu.other.toFixed(2)} cores; measuring again`);
       }
       rounds[server === service ? 'service' : 'baseline'].push(result);
-      progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeRound(result)}`);
+      progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeLoad(result)}`);
     }
   }
   const report = summariseWorkload(workload, rounds.service, rounds.baseline, discarded);
   report.problems.push(...warmupProblems);
   return report;
-}
-
-/** One round's figures on one line, for the progress output. */
-function describeRound(result: LoadResult): string {
-  const { cpu } = result;
-  const core = (share: number | null) => (share === null ? '' : ` (core ${(share * 100).toFixed(0)} %)`);
-  return (
-    `${Math.round(result.rps).toLocaleString('en-US').padStart(7)} req/s, ` +
-    `p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms (wrk's ${result.correctedP99Ms.toFixed(2)}), ` +
-    `server CPU ${cpu.server.toFixed(2)}${core(cpu.serverCore)}, generator ${cpu.generator.toFixed(2)}${core(cpu.generatorCore)}, ` +
-    `kernel ${cpu.kernel.toFixed(2)}, other ${cpu.other.toFixed(2)}` +
-    (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '') +
-    (isUnusable(result) ? ` UNUSABLE: generator ${(generatorLoad(result) * 100).toFixed(0)} % busy` : '')
-  );
 }
 
 interface RepeatedStart {
@@ -163,7 +146,6 @@ interface RepeatedStart {
   /** Its answer to the first 200. */
   answer: HttpAnswer;
   startToFirstOkMs: number[];
-  listeningMs: number[];
 }
 
 /**
@@ -180,17 +162,15 @@ async function startRepeatedly(
   load: LoadFacts,
 ): Promise<RepeatedStart> {
   const startToFirstOkMs: number[] = [];
-  const listeningMs: number[] = [];
   for (let start = 1; ; start++) {
     const kept = start === STARTS;
     const server = await startServer({ name, args: args(), env, timeoutMs: 10_000, cpus: load.pinning?.server ?? null });
     context.children.push(server);
     const first = await firstOk(server, FIRST_PATH, headers, 10_000);
     startToFirstOkMs.push(first.startToFirstOkMs);
-    listeningMs.push(server.listeningMs);
     if (kept) {
       context.progress(`${name} at ${server.url}: first 200 after ${startToFirstOkMs.map((ms) => ms.toFixed(0)).join(', ')} ms`);
-      return { server, answer: first.answer, startToFirstOkMs, listeningMs };
+      return { server, answer: first.answer, startToFirstOkMs };
     }
     const code = await server.stop();
     context.children.splice(context.children.indexOf(server), 1);

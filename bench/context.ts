@@ -1,15 +1,22 @@
 /**
- * What every part of one `npm run bench` shares: its options, wrk, its temporary folder, the
- * seeded SQLite file, the servers it started (so that an interrupted run kills them), and the
- * service's environment as the bench starts it.
+ * What every part of one `npm run bench` shares: its options, its temporary folder, the seeded
+ * SQLite file, the servers it started (so that an interrupted run kills them), and the service's
+ * command line and environment as the bench starts it.
+ *
+ * The command line is `npm start`'s, read from package.json, so that the bench measures exactly
+ * that: the entry (src/start.js, with its compile cache) and the node options set for the service
+ * (--max-semi-space-size, see docs/decisions/0007-semi-space-cap.md). Only the simple form is
+ * accepted, `[exec] node [options] script`, without other shell syntax (`exec` makes the shell npm
+ * runs the script in become node, so that npm's SIGTERM reaches the server): a start script that
+ * the bench cannot copy exactly stops it rather than measuring something else.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { BenchOptions } from './options.ts';
 import type { ServerProcess } from './processes.ts';
 
 export interface BenchContext {
   options: BenchOptions;
-  /** wrk's path. */
-  wrk: string;
   /** The CPUs this process may use, read once at the start (pinning it narrows them later). */
   cpus: number[];
   /** Removed at the end of the run. */
@@ -39,7 +46,25 @@ export function serviceEnv(context: BenchContext, connections: number, extra: Re
     PORT: '0',
     LOG_LEVEL: 'info',
     MAX_CONNECTIONS_PER_ADDRESS: String(Math.min(1024, Math.max(64, connections + 8))),
-    ...(context.options.metrics ? { METRICS_PORT: '0' } : {}),
     ...extra,
   };
+}
+
+/** The node options and the script of a `node [options] script` command, the script relative. */
+export function parseStartScript(script: string): { nodeOptions: string[]; entry: string } {
+  const words = script.trim().replace(/^exec\s+/, '').split(/\s+/);
+  const entry = words.at(-1);
+  if (words[0] !== 'node' || words.length < 2 || entry === undefined || entry.startsWith('-') || /["'$`&|;<>\\]/.test(script)) {
+    throw new Error(`the start script is not of the form "[exec] node [options] script": ${script}`);
+  }
+  const nodeOptions = words.slice(1, -1);
+  if (nodeOptions.some((option) => !option.startsWith('--'))) throw new Error(`the start script has arguments other than node options: ${script}`);
+  return { nodeOptions, entry };
+}
+
+/** `npm start`'s node options and its entry as an absolute path, from ROOT/package.json. */
+export function startCommand(root: string): { nodeOptions: string[]; entry: string } {
+  const scripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const { nodeOptions, entry } = parseStartScript(scripts.start ?? '');
+  return { nodeOptions, entry: join(root, entry) };
 }

@@ -4,19 +4,16 @@
  * the load generator others, so that the generator's cores show whether it was the limit.
  */
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, readFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { readFileSync } from 'node:fs';
 
 /** One `cpu` or `cpuN` line of /proc/stat, in clock ticks since boot. */
 export interface CpuTimes {
-  user: number;
-  nice: number;
-  system: number;
-  idle: number;
-  iowait: number;
-  irq: number;
-  softirq: number;
-  steal: number;
+  /** Ticks in which the core ran something: a process, the kernel, or (steal) another virtual machine. */
+  busy: number;
+  /** Busy, idle, or idle waiting for I/O. */
+  total: number;
+  /** Of the busy ticks, interrupts and softirqs (loopback networking). */
+  irqs: number;
 }
 
 /** The lines of /proc/stat that describe CPU time, by name: `cpu` (all cores), `cpu0`, `cpu1`, ... */
@@ -25,23 +22,13 @@ export function parseProcStat(text: string): Map<string, CpuTimes> {
   for (const line of text.split('\n')) {
     if (!/^cpu[0-9]* /.test(line)) continue;
     // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user).
-    const [name, user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/);
-    const ticks = [user, nice, system, idle, iowait, irq, softirq, steal].map(Number);
-    if (ticks.some((value) => !Number.isFinite(value))) throw new Error(`unreadable /proc/stat line: ${line}`);
-    const [u, n, s, i, w, q, sq, st] = ticks as [number, number, number, number, number, number, number, number];
-    lines.set(name!, { user: u, nice: n, system: s, idle: i, iowait: w, irq: q, softirq: sq, steal: st });
+    const [name, ...fields] = line.trim().split(/\s+/);
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = fields.slice(0, 8).map(Number) as number[];
+    if (![user, nice, system, idle, iowait, irq, softirq, steal].every(Number.isFinite)) throw new Error(`unreadable /proc/stat line: ${line}`);
+    const busy = user! + nice! + system! + irq! + softirq! + steal!;
+    lines.set(name!, { busy, total: busy + idle! + iowait!, irqs: irq! + softirq! });
   }
   return lines;
-}
-
-/** Ticks in which the core ran something: a process, the kernel, or (steal) another virtual machine. */
-export function busyTicks(times: CpuTimes): number {
-  return times.user + times.nice + times.system + times.irq + times.softirq + times.steal;
-}
-
-/** All ticks of the core: busy, idle, or idle waiting for I/O. */
-export function totalTicks(times: CpuTimes): number {
-  return busyTicks(times) + times.idle + times.iowait;
 }
 
 export function readProcStat(): Map<string, CpuTimes> {
@@ -56,8 +43,8 @@ export function busyShare(before: Map<string, CpuTimes>, after: Map<string, CpuT
   const start = before.get(`cpu${core}`);
   const end = after.get(`cpu${core}`);
   if (start === undefined || end === undefined) return Number.NaN;
-  const total = totalTicks(end) - totalTicks(start);
-  return total > 0 ? (busyTicks(end) - busyTicks(start)) / total : Number.NaN;
+  const total = end.total - start.total;
+  return total > 0 ? (end.busy - start.busy) / total : Number.NaN;
 }
 
 /** The busy share of the busiest of `cores` between two samples (see busyShare). */
@@ -125,17 +112,7 @@ export function pinProcess(pid: number, cpus: readonly number[]): void {
   if (result.status !== 0) throw new Error(`taskset could not pin process ${pid} to CPU ${cpus.join(',')}: ${result.stderr || result.error?.message}`);
 }
 
-/** The path of executable `name` on `path` (PATH's format), or null. */
-export function findExecutable(name: string, path = process.env.PATH ?? ''): string | null {
-  for (const dir of path.split(delimiter)) {
-    if (dir === '') continue;
-    const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // Not here.
-    }
-  }
-  return null;
+/** Whether `command --version` runs: the command is installed and on the PATH. */
+export function installed(command: string): boolean {
+  return spawnSync(command, ['--version'], { stdio: 'ignore' }).error === undefined;
 }

@@ -19,7 +19,6 @@ export interface LoadTarget {
 }
 
 export interface LoadSetup {
-  wrk: string;
   /** The cores of the servers and of the generator, or null when not pinned. */
   pinning: Pinning | null;
   seconds: number;
@@ -97,9 +96,8 @@ export async function runLoad(target: LoadTarget, workload: Workload, setup: Loa
   const sampler = setInterval(sampleRss, 100);
   const start = sample(target);
   const runs = await Promise.all(target.urls.map((url) => runWrk(
-    setup.wrk,
     // One wrk thread per core of its own.
-    { url, script: workload.wrk.script, args: workload.wrk.args, threads: setup.pinning?.generator.length ?? 1, seconds: setup.seconds, connections: setup.connections, timeoutSeconds: 10 },
+    { url, script: workload.wrk.script, args: workload.wrk.args, threads: setup.pinning?.generator.length ?? 1, seconds: setup.seconds, connections: setup.connections },
     setup.pinning?.generator ?? null,
     setup.authorization,
   ))).finally(() => clearInterval(sampler));

@@ -18,8 +18,6 @@ export interface BenchOptions {
   connections: number;
   /** Workloads to run, in the standard order; null for the default ones. */
   only: WorkloadName[] | null;
-  /** Start the service with METRICS_PORT, so that every request is counted. */
-  metrics: boolean;
   /** false with --no-pin: no core of its own for the server nor for the generator. */
   pin: boolean;
   /** How long, in all, the comparison may wait for other processes to quieten before its rounds. */
@@ -28,8 +26,8 @@ export interface BenchOptions {
   cores: number[] | null;
   /** --scale-out: the numbers of PostgreSQL instances to measure (--instances), or null. */
   scaleOut: number[] | null;
-  /** Where latest.json goes. */
-  out: string;
+  /** Where latest.json goes: bench/results, or another folder to keep runs side by side. */
+  out: string | null;
   help: boolean;
 }
 
@@ -58,7 +56,6 @@ Options:
   --connections C   connections per server instance, or per worker (default 50)
   --only A,B        only these workloads: ${WORKLOAD_NAMES.join(', ')}
                     (default: all in the comparison; ${SCALING_WORKLOADS.join(', ')} otherwise)
-  --metrics         run the service with METRICS_PORT set, so that metrics count every request
   --no-pin          run the servers and the generator on any core (taskset not used)
   --quiet-wait S    wait at most S seconds in all for other processes to quieten (default 180)
   --out DIR         where to write latest.json (default bench/results)
@@ -66,7 +63,7 @@ Options:
 `;
 
 /** Parses `argv` (without node and the script); throws an Error with a one-line message. */
-export function parseBenchOptions(argv: string[], defaultOut: string): BenchOptions {
+export function parseBenchOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({
     args: argv,
     strict: true,
@@ -78,7 +75,6 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
       rounds: { type: 'string' },
       connections: { type: 'string' },
       only: { type: 'string' },
-      metrics: { type: 'boolean' },
       'no-pin': { type: 'boolean' },
       'quiet-wait': { type: 'string' },
       cores: { type: 'string' },
@@ -106,12 +102,11 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     rounds: integer(values.rounds, '--rounds', 3, 1, 100),
     connections: integer(values.connections, '--connections', 50, 1, 1000),
     only,
-    metrics: values.metrics ?? false,
     pin: !(values['no-pin'] ?? false),
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
     cores: values.cores === undefined ? null : counts(values.cores, '--cores', 256),
     scaleOut: values['scale-out'] ? counts(values.instances ?? '1,2', '--instances', 16) : null,
-    out: values.out ?? defaultOut,
+    out: values.out ?? null,
     help: values.help ?? false,
   };
 }
@@ -122,7 +117,8 @@ function counts(raw: string, name: string, max: number): number[] {
   return [...new Set(list)].sort((a, b) => a - b);
 }
 
-function integer(raw: string | undefined, name: string, fallback: number, min: number, max: number): number {
+/** An integer option from `min` to `max`, `fallback` when not given; throws an Error naming the option. */
+export function integer(raw: string | undefined, name: string, fallback: number, min: number, max: number): number {
   if (raw === undefined) return fallback;
   // Digits only, with optional _ separators as in 1_000_000.
   const value = /^[0-9][0-9_]*$/.test(raw) ? Number(raw.replaceAll('_', '')) : Number.NaN;

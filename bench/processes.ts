@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { busyTicks, onCpus, readProcStat, type CpuTimes } from './cpu.ts';
+import { onCpus, readProcStat, type CpuTimes } from './cpu.ts';
 
 /** Linux reports CPU times in clock ticks of 1/100 s (USER_HZ is 100 on every mainstream arch). */
 export const TICKS_PER_SECOND = 100;
@@ -30,8 +30,6 @@ export interface ServerProcess {
   url: string;
   /** performance.now() just before the spawn. */
   spawnedAt: number;
-  /** From the spawn to the listening line. */
-  listeningMs: number;
   /** Bytes and lines the child has written to stdout so far (the access log, for the service). */
   stdout(): { bytes: number; lines: number };
   /** The last few KiB of its stderr, for error messages. */
@@ -97,7 +95,6 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
         pid: child.pid!,
         url,
         spawnedAt,
-        listeningMs: performance.now() - spawnedAt,
         stdout: () => ({ bytes, lines }),
         stderrTail: () => stderr,
         exited: () => exit,
@@ -115,12 +112,12 @@ export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOp
   });
 }
 
-/** The `url` of the first complete `{"event":"listening",...}` (or `name`) JSON line in `text`, if any. */
-export function findListeningUrl(text: string, name = 'listening'): string | null {
+/** The `url` of the first complete `{"event":"listening",...}` JSON line in `text`, if any. */
+export function findListeningUrl(text: string): string | null {
   for (const line of text.split('\n').slice(0, -1)) {
     try {
       const event = JSON.parse(line) as { event?: unknown; url?: unknown };
-      if (event.event === name && typeof event.url === 'string') return event.url;
+      if (event.event === 'listening' && typeof event.url === 'string') return event.url;
     } catch {
       // Not JSON: some other output before the listening line.
     }
@@ -186,12 +183,9 @@ export function readMemory(pid: number): { rss: number; peak: number } | null {
   return { rss: kib('VmRSS'), peak: kib('VmHWM') };
 }
 
-/**
- * CPU time (user + system) the process has used, all its threads, or its thread `tid` alone, in
- * clock ticks; NaN once it is gone.
- */
-export function readCpuTicks(pid: number, tid?: number): number {
-  const fields = readStatFields(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`);
+/** CPU time (user + system) the process has used, all its threads, in clock ticks; NaN once it is gone. */
+export function readCpuTicks(pid: number): number {
+  const fields = readStatFields(`/proc/${pid}/stat`);
   return fields === null ? Number.NaN : Number(fields[11]) + Number(fields[12]);
 }
 
@@ -228,7 +222,7 @@ export function readMachineTicks(): MachineTicks {
     // Kernel threads are kthreadd (pid 2) and its children; null: gone meanwhile.
     if (fields !== null && (entry === '2' || fields[1] === '2')) kernelThreads += Number(fields[11]) + Number(fields[12]);
   }
-  return { busy: busyTicks(all), kernel: all.irq + all.softirq + kernelThreads, stat };
+  return { busy: all.busy, kernel: all.irqs + kernelThreads, stat };
 }
 
 /**

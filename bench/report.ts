@@ -33,6 +33,20 @@ export function isUnusable(round: LoadResult): boolean {
   return generatorLoad(round) > GENERATOR_BUSY_LIMIT;
 }
 
+/** One load's figures on one line, for the progress output. */
+export function describeLoad(result: LoadResult): string {
+  const { cpu } = result;
+  const core = (share: number | null) => (share === null ? '' : ` (core ${(share * 100).toFixed(0)} %)`);
+  return (
+    `${Math.round(result.rps).toLocaleString('en-US').padStart(7)} req/s, ` +
+    `p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms (wrk's ${result.correctedP99Ms.toFixed(2)}), ` +
+    `server CPU ${cpu.server.toFixed(2)}${core(cpu.serverCore)}, ${cpu.postgres > 0 ? `PostgreSQL ${cpu.postgres.toFixed(2)}, ` : ''}generator ${cpu.generator.toFixed(2)}${core(cpu.generatorCore)}, ` +
+    `kernel ${cpu.kernel.toFixed(2)}, other ${cpu.other.toFixed(2)}` +
+    (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '') +
+    (isUnusable(result) ? ` UNUSABLE: generator ${(generatorLoad(result) * 100).toFixed(0)} % busy` : '')
+  );
+}
+
 /**
  * A measured round during which other processes (or the hypervisor) took more than this many
  * cores is discarded and measured again (bench/run.ts), and marked noisy if it still is: on 2
@@ -141,8 +155,6 @@ export function summariseWorkload(
 }
 
 export interface ServerFacts {
-  /** From the spawn to the listening line (median). */
-  listeningMs: number;
   /** From the spawn to the first 200 of `GET /v1/pets?limit=20` with the bench key: median of `starts`. */
   startToFirstOkMs: number;
   /** Each start's time to first 200, in order; the last start is the one that was loaded. */
@@ -173,7 +185,7 @@ export interface LoadFacts {
 export interface CompareReport {
   startedAt: string;
   finishedAt: string;
-  options: { seconds: number; warmup: number; rounds: number; connections: number; metrics: boolean };
+  options: { seconds: number; warmup: number; rounds: number; connections: number };
   load: LoadFacts;
   servers: { service: ServerFacts; baseline: ServerFacts };
   /** What the service wrote on stdout: the access log, one line per request. */
@@ -275,7 +287,6 @@ function facts(report: CompareReport): string[] {
   const threads = Math.max(1, generatorCpus.length);
   lines.push(
     `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
-    `Metrics: ${options.metrics ? 'on (METRICS_PORT set, every request counted)' : 'off (no METRICS_PORT)'}`,
     `Load: ${load.version}, ${threads} thread${threads === 1 ? '' : 's'}, ` +
       `${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ${load.pinningNote}`,
     `Generator load (${load.pinning === null ? 'CPU of the generator process' : `busy share of CPU ${generatorCpus.join(',')}${threads > 1 ? ', the busiest' : ''}, which also runs the bench process that reads the service's log`}): ` +
@@ -290,7 +301,7 @@ function facts(report: CompareReport): string[] {
 
 function startup(server: ServerFacts): string {
   const range = `${Math.min(...server.starts).toFixed(0)}-${Math.max(...server.starts).toFixed(0)}`;
-  return `${server.startToFirstOkMs.toFixed(0)} ms (${range}, the first ${server.starts[0]!.toFixed(0)} ms; listening after ${server.listeningMs.toFixed(0)} ms)`;
+  return `${server.startToFirstOkMs.toFixed(0)} ms (${range}, the first ${server.starts[0]!.toFixed(0)} ms)`;
 }
 
 /** Columns padded to their widest cell, right-aligned where `right` says. */

@@ -17,7 +17,7 @@ import { join, relative, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { runCompare } from './compare.ts';
 import type { BenchContext } from './context.ts';
-import { allowedCpus, choosePinning, findExecutable, pinProcess } from './cpu.ts';
+import { allowedCpus, choosePinning, installed, pinProcess } from './cpu.ts';
 import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
 import { quietWaiter } from './measure.ts';
 import { formatText, NOISE_CORES, type CompareReport, type LoadFacts } from './report.ts';
@@ -25,12 +25,11 @@ import { configurationsFor, formatScaling, runScaling, type ScalingRow } from '.
 import { idBeforeLast, seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
 
-const ROOT = resolve(import.meta.dirname, '..');
 const progress = (text: string) => process.stderr.write(`${text}\n`);
 
 let options: BenchOptions;
 try {
-  options = parseBenchOptions(process.argv.slice(2), join(ROOT, 'bench', 'results'));
+  options = parseBenchOptions(process.argv.slice(2));
 } catch (error) {
   process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
   process.exit(2);
@@ -39,10 +38,8 @@ if (options.help) {
   process.stdout.write(USAGE);
   process.exit(0);
 }
-const wrk = findExecutable('wrk') ?? noWrk();
-
-/** A slower generator would measure itself rather than the service: no fallback, a way to install wrk. */
-function noWrk(): never {
+// A slower generator would measure itself rather than the service: no fallback, a way to install wrk.
+if (!installed('wrk')) {
   process.stderr.write('npm run bench needs wrk, the load generator: sudo apt-get install wrk\n');
   process.exit(1);
 }
@@ -51,7 +48,7 @@ const configurations = configurationsFor(options);
 const compare = configurations.length === 0;
 const workloadNames = options.only ?? (compare ? WORKLOAD_NAMES : SCALING_WORKLOADS);
 const workDir = mkdtempSync(join(tmpdir(), 'pets-bench-'));
-const context: BenchContext = { options, wrk, cpus: allowedCpus(), workDir, database: { path: join(workDir, 'pets.db'), key: '', seedMs: 0, deepSoldAfterId: 0 }, children: [], progress,
+const context: BenchContext = { options, cpus: allowedCpus(), workDir, database: { path: join(workDir, 'pets.db'), key: '', seedMs: 0, deepSoldAfterId: 0 }, children: [], progress,
   quiet: quietWaiter(options.quietWaitSeconds, NOISE_CORES) };
 
 /** Ends the run at once: servers killed, temporary files removed. */
@@ -95,14 +92,13 @@ async function main(): Promise<void> {
   context.database = { path: context.database.path, key: seeded.key, seedMs: seeded.seedMs, deepSoldAfterId: idBeforeLast(readDb, 40, 'sold') };
   readDb.close();
   const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId: context.database.deepSoldAfterId }, workloadNames);
-  mkdirSync(options.out, { recursive: true });
 
   let comparison: CompareReport | null = null;
   let scaling: ScalingRow[] = [];
   let text: string;
   if (compare) {
-    const { pinning, note } = choosePinning(context.cpus, 1, { pin: options.pin, tasksetFound: findExecutable('taskset') !== null });
-    const load: LoadFacts = { version: wrkVersion(wrk), pinning, pinningNote: note };
+    const { pinning, note } = choosePinning(context.cpus, 1, { pin: options.pin, tasksetFound: installed('taskset') });
+    const load: LoadFacts = { version: wrkVersion(), pinning, pinningNote: note };
     progress(`load generator: ${load.version}; ${note}`);
     // This process reads the service's log and samples /proc during the loads: on the generator's core.
     if (pinning !== null) pinProcess(process.pid, pinning.generator);
@@ -119,8 +115,10 @@ async function main(): Promise<void> {
 
   const command = ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ');
   const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling };
-  writeFileSync(join(options.out, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
-  progress(`\nwrote ${relative(process.cwd(), join(options.out, 'latest.json'))}`);
+  const results = options.out ?? resolve(import.meta.dirname, 'results');
+  mkdirSync(results, { recursive: true });
+  writeFileSync(join(results, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
+  progress(`\nwrote ${relative(process.cwd(), join(results, 'latest.json'))}`);
   rmSync(workDir, { recursive: true, force: true });
   process.exitCode = verdict(comparison, scaling) ? 0 : 1;
 }
@@ -139,7 +137,7 @@ function verdict(comparison: CompareReport | null, scaling: ScalingRow[]): boole
 }
 
 /** `wrk debian/4.1.0-3+b2` from `wrk --version` (which prints its usage too and exits 1). */
-function wrkVersion(path: string): string {
-  const output = spawnSync(path, ['--version'], { encoding: 'utf8' }).stdout ?? '';
+function wrkVersion(): string {
+  const output = spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout ?? '';
   return /^wrk \S+/.exec(output)?.[0] ?? 'wrk (version unknown)';
 }

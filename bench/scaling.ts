@@ -6,13 +6,12 @@
  * the CPU of every process (the servers', PostgreSQL's, wrk's, and the rest of the machine's).
  */
 import { resolve } from 'node:path';
-import { serviceEnv, type BenchContext } from './context.ts';
-import { choosePinning, findExecutable, pinProcess } from './cpu.ts';
+import { serviceEnv, startCommand, type BenchContext } from './context.ts';
+import { choosePinning, installed, pinProcess } from './cpu.ts';
 import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
 import { startBenchPostgres, type BenchPostgres } from './postgres.ts';
 import { startServer, type ServerProcess } from './processes.ts';
-import { count, fixed, NOISE_CORES, percent, textTable } from './report.ts';
-import { startCommand } from './start-command.ts';
+import { count, describeLoad, fixed, NOISE_CORES, percent, textTable } from './report.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -70,7 +69,7 @@ export async function runScaling(context: BenchContext, workloads: Workload[], c
 async function runConfiguration(context: BenchContext, workloads: Workload[], configuration: Configuration, postgres: BenchPostgres | null): Promise<ScalingRow[]> {
   const { options, progress } = context;
   const cores = configuration.instances * configuration.workers;
-  const { pinning, note, shared } = choosePinning(context.cpus, cores, { pin: options.pin, tasksetFound: findExecutable('taskset') !== null });
+  const { pinning, note, shared } = choosePinning(context.cpus, cores, { pin: options.pin, tasksetFound: installed('taskset') });
   progress(`${describe(configuration)}: ${note}${postgres !== null && pinning !== null ? '; PostgreSQL with the generator' : ''}`);
   // This process reads the servers' logs and samples /proc during the loads: with wrk, and so is PostgreSQL.
   if (pinning !== null) pinProcess(process.pid, pinning.generator);
@@ -80,7 +79,7 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
   const authorization = `Bearer ${configuration.engine === 'sqlite' ? context.database.key : postgres!.key}`;
   await checkWorkloads(servers[0]!.url, workloads, authorization);
   const target = { urls: servers.map((server) => server.url), pids: servers.map((server) => server.pid), ...(postgres === null ? {} : { extraTicks: postgres.ticks }) };
-  const setup = (seconds: number) => ({ wrk: context.wrk, pinning, seconds, connections, authorization });
+  const setup = (seconds: number) => ({ pinning, seconds, connections, authorization });
 
   const measure = async (workload: Workload): Promise<ScalingRow> => {
     await context.quiet(target.pids);
@@ -97,7 +96,7 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
       if (next.result.cpu.other < row.result.cpu.other) row = next;
     }
     rows.push(row);
-    progress(`  ${workload.name}: ${describeRow(row)}`);
+    progress(`  ${workload.name}: ${describeLoad(row.result)}`);
   }
   await stopServers(context, servers);
   return rows;
@@ -124,12 +123,6 @@ async function stopServers(context: BenchContext, servers: ServerProcess[]): Pro
     if (code !== 0) context.progress(`  the service exited with code ${code}: ${server.stderrTail()}`);
     context.children.splice(context.children.indexOf(server), 1);
   }
-}
-
-function describeRow({ result }: ScalingRow): string {
-  const { cpu } = result;
-  return `${count(result.rps)} req/s, p99 ${fixed(result.latencyMs.p99)} ms, server ${fixed(cpu.server)} cores, PostgreSQL ${fixed(cpu.postgres)}, ` +
-    `wrk ${fixed(cpu.generator)}, other ${fixed(cpu.other)}` + (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '');
 }
 
 /**

@@ -38,28 +38,19 @@ import { startWriterThread } from '../src/storage/sqlite/writer-host.ts';
 import { createWriterClient } from '../src/storage/sqlite/writer-client.ts';
 import { systemClock } from '../src/clock.ts';
 import { LIMITER_SAVE_INTERVAL_MS } from '../src/service/chores.ts';
-import { findExecutable } from './cpu.ts';
+import { installed } from './cpu.ts';
+import { integer } from './options.ts';
 import { runWrk } from './wrk.ts';
 
-const { values } = parseArgs({
-  options: {
-    seconds: { type: 'string', default: '120' },
-    rate: { type: 'string', default: '400' },
-    concurrency: { type: 'string', default: '32' },
-    verbose: { type: 'boolean', default: false },
-  },
-});
-const seconds = positiveInteger('seconds', values.seconds);
-const rate = positiveInteger('rate', values.rate);
-const concurrency = positiveInteger('concurrency', values.concurrency);
-
-function positiveInteger(name: string, text: string): number {
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) {
-    process.stderr.write(`--${name} must be a positive integer, got ${JSON.stringify(text)}\n`);
-    process.exit(2);
-  }
-  return value;
+const { values } = parseArgs({ options: { seconds: { type: 'string' }, rate: { type: 'string' }, concurrency: { type: 'string' }, verbose: { type: 'boolean', default: false } } });
+let seconds: number, rate: number, concurrency: number;
+try {
+  seconds = integer(values.seconds, '--seconds', 120, 1, 86_400);
+  rate = integer(values.rate, '--rate', 400, 1, 1_000_000);
+  concurrency = integer(values.concurrency, '--concurrency', 32, 1, 1000);
+} catch (error) {
+  process.stderr.write(`${(error as Error).message}\n`);
+  process.exit(2);
 }
 
 const directory = mkdtempSync(join(tmpdir(), 'pets-soak-'));
@@ -102,8 +93,6 @@ interface Sample {
   heapTotalMiB: number;
   /** V8's young generation, the part of heapTotal that V8 resizes most under load. */
   newSpaceMiB: number;
-  /** Memory outside the JavaScript heap that V8 knows of: Buffers, SQLite is not included. */
-  externalMiB: number;
   p99DelayMs: number;
   requests: number;
   /** The heap after a forced full collection: what is really still referenced (every 10 s). */
@@ -132,7 +121,6 @@ const sampler = setInterval(() => {
     heapMiB: memory.heapUsed / 2 ** 20,
     heapTotalMiB: memory.heapTotal / 2 ** 20,
     newSpaceMiB: (getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0) / 2 ** 20,
-    externalMiB: memory.external / 2 ** 20,
     p99DelayMs: delayMs(perSecond.percentile(99)),
     requests: requestsSoFar,
   };
@@ -143,19 +131,17 @@ const sampler = setInterval(() => {
   perSecond.reset();
   samples.push(sample);
   if (values.verbose) {
-    process.stdout.write(`${String(sample.second).padStart(4)} s  rss ${sample.rssMiB.toFixed(1)} MiB  heap ${sample.heapMiB.toFixed(1)}/${sample.heapTotalMiB.toFixed(1)} MiB (new ${sample.newSpaceMiB.toFixed(1)})  external ${sample.externalMiB.toFixed(1)} MiB  loop p99 ${sample.p99DelayMs.toFixed(2)} ms  requests ${sample.requests}\n`);
+    process.stdout.write(`${String(sample.second).padStart(4)} s  rss ${sample.rssMiB.toFixed(1)} MiB  heap ${sample.heapMiB.toFixed(1)}/${sample.heapTotalMiB.toFixed(1)} MiB (new ${sample.newSpaceMiB.toFixed(1)})  loop p99 ${sample.p99DelayMs.toFixed(2)} ms  requests ${sample.requests}\n`);
   }
 }, 1_000);
 
 process.stdout.write(`soak: ${seconds} s, about ${rate} requests/s over ${concurrency} connections, server ${url}, database ${databasePath}\n`);
-const wrk = findExecutable('wrk');
-if (wrk === null) {
+if (!installed('wrk')) {
   process.stderr.write('npm run soak needs wrk, the load generator: sudo apt-get install wrk\n');
   process.exit(1);
 }
 const report = await runWrk(
-  wrk,
-  { url, script: 'soak.lua', args: [String(rate), String(concurrency)], threads: 1, seconds, connections: concurrency, timeoutSeconds: 10 },
+  { url, script: 'soak.lua', args: [String(rate), String(concurrency)], threads: 1, seconds, connections: concurrency },
   null,
   `Bearer ${roomy.key}`,
   { SOAK_FREE_AUTHORIZATION: `Bearer ${free.key}` },
@@ -175,28 +161,25 @@ writerClient.close();
 await writer.close();
 rmSync(directory, { recursive: true, force: true });
 
-// The first and last minute (or half, for a short run), leaving out the first sample.
+// The first and last minute (or half, for a short run), leaving out the first sample: their
+// means, and the change from one to the other.
 const window = Math.max(1, Math.min(60, Math.floor(samples.length / 2)));
-const mean = (list: Sample[], pick: (sample: Sample) => number) => list.reduce((sum, sample) => sum + pick(sample), 0) / list.length;
-const first = samples.slice(1, window + 1);
-const last = samples.slice(-window);
-const firstRss = mean(first, (sample) => sample.rssMiB);
-const lastRss = mean(last, (sample) => sample.rssMiB);
-const change = (lastRss - firstRss) / firstRss;
-const flat = Math.abs(change) <= 0.1;
-const firstHeap = mean(first, (sample) => sample.heapMiB);
-const lastHeap = mean(last, (sample) => sample.heapMiB);
-const heapChange = (lastHeap - firstHeap) / firstHeap;
-const heapFlat = heapChange <= 0.1;
-const liveFirst = first.filter((sample) => sample.liveMiB !== undefined);
-const liveLast = last.filter((sample) => sample.liveMiB !== undefined);
-const firstLive = mean(liveFirst, (sample) => sample.liveMiB!);
-const lastLive = mean(liveLast, (sample) => sample.liveMiB!);
-const liveChange = (lastLive - firstLive) / firstLive;
-const liveFlat = liveChange <= 0.1;
-const p99 = delayMs(wholeRun.percentile(99));
+function trend(pick: (sample: Sample) => number | undefined): { first: number; last: number; change: string; flat: boolean } {
+  const mean = (list: Sample[]) => {
+    const values = list.map(pick).filter((value) => value !== undefined);
+    return values.reduce((sum, value) => sum + value, 0) / values.length;
+  };
+  const [first, last] = [mean(samples.slice(1, window + 1)), mean(samples.slice(-window))];
+  const change = (last - first) / first;
+  return { first, last, change: `${change >= 0 ? '+' : ''}${(change * 100).toFixed(1)} %`, flat: change <= 0.1 };
+}
+const rss = trend((sample) => sample.rssMiB);
+const heap = trend((sample) => sample.heapMiB);
+const live = trend((sample) => sample.liveMiB);
+const rssFlat = Math.abs(rss.last - rss.first) <= 0.1 * rss.first;
 const servedErrors = report.statuses['500'] ?? 0;
 const answered = Object.values(report.statuses).reduce((sum, n) => sum + n, 0);
+const ms = (nanoseconds: number, digits: number) => delayMs(nanoseconds).toFixed(digits);
 
 const lines = [
   '',
@@ -204,13 +187,13 @@ const lines = [
   `statuses        ${Object.entries(report.statuses).sort().map(([status, count]) => `${status}: ${count}`).join(', ')}`,
   `codes           ${Object.entries(report.codes).sort().map(([code, count]) => `${code}: ${count}`).join(', ')}`,
   `transport       ${report.errors} connection errors (expected only for refused bodies and malformed requests), ${report.timeouts} timeouts`,
-  `rss             first ${window} s mean ${firstRss.toFixed(1)} MiB, last ${window} s mean ${lastRss.toFixed(1)} MiB (${change >= 0 ? '+' : ''}${(change * 100).toFixed(1)} %), max ${Math.max(...samples.map((sample) => sample.rssMiB)).toFixed(1)} MiB`,
-  `heap used       first ${window} s mean ${firstHeap.toFixed(1)} MiB, last ${window} s mean ${lastHeap.toFixed(1)} MiB (${heapChange >= 0 ? '+' : ''}${(heapChange * 100).toFixed(1)} %); reserved at the end ${samples.at(-1)!.heapTotalMiB.toFixed(1)} MiB, young generation ${samples.at(-1)!.newSpaceMiB.toFixed(0)} MiB`,
-  `live heap       after a full collection every 10 s: first ${window} s mean ${firstLive.toFixed(1)} MiB, last ${window} s mean ${lastLive.toFixed(1)} MiB (${liveChange >= 0 ? '+' : ''}${(liveChange * 100).toFixed(1)} %)`,
-  `event loop      delay p50 ${delayMs(wholeRun.percentile(50)).toFixed(2)} ms, p99 ${p99.toFixed(2)} ms, max ${delayMs(wholeRun.max).toFixed(1)} ms (sampled every ${RESOLUTION_MS} ms)`,
+  `rss             first ${window} s mean ${rss.first.toFixed(1)} MiB, last ${window} s mean ${rss.last.toFixed(1)} MiB (${rss.change}), max ${Math.max(...samples.map((sample) => sample.rssMiB)).toFixed(1)} MiB`,
+  `heap used       first ${window} s mean ${heap.first.toFixed(1)} MiB, last ${window} s mean ${heap.last.toFixed(1)} MiB (${heap.change}); reserved at the end ${samples.at(-1)!.heapTotalMiB.toFixed(1)} MiB, young generation ${samples.at(-1)!.newSpaceMiB.toFixed(0)} MiB`,
+  `live heap       after a full collection every 10 s: first ${window} s mean ${live.first.toFixed(1)} MiB, last ${window} s mean ${live.last.toFixed(1)} MiB (${live.change})`,
+  `event loop      delay p50 ${ms(wholeRun.percentile(50), 2)} ms, p99 ${ms(wholeRun.percentile(99), 2)} ms, max ${ms(wholeRun.max, 1)} ms (sampled every ${RESOLUTION_MS} ms)`,
   `database        ${(databaseBytes / 2 ** 20).toFixed(1)} MiB on disk; ${(loggedBytes / 2 ** 20).toFixed(1)} MiB of access log produced`,
-  `memory flat     RSS ${flat ? 'yes' : 'NO'}, heap in use ${heapFlat ? 'yes' : 'NO'}, live heap ${liveFlat ? 'yes' : 'NO'} (last within 10 % of first)`,
+  `memory flat     RSS ${rssFlat ? 'yes' : 'NO'}, heap in use ${heap.flat ? 'yes' : 'NO'}, live heap ${live.flat ? 'yes' : 'NO'} (last within 10 % of first)`,
   `500s            ${servedErrors}`,
 ];
 process.stdout.write(lines.join('\n') + '\n');
-process.exitCode = liveFlat && servedErrors === 0 ? 0 : 1;
+process.exitCode = live.flat && servedErrors === 0 ? 0 : 1;

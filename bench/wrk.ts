@@ -21,9 +21,10 @@ export interface WrkRun {
   threads: number;
   seconds: number;
   connections: number;
-  /** A response slower than this is counted as a timeout. */
-  timeoutSeconds: number;
 }
+
+/** A response slower than this is counted as a timeout. */
+const TIMEOUT_SECONDS = 10;
 
 /** wrk's command line. */
 export function wrkArgs(run: WrkRun): string[] {
@@ -31,7 +32,7 @@ export function wrkArgs(run: WrkRun): string[] {
     '--threads', String(run.threads),
     '--connections', String(run.connections),
     '--duration', `${run.seconds}s`,
-    '--timeout', `${run.timeoutSeconds}s`,
+    '--timeout', `${TIMEOUT_SECONDS}s`,
     '--script', join(WRK_SCRIPTS, run.script),
     run.url,
     '--',
@@ -42,9 +43,7 @@ export function wrkArgs(run: WrkRun): string[] {
 /** Latency figures in milliseconds. */
 export interface Latency {
   p50: number;
-  p90: number;
   p99: number;
-  mean: number;
   max: number;
 }
 
@@ -63,10 +62,6 @@ export interface WrkResult {
   latencyMs: Latency;
   /** The same as a histogram ([microseconds, count]), so that runs of several wrk can be merged. */
   histogramUs: Array<[number, number]>;
-  /** Bytes of the answers read (status line, headers and bodies). */
-  bytesRead: number;
-  /** Mean size of the requests sent, bytes (as wrk formats them, bench/wrk/bench.lua). */
-  requestBytes: number;
   /** Answers by status and by error code, when the script counts them (the soak's). */
   statuses: Record<string, number>;
   codes: Record<string, number>;
@@ -81,11 +76,9 @@ interface WrkDone {
   bench: 'wrk-done';
   durationUs: number;
   requests: number;
-  bytes: number;
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
   wrkLatencyUs: { p50: number; p99: number; max: number };
   cpuTicks: number;
-  requestBytes: number;
   statuses: Record<string, number>;
   codes: Record<string, number>;
   histogramUs: Array<[number, number]>;
@@ -128,8 +121,6 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
     timeouts: done.errors.timeout,
     latencyMs: latencyOf(raw),
     histogramUs: raw,
-    bytesRead: done.bytes,
-    requestBytes: done.requestBytes,
     statuses: done.statuses,
     codes: done.codes,
     correctedP99Ms: done.wrkLatencyUs.p99 / 1000,
@@ -140,15 +131,8 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
 /** The latency figures of a histogram of measured latencies, in milliseconds; NaN when empty. */
 export function latencyOf(histogram: Histogram): Latency {
   const count = histogram.reduce((sum, [, n]) => sum + n, 0);
-  if (count === 0) return { p50: Number.NaN, p90: Number.NaN, p99: Number.NaN, mean: Number.NaN, max: Number.NaN };
-  const ms = (us: number) => us / 1000;
-  return {
-    p50: ms(percentile(histogram, 50)),
-    p90: ms(percentile(histogram, 90)),
-    p99: ms(percentile(histogram, 99)),
-    mean: ms(histogram.reduce((sum, [us, n]) => sum + us * n, 0) / count),
-    max: ms(histogram.at(-1)![0]),
-  };
+  if (count === 0) return { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
+  return { p50: percentile(histogram, 50) / 1000, p99: percentile(histogram, 99) / 1000, max: histogram.at(-1)![0] / 1000 };
 }
 
 /** The histograms of several runs as one (counts added per microsecond). */
@@ -206,8 +190,8 @@ export function percentile(histogram: Histogram, p: number, rankOffset = 0): num
  * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` (and any
  * other key, in `env`) reaches the scripts through the environment, never the command line.
  */
-export function runWrk(wrk: string, run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
-  const [command, args] = onCpus(cpus, wrk, wrkArgs(run));
+export function runWrk(run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
+  const [command, args] = onCpus(cpus, 'wrk', wrkArgs(run));
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       env: { ...env, PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },

@@ -9,30 +9,22 @@
 dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "bench.lua")
 
 local all, free, cancels = {}, {}, {}
-local sent, total = 0, 0
 
 function init(args)
   for _, id in ipairs(args) do all[#all + 1] = id end
 end
 
-local function format(spec)
-  local bytes = bench.format(spec)
-  sent, total = sent + 1, total + #bytes
-  request_bytes = total / sent
-  return bytes
-end
-
 function request()
   local order = table.remove(cancels, 1)
   if order ~= nil then
-    return format({ method = "PATCH", path = "/v1/store/orders/" .. order, body = '{"status":"cancelled"}',
+    return bench.format({ method = "PATCH", path = "/v1/store/orders/" .. order, body = '{"status":"cancelled"}',
       headers = { ["Content-Type"] = "application/merge-patch+json" } })
   end
   -- At the start, and whenever answers are not orders (the baseline's canned answer): every pet
   -- again. Against the service, with enough pets, the free ones never run out.
   if #free == 0 then for i, id in ipairs(all) do free[i] = id end end
   local pet = table.remove(free, 1)
-  return format({ method = "POST", path = "/v1/store/orders", body = '{"petId":' .. pet .. '}' })
+  return bench.format({ method = "POST", path = "/v1/store/orders", body = '{"petId":' .. pet .. '}' })
 end
 
 function response(status, headers, body)

@@ -1,7 +1,6 @@
 -- What every workload script of `npm run bench` shares (loaded by each with dofile):
 --   bench.send(requests): what each request of the load is, built once;
---   done(): the run's figures as one JSON line on stdout, which bench/wrk.ts reads, with the
---   mean size of the requests sent (each thread's state keeps it; done() asks the first).
+--   done(): the run's figures as one JSON line on stdout, which bench/wrk.ts reads.
 -- wrk runs one Lua state per thread and another for setup() and done().
 
 bench = {}
@@ -31,17 +30,11 @@ function bench.send(specs)
     local spec = specs[1]
     wrk.method, wrk.path, wrk.body = spec.method, spec.path, spec.body
     for name, value in pairs(headers(spec)) do wrk.headers[name] = value end
-    -- The bytes of the request wrk will build from these fields: the same call, wrk.format().
-    request_bytes = #wrk.format()
     return
   end
-  local requests, total = {}, 0
-  for i, spec in ipairs(specs) do
-    requests[i] = wrk.format(spec.method, spec.path, headers(spec), spec.body)
-    total = total + #requests[i]
-  end
+  local requests = {}
+  for i, spec in ipairs(specs) do requests[i] = bench.format(spec) end
   local count, at = #requests, 0
-  request_bytes = total / count
   -- wrk decides after init() whether the script makes its own requests: a global request().
   request = function()
     at = at % count + 1
@@ -100,12 +93,12 @@ end
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
-    '{"bench":"wrk-done","durationUs":%d,"requests":%d,"bytes":%d,' ..
+    '{"bench":"wrk-done","durationUs":%d,"requests":%d,' ..
     '"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
-    '"wrkLatencyUs":{"p50":%d,"p99":%d,"max":%d},"cpuTicks":%d,"requestBytes":%.1f,' ..
+    '"wrkLatencyUs":{"p50":%d,"p99":%d,"max":%d},"cpuTicks":%d,' ..
     '"statuses":%s,"codes":%s,"histogramUs":%s}\n',
-    summary.duration, summary.requests, summary.bytes,
+    summary.duration, summary.requests,
     e.connect, e.read, e.write, e.status, e.timeout,
-    latency:percentile(50), latency:percentile(99), latency.max, cpu_ticks(), threads[1]:get("request_bytes") or 0,
+    latency:percentile(50), latency:percentile(99), latency.max, cpu_ticks(),
     counted("statuses"), counted("codes"), histogram(latency)))
 end

@@ -25,7 +25,7 @@ test('patchmix sends 90 % reads (first pages and pets by id) and 10 % valid PATC
     assert.deepEqual(Object.keys(validateBody(parseJson(new TextEncoder().encode(String(request.body))), petPatchSchema)), ['status']);
   }
   assert.ok(new Set(patches.map((request) => request.path)).size > 1, 'changes spread over several pets');
-  assert.equal(patchmix!.wrk.script, 'patchmix.lua');
+  assert.equal(patchmix!.wrk.script, 'sequence.lua');
   assert.equal(patchmix!.wrk.args.length, requests.length, 'one wrk argument per request (wrk.test.ts checks that they send the same)');
 });
 

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseStartScript, startCommand } from '../../bench/start-command.ts';
+import { parseStartScript, startCommand } from '../../bench/context.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
