@@ -36,7 +36,7 @@ export function createPetChanges({ pets, groupCommit = true, schedule, maxInFlig
   });
   return async (change) => {
     const outcome = await writer.submit(change);
-    if (outcome.expired !== undefined) observer?.ordersExpired(outcome.expired);
+    if (outcome.expired !== undefined) observer?.ordersExpired(outcome.expired.length);
     return outcome;
   };
 }

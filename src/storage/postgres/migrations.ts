@@ -568,4 +568,25 @@ export const MIGRATIONS: readonly string[] = [
   UPDATE orders SET expires_at = NULL WHERE status <> 'placed';
   CREATE INDEX orders_placed_expires_at ON orders (expires_at) WHERE status = 'placed';
   `,
+  // 7: the event log (storage/events.ts, event-log.ts). It starts empty: nothing is backfilled.
+  // `account` is the order's account of an order event (who may read it), null for a pet event;
+  // `data` the pet or the order after the change. Ids are drawn under the log's advisory lock
+  // (event-log.ts); event_log keeps the highest id that retention deleted (for 410).
+  `
+  CREATE TABLE events (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    type          text   NOT NULL CHECK (type IN ('pet.created', 'pet.updated', 'pet.deleted', 'order.placed', 'order.approved', 'order.completed', 'order.cancelled')),
+    occurred_at   bigint NOT NULL,
+    actor_account text,
+    actor_key_id  text,
+    account       text,
+    data          text   NOT NULL
+  );
+  CREATE INDEX events_occurred_at ON events (occurred_at);
+  CREATE TABLE event_log (
+    one             integer PRIMARY KEY CHECK (one = 1),
+    deleted_through bigint  NOT NULL CHECK (deleted_through >= 0)
+  );
+  INSERT INTO event_log (one, deleted_through) VALUES (1, 0);
+  `,
 ];

@@ -17,22 +17,23 @@ import type { CreationResult, Pet, PetCreation, PetRow } from '../pets.ts';
 import { toPet } from '../pets.ts';
 import { guard } from './database.ts';
 import type { PostgresSql } from './driver.ts';
-import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
+import { inLoggedTransaction } from './event-log.ts';
+import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
 import { PET_COLUMNS } from './pet-reads.ts';
 
 /** Creates a batch of pets, each with its record when it carries an Idempotency-Key. */
 export function insertMany(sql: PostgresSql, creations: readonly PetCreation[]): Promise<ItemOutcome<CreationResult>[]> {
   return guard(() => (creations.some((creation) => creation.idempotency)
     ? togetherOrOneByOne<ItemOutcome<CreationResult>[]>(
-      () => inTransaction(sql, async (tx) => insertTogether(tx, creations, await claimKeys(tx, creations))),
-      () => inTransaction(sql, async (tx) => insertOneByOne(tx, creations, await claimKeys(tx, creations))),
+      () => inLoggedTransaction(sql, 'insertPets', creations, async (tx) => insertTogether(tx, creations, await claimKeys(tx, creations))),
+      () => inLoggedTransaction(sql, 'insertPets', creations, async (tx) => insertOneByOne(tx, creations, await claimKeys(tx, creations))),
       'transaction',
     )
-    // Without keys the batch is one statement, which commits alone.
+    // Without keys the batch is one INSERT, and its events the transaction's second statement.
     : togetherOrOneByOne<ItemOutcome<CreationResult>[]>(
-      () => insertPets(sql, creations),
-      () => inTransaction(sql, (tx) => insertOneByOne(tx, creations, creations.map(() => null))),
-      'statement',
+      () => inLoggedTransaction(sql, 'insertPets', creations, (tx) => insertPets(tx, creations)),
+      () => inLoggedTransaction(sql, 'insertPets', creations, (tx) => insertOneByOne(tx, creations, creations.map(() => null))),
+      'transaction',
     )));
 }
 
