@@ -18,6 +18,7 @@ import { createOrdersHandlers } from '../api/orders/handlers.ts';
 import { createOrderWrites, type OrdersObserver } from '../api/orders/placements.ts';
 import { createCommitWaiter } from '../api/events/commit-waiter.ts';
 import { createEventsHandlers } from '../api/events/handlers.ts';
+import type { EventsObserver } from '../api/events/observer.ts';
 import type { App } from '../http/server.ts';
 import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
@@ -59,7 +60,7 @@ export interface ServiceDeps<S extends Stores = Stores> {
   /** Group commit of creates and changes; on unless turned off to measure the difference. */
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
-  observer?: PipelineObserver & CreationsObserver & OrdersObserver;
+  observer?: PipelineObserver & CreationsObserver & OrdersObserver & Partial<EventsObserver>;
 }
 
 export interface Service<S extends Stores = Stores> {

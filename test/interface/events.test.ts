@@ -6,6 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Scope } from '../../src/keys/scopes.ts';
+import { createMetrics } from '../../src/ops/metrics.ts';
+import { startProcessProbe } from '../../src/ops/process-probe.ts';
+import { parseExposition, valueOf } from '../support/prometheus-text.ts';
 import { errorBody, json, startTestServer, type TestServer } from '../support/test-server.ts';
 
 interface Issued {
@@ -127,4 +130,21 @@ test('after below the highest id retention deleted is 410 cursor_expired; withou
   assert.match(body.message, /full read of the pets and orders/);
   assert.deepEqual((await json(await server.request('/v1/events?after=2'))).map((event: { id: number }) => event.id), [3]);
   assert.deepEqual((await json(await server.request('/v1/events'))).map((event: { id: number }) => event.id), [3]);
+});
+
+test('events_total counts the events each committed write recorded, by type, and none for a change that changes nothing', async (t) => {
+  const probe = startProcessProbe();
+  t.after(() => probe.stop());
+  const metrics = createMetrics(probe);
+  const server = await startTestServer(t, { observer: metrics });
+  const pet = await json(await server.post('/v1/pets', { name: 'Rex', categoryId: 1 }));
+  await server.post('/v1/store/orders', { petId: pet.id });
+  await server.post('/v1/store/orders', { petId: pet.id });
+  await patch(server, '/v1/store/orders/1', { status: 'cancelled' }, server.key);
+  await patch(server, '/v1/store/orders/1', { status: 'cancelled' }, server.key);
+  await patch(server, `/v1/pets/${pet.id}`, { name: 'Rex' }, server.key);
+  const exposition = parseExposition(metrics.render());
+  const counted = Object.fromEntries(['pet.created', 'pet.updated', 'pet.deleted', 'order.placed', 'order.cancelled'].map((type) => [type, valueOf(exposition, 'events_total', { type })]));
+  assert.deepEqual(counted, { 'pet.created': 1, 'pet.updated': 2, 'pet.deleted': 0, 'order.placed': 1, 'order.cancelled': 1 });
+  assert.equal((await json(await server.request('/v1/events'))).length, 5, 'as many as the log holds');
 });

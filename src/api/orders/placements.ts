@@ -17,6 +17,7 @@ import { actorOf, type Caller } from '../../keys/caller.ts';
 import { allows } from '../../keys/scopes.ts';
 import { DEFAULT_HOLD_SECONDS, DEFAULT_MAX_OPEN_ORDERS } from '../../config.ts';
 import { placed, rememberedPlacement } from './json.ts';
+import { reportingEvents, type EventsObserver } from '../events/observer.ts';
 
 /** What the order paths report, for the metrics (src/ops/metrics.ts). */
 export interface OrdersObserver {
@@ -39,7 +40,7 @@ export interface OrderWritesOptions {
   schedule?: (flush: () => void) => void;
   /** Batches of a kind out at once (GroupCommitOptions.maxInFlight); default the path's own. */
   maxInFlight?: number;
-  observer?: OrdersObserver;
+  observer?: OrdersObserver & Partial<EventsObserver>;
   /** How long a placed order holds its pet (`ORDER_HOLD_SECONDS`). */
   holdSeconds?: number;
   /** Open orders an account may have (`MAX_OPEN_ORDERS_PER_ACCOUNT`); keys with `orders:manage` are not capped. */
@@ -52,13 +53,13 @@ export function createOrderWrites({
   orders, clock, groupCommit = true, schedule, maxInFlight, observer = NO_OBSERVER, holdSeconds = DEFAULT_HOLD_SECONDS, maxOpenOrders = DEFAULT_MAX_OPEN_ORDERS,
 }: OrderWritesOptions) {
   const placements = createGroupCommit<OrderPlacement, PlacementResult>({
-    commit: (batch) => orders.placeMany(batch),
+    commit: reportingEvents('placeOrders', (batch: readonly OrderPlacement[]) => orders.placeMany(batch), observer),
     enabled: groupCommit,
     maxInFlight: maxInFlight ?? 2,
     ...(schedule ? { schedule } : {}),
   });
   const changes = createGroupCommit<OrderChange, OrderChangeOutcome>({
-    commit: (batch) => orders.changeMany(batch),
+    commit: reportingEvents('changeOrders', (batch: readonly OrderChange[]) => orders.changeMany(batch), observer),
     enabled: groupCommit,
     ...(maxInFlight !== undefined ? { maxInFlight } : {}),
     ...(schedule ? { schedule } : {}),

@@ -6,6 +6,7 @@
  * failure never changes this one's answer.
  */
 import type { Actor } from '../../storage/actor.ts';
+import { reportingEvents, type EventsObserver } from '../events/observer.ts';
 import type { Clock } from '../../clock.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
@@ -33,8 +34,8 @@ export interface PetCreationsOptions {
   schedule?: (flush: () => void) => void;
   /** Batches out at once (GroupCommitOptions.maxInFlight); default the path's own. */
   maxInFlight?: number;
-  /** Told of every pet stored and every replay; default: nobody. */
-  observer?: CreationsObserver;
+  /** Told of every pet stored and every replay, and of the events written; default: nobody. */
+  observer?: CreationsObserver & Partial<EventsObserver>;
 }
 
 export interface PetCreations {
@@ -45,7 +46,7 @@ export interface PetCreations {
 /** Builds the create path over a pets store. */
 export function createPetCreations({ pets, clock, groupCommit = true, schedule, maxInFlight = 2, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
   const writer = createGroupCommit<PetCreation, CreationResult>({
-    commit: (creations) => pets.insertMany(creations),
+    commit: reportingEvents('insertPets', (creations: readonly PetCreation[]) => pets.insertMany(creations), observer),
     enabled: groupCommit,
     // PostgreSQL: one batch being committed while the next gathers.
     maxInFlight,
