@@ -101,6 +101,16 @@ export function runEventsContract({ open }: EventsContractOptions): void {
     const [event] = await events.page({ afterId: 0, limit: 1, types: EVENT_TYPES, account: null });
     assert.deepEqual(event!.subject, { kind: 'pet', pet: { ...rex!, version: 1 } }, 'the pet as it was stored, int64 digits exact');
     assert.ok(Math.abs(event!.occurredAt - Date.now()) < 60_000, 'stamped with the commit time');
+    // A batch without Idempotency-Keys (one statement on PostgreSQL) logs its creations alike.
+    const made = allSucceeded(await pets.insertMany([
+      { name: 'Kit', categoryId: 9_223_372_036_854_775_806n, status: 'pending', actor: staff! },
+      { name: 'Max', categoryId: 3n, status: 'available' },
+    ])) as Pet[];
+    const last = await events.page({ afterId: (await events.latestId()) - 2, limit: 10, types: EVENT_TYPES, account: null });
+    assert.deepEqual(last.map((logged) => [logged.type, logged.actor, logged.subject]), [
+      ['pet.created', staff, { kind: 'pet', pet: made[0] }],
+      ['pet.created', null, { kind: 'pet', pet: made[1] }],
+    ]);
   });
 
   test('a placement writes order.placed and pet.updated; each step writes its event and its pet\'s when it moves the pet; refusals write none', async (t) => {

@@ -49,6 +49,24 @@ export async function appendEvents(tx: PostgresSql, events: readonly NewEvent[])
 }
 
 /**
+ * The `pet.created` events of the pets of a CTE `inserted` (id, name, category_id, status,
+ * version; ids ascending in the order of the creations), as further CTEs of the same statement:
+ * `$4` and `$5` are the creations' actors (account, key id; null for none). The one write whose
+ * events are made in SQL rather than by eventsOfBatch, so that a batch of creates stays one
+ * statement; `data` is built in the stored form of storage/events.ts (its keys, the category as
+ * text), which the contract's cases read back as the pet.
+ */
+export const LOG_CREATED_PETS = `numbered AS (SELECT i.*, row_number() OVER (ORDER BY i.id) AS ord FROM inserted i),
+  logged AS (
+    INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data) OVERRIDING SYSTEM VALUE
+    SELECT nextval(pg_get_serial_sequence('events', 'seq')), 'pet.created', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+           c.actor_account, c.actor_key_id, NULL, c.data
+      FROM (SELECT a.actor_account, a.actor_key_id, n.ord,
+                   json_build_object('kind', 'pet', 'id', n.id, 'name', n.name, 'categoryId', n.category_id::text, 'status', n.status, 'version', n.version)::text AS data
+              FROM numbered n JOIN unnest($4::text[], $5::text[]) WITH ORDINALITY AS a(actor_account, actor_key_id, ord) ON a.ord = n.ord
+             ORDER BY n.ord) AS c)`;
+
+/**
  * `work` in a transaction of its own (item-savepoints.ts's inTransaction) that ends by appending
  * the events of what its items did: every write of pets and orders goes this way.
  */
@@ -89,9 +107,15 @@ const PAGE = `SELECT e.id::text AS id, e.type, e.occurred_at::text AS occurred_a
   WHERE e.id > $1::bigint AND ($2::text IS NULL OR e.account IS NULL OR e.account = $2::text) AND e.type = ANY($3::text[])
   ORDER BY e.id LIMIT $4`;
 
-/** Only events that have their id: one without is not in the feed yet, and goes once it has one. */
+/**
+ * The oldest `$2` events by row key, of which those older than `$1` that have their id (one
+ * without is not in the feed yet, and goes once it has one). Times follow the row keys (both are
+ * taken as the write commits), so the oldest are first, and no index of times is kept for this.
+ */
 const PURGE = `WITH gone AS (
-    DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE occurred_at < $1::bigint AND id IS NOT NULL ORDER BY occurred_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+    DELETE FROM events WHERE seq IN (
+      SELECT seq FROM (SELECT seq, id, occurred_at FROM events ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) oldest
+       WHERE occurred_at < $1::bigint AND id IS NOT NULL)
     RETURNING id),
   recorded AS (UPDATE event_log SET deleted_through = greatest(deleted_through, (SELECT max(id) FROM gone)) WHERE EXISTS (SELECT 1 FROM gone))
   SELECT count(*)::integer AS purged FROM gone`;

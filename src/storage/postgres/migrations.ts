@@ -588,7 +588,6 @@ export const MIGRATIONS: readonly string[] = [
   CREATE SEQUENCE event_ids;
   -- The events that wait for their id: usually none, read before every page of the feed.
   CREATE INDEX events_unsequenced ON events (seq) WHERE id IS NULL;
-  CREATE INDEX events_occurred_at ON events (occurred_at);
   CREATE TABLE event_log (
     one             integer PRIMARY KEY CHECK (one = 1),
     deleted_through bigint  NOT NULL CHECK (deleted_through >= 0)

@@ -25,10 +25,12 @@ export function createEventAppender(db: DatabaseSync, clock: () => number = Date
 
 /** Deletes up to `limit` events older than `before`, oldest first, in the caller's transaction; records the highest id deleted. */
 export function createEventPurge(db: DatabaseSync): (before: number, limit: number) => number {
-  const purge = db.prepare(`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE occurred_at < ? ORDER BY occurred_at, id LIMIT ?) RETURNING id`);
+  // The oldest `limit` events by id, of which those older than `before`: times follow the ids
+  // (one writer stamps them in order), so no index of times is kept for this.
+  const purge = db.prepare(`DELETE FROM events WHERE id IN (SELECT id FROM (SELECT id, occurred_at FROM events ORDER BY id LIMIT :limit) WHERE occurred_at < :before) RETURNING id`);
   const record = db.prepare('UPDATE event_log SET deleted_through = max(deleted_through, ?)');
   return (before, limit) => {
-    const rows = purge.all(before, limit) as { id: number }[];
+    const rows = purge.all({ before, limit }) as { id: number }[];
     if (rows.length > 0) record.run(Math.max(...rows.map((row) => row.id)));
     return rows.length;
   };

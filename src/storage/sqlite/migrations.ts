@@ -187,7 +187,6 @@ export const MIGRATIONS: readonly string[] = [
     account       TEXT,
     data          TEXT    NOT NULL
   ) STRICT;
-  CREATE INDEX events_occurred_at ON events (occurred_at);
   CREATE TABLE event_log (
     one             INTEGER PRIMARY KEY CHECK (one = 1),
     deleted_through INTEGER NOT NULL CHECK (deleted_through >= 0)
