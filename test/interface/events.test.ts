@@ -65,6 +65,9 @@ function feedCases(start: (t: TestContext) => Promise<FeedServer>): void {
     const byOther = await json(await server.request('/v1/events', { key: other.key }));
     assert.deepEqual(byOther.map((event: { id: number; actor: unknown }) => [event.id, event.actor]), [[1, null], [3, null]], 'pet events only, no one named');
 
+    const wrongMethod = await server.request('/v1/events', { method: 'POST' });
+    assert.equal(wrongMethod.status, 405);
+    assert.equal(wrongMethod.headers.get('allow'), 'GET, HEAD');
     const refused = await server.request('/v1/events', { key: (await keyWith(server, ['pets:read', 'orders:manage'])).key });
     assert.equal(refused.status, 403);
     assert.equal((await errorBody(refused)).code, 'insufficient_scope');
