@@ -85,6 +85,8 @@ export interface Config {
   orderHoldSeconds: number;
   /** `MAX_OPEN_ORDERS_PER_ACCOUNT`: open (placed or approved) orders one account may have at once. */
   maxOpenOrdersPerAccount: number;
+  /** `EVENTS_RETENTION_DAYS`: how long the event log keeps an event. */
+  eventsRetentionDays: number;
 }
 
 /** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
@@ -110,6 +112,9 @@ const MAX_HOLD_SECONDS = 2_592_000;
 /** Open orders per account by default, and at most (a shelter's own staff use `orders:manage`, never capped). */
 export const DEFAULT_MAX_OPEN_ORDERS = 3;
 const MAX_OPEN_ORDERS = 1000;
+/** A month of events by default: a consumer away longer starts again from a full read. At most ten years. */
+export const DEFAULT_EVENTS_RETENTION_DAYS = 30;
+const MAX_EVENTS_RETENTION_DAYS = 3650;
 /** More threads than this would only queue on the cores and on the one limiter thread. */
 export const MAX_WORKERS = 256;
 
@@ -168,6 +173,7 @@ export function loadConfig(env: Env, machine: Machine = { availableParallelism }
     webhookRetrySchedule: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
     orderHoldSeconds: integer(env, 'ORDER_HOLD_SECONDS', 1, MAX_HOLD_SECONDS, DEFAULT_HOLD_SECONDS),
     maxOpenOrdersPerAccount: integer(env, 'MAX_OPEN_ORDERS_PER_ACCOUNT', 1, MAX_OPEN_ORDERS, DEFAULT_MAX_OPEN_ORDERS),
+    eventsRetentionDays: integer(env, 'EVENTS_RETENTION_DAYS', 1, MAX_EVENTS_RETENTION_DAYS, DEFAULT_EVENTS_RETENTION_DAYS),
   };
 }
 

@@ -230,7 +230,13 @@ async function runProcess(config: Config): Promise<void> {
       observed?.metrics.databaseError();
       logger.event({ level: 'error', event, ...errorFields(error) });
     },
-    expired: (count) => observed?.metrics.ordersExpired(count),
+    expired: (count) => {
+      observed?.metrics.ordersExpired(count);
+      // Each hold the sweep ends cancels its order and frees its pet, which the open order kept pending.
+      observed?.metrics.eventsCounted('order.cancelled', count);
+      observed?.metrics.eventsCounted('pet.updated', count);
+    },
+    retentionDays: config.eventsRetentionDays,
   });
   // A worker or the writer thread that dies stops the process, once the limiter is saved (or,
   // without a writer, has failed to be).

@@ -41,6 +41,7 @@ test('an empty environment gives every default of the contract', () => {
     webhookRetrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000],
     orderHoldSeconds: 172800,
     maxOpenOrdersPerAccount: 3,
+    eventsRetentionDays: 30,
   });
 });
 
@@ -239,6 +240,15 @@ test('MAX_OPEN_ORDERS_PER_ACCOUNT is an integer from 1 to 1000, default 3', () =
   assert.equal(loadConfig({ MAX_OPEN_ORDERS_PER_ACCOUNT: '1000' }).maxOpenOrdersPerAccount, 1000);
   for (const value of ['0', '1001', '-3', '2.0', 'three']) {
     assertRefused({ MAX_OPEN_ORDERS_PER_ACCOUNT: value }, 'MAX_OPEN_ORDERS_PER_ACCOUNT');
+  }
+});
+
+test('EVENTS_RETENTION_DAYS is an integer from 1 to 3650, default 30', () => {
+  assert.equal(loadConfig({}).eventsRetentionDays, 30);
+  assert.equal(loadConfig({ EVENTS_RETENTION_DAYS: '1' }).eventsRetentionDays, 1);
+  assert.equal(loadConfig({ EVENTS_RETENTION_DAYS: '3650' }).eventsRetentionDays, 3650);
+  for (const value of ['0', '3651', '-1', '7.5', '30d']) {
+    assertRefused({ EVENTS_RETENTION_DAYS: value }, 'EVENTS_RETENTION_DAYS');
   }
 });
 

@@ -51,6 +51,12 @@ const API_ERRORS = {
     status: 410,
     message: (operation: string, day: string, successor: string) => `${operation} was removed on ${day}; use ${successor} with the status filter.`,
   },
+  cursor_expired: {
+    status: 410,
+    message: (after: bigint, deletedThrough: number) =>
+      `Events after ${after} may have been deleted (the log keeps events for EVENTS_RETENTION_DAYS; it has deleted up to id ${deletedThrough}): ` +
+      'start again from a full read of the pets and orders, then follow the feed from its newest event.',
+  },
   precondition_failed: {
     status: 412,
     message: (resource: 'pet' | 'order') => `If-Match does not match the ${resource}'s current ETag: it was changed since. Nothing was changed.`,

@@ -13,7 +13,7 @@ import { JSON_BODY, MERGE_PATCH_BODY } from '../http/request-body.ts';
 import type { HandlerContext, HandlersOf } from './handler.ts';
 import { deprecationHeaders, sunsetDay, type OperationSpec } from './operation.ts';
 import {
-  createPetParameters, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listOrdersParameters, listPetsParameters,
+  createPetParameters, eventsPageSchema, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listEventsParameters, listOrdersParameters, listPetsParameters,
   newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, petPatchSchema, petSchema, petsPageSchema,
   placeOrderParameters,
 } from './schemas.ts';
@@ -22,6 +22,7 @@ import {
 export const TAGS = {
   pets: 'Animals available for adoption.',
   store: 'Orders to adopt pets, and the store\'s inventory.',
+  events: 'The log of every change to pets and orders, to follow without polling everything.',
   meta: 'This document.',
 } as const;
 
@@ -248,6 +249,26 @@ export const OPERATIONS = {
     responses: {
       200: { description: 'The counts, all three always present.', content: { 'application/json': inventorySchema } },
       400: { description: 'A query parameter (it takes none).', codes: ['invalid_query', 'bad_request'] },
+    },
+  },
+  listEvents: {
+    method: 'GET',
+    path: '/events',
+    tag: 'events',
+    summary: 'Follow the event log',
+    description:
+      'The events after `after`, in id order: every pet event, and the order events of the key\'s own account (of every account ' +
+      'with `orders:manage`). Ids become visible in commit order, so a consumer that follows `Link: rel="next"` forever sees every ' +
+      'event it may see exactly once, on any instance. With `wait`, an empty page waits for the next event. See docs/events.md.',
+    scope: 'events:read',
+    parameters: listEventsParameters,
+    responses: {
+      200: { description: 'A page of events (empty when none came within `wait`).', content: { 'application/json': eventsPageSchema }, headers: ['EventsLink'] },
+      400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
+      410: {
+        description: '`after` is below the highest id that retention deleted (`EVENTS_RETENTION_DAYS`): events after it may be gone. Start again from a full read of the pets and orders.',
+        codes: ['cursor_expired'],
+      },
     },
   },
   getOpenApiDocument: {

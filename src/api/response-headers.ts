@@ -132,6 +132,13 @@ export const OPERATION_HEADERS = {
     required: false,
     schema: { type: 'string', maxLength: 256, pattern: `^<${literally(path)}\\?[^>]*cursor=[A-Za-z0-9_-]+[^>]*>; rel="next"$` },
   }),
+  EventsLink: ({ path }: HeaderSubject): HeaderObject => ({
+    description:
+      'RFC 8288 `Link` to the next page of the feed, on every answer: `after` the last id returned (unchanged, or `0` when omitted, ' +
+      'on an empty page), the effective `limit`, and `types` and `wait` when they were given. Following it forever sees every event once.',
+    required: true,
+    schema: { type: 'string', maxLength: 256, pattern: `^<${literally(path)}\\?after=(0|[1-9][0-9]*)&limit=[1-9][0-9]*(&types=[a-z.,]+)?(&wait=[0-9]+)?>; rel="next"$` },
+  }),
   Location: ({ path }: HeaderSubject): HeaderObject => ({
     description: 'Where what was created is: this path and its id.',
     required: true,

@@ -9,6 +9,7 @@
  */
 import { PET_STATUSES } from '../storage/pets.ts';
 import { ORDER_STATUSES } from '../storage/orders.ts';
+import { EVENT_TYPES } from '../storage/events.ts';
 
 /** The int64 range, exact: bounds beyond 2^53 are bigints (the document writes their digits). */
 export const INT64_MIN = -(2n ** 63n);
@@ -339,11 +340,115 @@ export const listOrdersParameters = [
   listPetsParameters[2],
 ] as const satisfies readonly Parameter[];
 
+// --- Events -----------------------------------------------------------------------------------
+
+export const eventTypeSchema = {
+  type: 'string',
+  description: 'What happened: a pet created, changed or deleted; an order placed, approved, completed or cancelled.',
+  enum: EVENT_TYPES,
+} as const satisfies StringSchema;
+
+/** The longest wait of a long poll, in seconds. */
+export const MAX_EVENT_WAIT_SECONDS = 30;
+
+export const listEventsParameters = [
+  {
+    name: 'after',
+    in: 'query',
+    description: 'Only events with a greater id: the last id seen (decimal digits). Omitted: from the oldest event kept.',
+    schema: { type: 'integer', format: 'int64', minimum: 0, maximum: INT64_MAX },
+  },
+  { ...listPetsParameters[0], description: 'Maximum number of events returned (decimal digits).' },
+  {
+    name: 'types',
+    in: 'query',
+    description: 'Only events of these types, comma-separated (`order.placed,order.cancelled`).',
+    schema: { type: 'array', items: eventTypeSchema, maxItems: EVENT_TYPES.length },
+  },
+  {
+    name: 'wait',
+    in: 'query',
+    description:
+      'Seconds to wait, when no event is there to return yet, for one that the key may see to commit (answered within a second ' +
+      'of it, on any instance); after that, `200 []`. 0 to 30, default 0 (answer at once).',
+    schema: { type: 'integer', format: 'int32', minimum: 0, maximum: MAX_EVENT_WAIT_SECONDS, default: 0 },
+  },
+] as const satisfies readonly Parameter[];
+
+/** A reference to a component schema of the document. */
+const componentRef = (name: string) => ({ $ref: `#/components/schemas/${name}` }) as const;
+
+/** The component name of an event type's schema: `pet.created` is `PetCreatedEvent`. */
+export const eventSchemaName = (type: string) => `${type.split('.').map((word) => word[0]!.toUpperCase() + word.slice(1)).join('')}Event`;
+
+/** What each type of event carries as `data`: the resource after the change, or a deleted pet's id. */
+const EVENT_DATA: Readonly<Record<(typeof EVENT_TYPES)[number], string>> = {
+  'pet.created': 'Pet', 'pet.updated': 'Pet', 'pet.deleted': 'DeletedPet',
+  'order.placed': 'Order', 'order.approved': 'Order', 'order.completed': 'Order', 'order.cancelled': 'Order',
+};
+
+/** The schema of one type of event, with its own `data`. */
+function eventOfType(type: (typeof EVENT_TYPES)[number]) {
+  return {
+    type: 'object',
+    description: `An event of type \`${type}\`.`,
+    properties: {
+      id: { type: 'integer', format: 'int64', minimum: 1, maximum: INT64_MAX, description: 'The event\'s position in the log: positive, increasing in commit order, never reused.' },
+      type: { type: 'string', enum: [type], description: 'What happened.' },
+      occurredAt: instantSchema('When the change committed.'),
+      actor: {
+        type: ['object', 'null'],
+        description:
+          'The account and the key whose request made the change; `null` for the service\'s own (an expired hold), and `null` to a reader ' +
+          'who is neither of that account nor holds `orders:manage`.',
+        properties: {
+          account: orderSchema.properties.account,
+          keyId: { type: 'string', description: 'The id of the key (never the key itself).', minLength: 5, maxLength: 100, pattern: '^key_[0-9a-z]+$', examples: ['key_92b5d313571fcf0a'] },
+        },
+        required: ['account', 'keyId'],
+        additionalProperties: false,
+      },
+      data: { ...componentRef(EVENT_DATA[type]), description: type === 'pet.deleted' ? 'The id of the pet deleted.' : `The ${EVENT_DATA[type].toLowerCase()} after the change, as the API returns it.` },
+    },
+    required: ['id', 'type', 'occurredAt', 'actor', 'data'],
+    additionalProperties: false,
+  };
+}
+
+/**
+ * The event schemas, written as JSON Schema (nested objects and a discriminated `oneOf`, which
+ * only describe answers: no request is validated against them). Components of the document
+ * beside SCHEMAS': `Event`, one schema per type, and `DeletedPet`.
+ */
+export const EVENT_SCHEMAS: Readonly<Record<string, object>> = {
+  Event: {
+    description: 'A change to a pet or an order, as the event log recorded it; `type` says which of the schemas below it is.',
+    oneOf: EVENT_TYPES.map((type) => componentRef(eventSchemaName(type))),
+    discriminator: { propertyName: 'type', mapping: Object.fromEntries(EVENT_TYPES.map((type) => [type, componentRef(eventSchemaName(type)).$ref])) },
+  },
+  ...Object.fromEntries(EVENT_TYPES.map((type) => [eventSchemaName(type), eventOfType(type)])),
+  DeletedPet: {
+    type: 'object',
+    description: 'A pet that was deleted: its id only.',
+    properties: { id: petIdSchema },
+    required: ['id'],
+    additionalProperties: false,
+  },
+};
+
+/** A page of `GET /v1/events`. */
+export const eventsPageSchema = {
+  type: 'array',
+  description: 'Events in id order.',
+  items: componentRef('Event'),
+  maxItems: MAX_PAGE_SIZE,
+} as const;
+
 /**
  * The most query parameters any operation takes: a query with more is refused before each of its
  * names is looked at (test/interface/input-complexity.test.ts checks this against every operation).
  */
-export const MOST_QUERY_PARAMETERS = Math.max(listPetsParameters.length, listOrdersParameters.length);
+export const MOST_QUERY_PARAMETERS = Math.max(listPetsParameters.length, listOrdersParameters.length, listEventsParameters.length);
 
 export const getOrderParameters = [
   {

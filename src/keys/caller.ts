@@ -12,3 +12,8 @@ export interface Caller extends Limits {
   account: string;
   scopes: readonly Scope[];
 }
+
+/** The caller as the event log records who made a change: its account and its key's id. */
+export function actorOf(caller: Pick<Caller, 'account' | 'id'>): { account: string; keyId: string } {
+  return { account: caller.account, keyId: caller.id };
+}

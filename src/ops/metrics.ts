@@ -12,6 +12,8 @@ import type { PipelineObserver } from '../pipeline/observer.ts';
 import type { CreationsObserver } from '../api/pets/creations.ts';
 import type { OrdersObserver } from '../api/orders/placements.ts';
 import { ORDER_STATUSES } from '../storage/orders.ts';
+import { EVENT_TYPES } from '../storage/events.ts';
+import type { EventsObserver } from '../api/events/observer.ts';
 
 /** The Content-Type of the text exposition format, version 0.0.4. */
 export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -57,7 +59,7 @@ export interface EventLoopDelay {
 }
 
 /** The counters, fed through the observer interfaces, and their exposition. */
-export interface Metrics extends PipelineObserver, CreationsObserver, OrdersObserver {
+export interface Metrics extends PipelineObserver, CreationsObserver, OrdersObserver, EventsObserver {
   /** The whole exposition, families in a fixed order, ending with a newline. */
   render(): string;
   /**
@@ -77,6 +79,8 @@ export interface MetricsCounts {
   ordersReached: Float64Array;
   /** Orders cancelled by the service because their holds ended (counted in ordersReached too). */
   ordersExpired: number;
+  /** Events written, by type, in the order of EVENT_TYPES. */
+  eventsWritten: Float64Array;
   petsCreated: number;
   idempotentReplays: number;
   databaseErrors: number;
@@ -105,6 +109,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   const apiKeyRejections = new Float64Array(API_KEY_CODES.length);
   const ordersReached = new Float64Array(ORDER_STATUS_LABELS.length);
   let ordersExpired = 0;
+  const eventsWritten = new Float64Array(EVENT_TYPES.length);
   let petsCreated = 0;
   let idempotentReplays = 0;
   let databaseErrors = 0;
@@ -118,7 +123,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   }
 
   const counts = (): MetricsCounts => ({
-    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, ordersExpired, petsCreated, idempotentReplays, databaseErrors,
+    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, ordersExpired, eventsWritten, petsCreated, idempotentReplays, databaseErrors,
   });
 
   return {
@@ -156,6 +161,12 @@ export function createMetrics(probe: ProcessProbe): Metrics {
       ordersReached[ORDER_STATUS_LABELS.indexOf('cancelled')]! += count;
       ordersExpired += count;
     },
+    eventsWritten(events) {
+      for (const { type } of events) eventsWritten[EVENT_TYPES.indexOf(type)]!++;
+    },
+    eventsCounted(type, count) {
+      eventsWritten[EVENT_TYPES.indexOf(type)]! += count;
+    },
     render: () => renderCounts(counts(), probe),
     counts,
   };
@@ -166,7 +177,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
   const routes = new Map<string, RouteSeries>();
   const total: MetricsCounts = {
     routes: [], rateLimitRejections: new Float64Array(RATE_LIMIT_CODES.length), apiKeyRejections: new Float64Array(API_KEY_CODES.length),
-    ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), ordersExpired: 0, petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
+    ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), ordersExpired: 0, eventsWritten: new Float64Array(EVENT_TYPES.length), petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
   };
   for (const counts of all) {
     for (const series of counts.routes) {
@@ -184,6 +195,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
     addInto(total.apiKeyRejections, counts.apiKeyRejections);
     addInto(total.ordersReached, counts.ordersReached);
     total.ordersExpired += counts.ordersExpired;
+    addInto(total.eventsWritten, counts.eventsWritten);
     total.petsCreated += counts.petsCreated;
     total.idempotentReplays += counts.idempotentReplays;
     total.databaseErrors += counts.databaseErrors;
@@ -243,6 +255,8 @@ export function renderCounts(counts: MetricsCounts, probe: ProcessProbe, workers
   single(out, 'idempotent_replays_total', 'counter', 'Creates and order placements answered from their Idempotency-Key record, making nothing.', counts.idempotentReplays);
   family(out, 'orders_total', 'counter', 'Orders that reached each status: placed, approved, completed, cancelled (expiries included).');
   ORDER_STATUS_LABELS.forEach((status, index) => out.push(`orders_total{status="${status}"} ${counts.ordersReached[index]}`));
+  family(out, 'events_total', 'counter', 'Events written to the log, by type.');
+  EVENT_TYPES.forEach((type, index) => out.push(`events_total{type="${type}"} ${counts.eventsWritten[index]}`));
   single(out, 'orders_expired_total', 'counter', 'Placed orders cancelled by the service because their hold ended (also counted in orders_total{status="cancelled"}).', counts.ordersExpired);
   single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', counts.databaseErrors);
   if (workers !== undefined) {

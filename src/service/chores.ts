@@ -3,11 +3,14 @@
  * WORKERS: the in-memory limiter saved every second (the contract allows 5 s of lag; a restart
  * resumes from the last save) and once more when stopping, expired Idempotency-Key records purged
  * (lookups already ignore them; this only frees the space), on PostgreSQL the limiter rows
- * idle for a day, and placed orders whose holds ended cancelled (the sweep, every half second). A purge deletes a small chunk per transaction, so requests run in between.
+ * idle for a day, events older than EVENTS_RETENTION_DAYS, and placed orders whose holds ended cancelled (the sweep, every half second). A purge deletes a small chunk per transaction, so requests run in between.
  */
 import type { Clock } from '../clock.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { Upkeep } from '../storage/stores.ts';
+import { DEFAULT_EVENTS_RETENTION_DAYS } from '../config.ts';
+
+const DAY_MS = 86_400_000;
 
 /** How often the limiter is saved: well inside the contract's 5 s of allowed lag. */
 export const LIMITER_SAVE_INTERVAL_MS = 1000;
@@ -31,10 +34,12 @@ export const EXPIRY_INTERVAL_MS = 500;
 export interface ChoresDeps {
   upkeep: Upkeep;
   clock: Clock;
-  /** A chore failed (`limiter_save_failed`, `idempotency_purge_failed`, `limiter_purge_failed`, `counts_fold_failed`, `order_expiry_failed`). */
+  /** A chore failed (`limiter_save_failed`, `idempotency_purge_failed`, `limiter_purge_failed`, `event_purge_failed`, `counts_fold_failed`, `order_expiry_failed`). */
   failed(event: string, error: unknown): void;
   /** The sweep cancelled `count` orders whose holds had ended (the metrics). */
   expired?: (count: number) => void;
+  /** `EVENTS_RETENTION_DAYS`: events older than this are deleted with the other purges. */
+  retentionDays?: number;
 }
 
 export interface Chores {
@@ -43,8 +48,8 @@ export interface Chores {
 }
 
 /** Starts the timers (unref'd: they never keep the process alive) and a first purge. */
-export function startChores({ upkeep, clock, failed, expired = () => {} }: ChoresDeps): Chores {
-  const { saveLimiterState, purgeIdleCallers, foldCounts } = upkeep;
+export function startChores({ upkeep, clock, failed, expired = () => {}, retentionDays = DEFAULT_EVENTS_RETENTION_DAYS }: ChoresDeps): Chores {
+  const { saveLimiterState, purgeIdleCallers, foldCounts, purgeEvents } = upkeep;
   // A save through SQLite's writer thread may still be out when the next second comes: that
   // second's is then skipped, and its changes go with the next.
   let saving: Promise<void> | null = null;
@@ -64,6 +69,7 @@ export function startChores({ upkeep, clock, failed, expired = () => {} }: Chore
   };
   const purgeRecords = oneAtATime(() => purgeInChunks((limit) => upkeep.purgeExpiredRecords(clock(), limit)));
   const purgeCallers = oneAtATime(() => (purgeIdleCallers ? purgeInChunks(purgeIdleCallers) : Promise.resolve(0)));
+  const purgeLog = oneAtATime(() => (purgeEvents ? purgeInChunks((limit) => purgeEvents(clock() - retentionDays * DAY_MS, limit)) : Promise.resolve(0)));
   const fold = oneAtATime(() => (foldCounts ? purgeInChunks(foldCounts, FOLD_CHUNK) : Promise.resolve(0)));
   // Chunk by chunk, each counted as soon as it is committed.
   const expire = oneAtATime(() => purgeInChunks(async (limit) => {
@@ -74,6 +80,7 @@ export function startChores({ upkeep, clock, failed, expired = () => {} }: Chore
   const purge = () => {
     purgeRecords().catch((error: unknown) => failed('idempotency_purge_failed', error));
     purgeCallers().catch((error: unknown) => failed('limiter_purge_failed', error));
+    purgeLog().catch((error: unknown) => failed('event_purge_failed', error));
   };
   const timers = [
     ...(saveLimiterState ? [setInterval(() => void save(), LIMITER_SAVE_INTERVAL_MS)] : []),

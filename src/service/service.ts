@@ -16,6 +16,9 @@ import type { PipelineObserver } from '../pipeline/observer.ts';
 import { createPetsHandlers } from '../api/pets/handlers.ts';
 import { createOrdersHandlers } from '../api/orders/handlers.ts';
 import { createOrderWrites, type OrdersObserver } from '../api/orders/placements.ts';
+import { createCommitWaiter } from '../api/events/commit-waiter.ts';
+import { createEventsHandlers } from '../api/events/handlers.ts';
+import type { EventsObserver } from '../api/events/observer.ts';
 import type { App } from '../http/server.ts';
 import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
@@ -57,7 +60,7 @@ export interface ServiceDeps<S extends Stores = Stores> {
   /** Group commit of creates and changes; on unless turned off to measure the difference. */
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
-  observer?: PipelineObserver & CreationsObserver & OrdersObserver;
+  observer?: PipelineObserver & CreationsObserver & OrdersObserver & Partial<EventsObserver>;
 }
 
 export interface Service<S extends Stores = Stores> {
@@ -93,7 +96,9 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
     });
     return createOrdersHandlers({ orders: stores.orders, clock, placeOrder: writes.place, changeOrder: writes.change });
   };
-  const app = createPipeline({
+  // The process's one waiter for the feed's long polls; the drain answers them at once.
+  const waiter = createCommitWaiter({ latestId: () => stores.events.latestId() });
+  const pipeline = createPipeline({
     clock,
     logger,
     authenticate: (token, connection) => {
@@ -109,6 +114,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
         changePet: createPetChanges({ pets, groupCommit, ...batching, ...(observer ? { observer } : {}) }),
       }),
       ...ordersHandlers(),
+      ...createEventsHandlers({ events: stores.events, waiter, clock }),
       getOpenApiDocument: () => ({ status: 200, body: served }),
     },
     databaseErrorOf: stores.databaseErrorOf,
@@ -118,6 +124,13 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
     docs,
     cors,
   });
+  const app: App = {
+    handle: pipeline.handle,
+    drain() {
+      waiter.close();
+      pipeline.drain();
+    },
+  };
   // With `*`, even the answers the HTTP server writes before the app runs are readable by a page.
   const rawHeaders = cors !== null && config.corsAllowedOrigins === '*' ? cors.responseHeaders('*') : {};
   return {

@@ -17,25 +17,11 @@
 import type { ItemOutcome } from '../lib/item-outcome.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
-import type { Pet, PetStatus } from './pets.ts';
+import type { Actor } from './actor.ts';
+import type { Order, OrderStatus } from './order-record.ts';
+import type { Expiry, Pet, PetStatus } from './pets.ts';
 
-/** Where an order stands. */
-export const ORDER_STATUSES = ['placed', 'approved', 'completed', 'cancelled'] as const;
-export type OrderStatus = (typeof ORDER_STATUSES)[number];
-
-export interface Order {
-  id: number;
-  petId: bigint;
-  account: string;
-  status: OrderStatus;
-  /** Milliseconds since the epoch. */
-  placedAt: number;
-  updatedAt: number;
-  /** While placed: when the hold ends (ms since the epoch); null in every other status. */
-  expiresAt: number | null;
-  /** 1 when placed; every change adds 1 (the ETag). */
-  version: number;
-}
+export { ORDER_STATUSES, type Order, type OrderStatus } from './order-record.ts';
 
 /** Whether `order` is a hold that has ended at `now`: still placed in the database, due to expire. */
 export function isDue(order: Order, now: number): boolean {
@@ -52,16 +38,16 @@ export function orderAt(order: Order, now: number): Order {
 }
 
 /**
- * How many due orders an item's transaction expired before it did its own work (absent: none),
- * so that the write paths count expiries once, where they were made.
+ * The due orders an item's transaction expired before it did its own work (absent: none), so
+ * that the write paths count expiries once, where they were made, and the log records them.
  */
 export interface Expiries {
-  expired?: number;
+  expired?: readonly Expiry[];
 }
 
 /** `result` with its expiries, the field present only when there were some. */
-export function withExpiries<R extends object>(result: R, expired: number): R & Expiries {
-  return expired === 0 ? result : { ...result, expired };
+export function withExpiries<R extends object>(result: R, expired: readonly Expiry[]): R & Expiries {
+  return expired.length === 0 ? result : { ...result, expired };
 }
 
 /**
@@ -116,6 +102,8 @@ export interface OrderPlacement {
    */
   maxOpen: number | null;
   idempotency?: IdempotencyWrite<Order>;
+  /** The key whose request places it, for the event log; absent: the service's own. */
+  actor?: Actor;
 }
 
 /** What placing an order did: the order and the pet as it now is, or why not. */
@@ -151,6 +139,8 @@ export interface OrderChange {
   /** The caller's account, when it may only change its own account's orders. */
   account: string | null;
   now: number;
+  /** The key whose request makes the step, for the event log; absent: the service's own. */
+  actor?: Actor;
 }
 
 export type OrderChangeOutcome = (

@@ -5,7 +5,9 @@
  */
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { ItemOutcome } from '../lib/item-outcome.ts';
+import type { Actor } from './actor.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
+import type { Order } from './order-record.ts';
 
 /** Where a pet stands in the store. */
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
@@ -48,25 +50,37 @@ export type PetChange = (
 ) & {
   /** When the change was asked: an order holding the pet whose hold ended by then is expired first. */
   now: number;
+  /** The key whose request makes the change, for the event log; absent: the service's own. */
+  actor?: Actor;
 };
+
+/** An order cancelled by the service because its hold ended, with the pet it freed (null: none was pending). */
+export interface Expiry {
+  order: Order;
+  pet: Pet | null;
+}
 
 /**
  * What a change did; `expired`: the order whose ended hold the change's transaction expired
  * first, freeing the pet (the same field as an order's write, storage/orders.ts's Expiries).
+ * `changed`: whether an update set a value the pet did not have (one that sets the values it has
+ * still bumps the version, but is no change for the event log).
  */
 export type ChangeOutcome = (
-  | { kind: 'updated'; pet: Pet }
+  | { kind: 'updated'; pet: Pet; changed: boolean }
   | { kind: 'deleted' }
   | { kind: 'not_found' }
   /** The pet exists with another version than the one expected; nothing was changed. */
   | { kind: 'version_mismatch' }
   /** The change moves or removes a pet that an open order holds; nothing was changed. */
   | { kind: 'has_open_order' }
-) & { expired?: number };
+) & { expired?: readonly Expiry[] };
 
 /** A pet to insert, with the idempotency record to write alongside it when it has one. */
 export interface PetCreation extends NewPet {
   idempotency?: IdempotencyWrite<Pet>;
+  /** The key whose request creates it, for the event log; absent: the service's own (seeding). */
+  actor?: Actor;
 }
 
 export interface ListOptions {

@@ -8,6 +8,7 @@ import type { GroupCommitOptions } from '../lib/group-commit.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import type { DatabaseErrorOf } from './errors.ts';
+import type { EventLog } from './events.ts';
 import type { StoredResponse } from './idempotency.ts';
 import type { KeysStore } from './keys.ts';
 import type { Order, OrdersStore } from './orders.ts';
@@ -17,6 +18,8 @@ export interface Stores {
   keys: KeysStore;
   pets: PetsStore;
   orders: OrdersStore;
+  /** The log of changes to pets and orders (written by the stores' own writes), for the feed. */
+  events: EventLog;
   /** The rate limiter over this engine's state (every token counted once, for every instance). */
   limiter: RateLimiter;
   /** Recognises this engine's failures, for the one error mapping (503 or 500). */
@@ -50,6 +53,8 @@ export interface Upkeep {
   purgeExpiredRecords(now: number, limit: number): MaybePromise<number>;
   /** Cancels up to `limit` placed orders whose holds ended by `now`, freeing their pets; resolves with how many. */
   expireOrders(now: number, limit: number): MaybePromise<number>;
+  /** Deletes events older than `before` (EVENTS_RETENTION_DAYS), oldest first; absent where there is no log. */
+  purgeEvents?: (before: number, limit: number) => MaybePromise<number>;
   /** Deletes limiter rows idle for a day (both buckets full again); absent where none are kept. */
   purgeIdleCallers?: (limit: number) => MaybePromise<number>;
   /** Folds recorded changes of the pets' counts into the counts, every second; absent where none are kept. */

@@ -176,7 +176,7 @@ test('repeated names are found in one pass: 2,000 names sent twice are refused, 
   assert.throws(() => validateQuery(query, listPetsParameters), (error: ApiError) => {
     assert.equal(error.code, 'invalid_query');
     // More parameters than any operation takes: refused after reading a few of them.
-    assert.match(error.message, /^Invalid query: 4002 parameters, more than any operation takes \(3\): "p0" is not a known parameter; /);
+    assert.match(error.message, /^Invalid query: 4002 parameters, more than any operation takes \(4\): "p0" is not a known parameter; /);
     assert.equal(namedProblems(error.message).length, 5);
     return true;
   });

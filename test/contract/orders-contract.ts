@@ -70,6 +70,12 @@ async function placed(orders: OrdersStore, placements: OrderPlacement[]): Promis
 }
 
 /** Registers every orders case as a test. */
+/** An outcome with the number of orders it expired in place of the expiries themselves. */
+function counted(outcome: object): object {
+  const { expired } = outcome as { expired?: readonly unknown[] };
+  return expired === undefined ? outcome : { ...outcome, expired: expired.length };
+}
+
 export function runOrdersContract({ open }: OrdersContractOptions): void {
   test('placing an order stores it as placed and takes its pet from available to pending, a new version, in one write', async (t) => {
     const { keys, pets, orders } = await open(t);
@@ -274,7 +280,7 @@ export function runOrdersContract({ open }: OrdersContractOptions): void {
     const end = first!.expiresAt!;
     const [result] = allSucceeded(await orders.placeMany([placement(rex!.id, B!, { now: end, expiresAt: end + HOLD })])) as PlacementResult[];
     assert.equal(summary(result!), 'placed');
-    assert.equal(result!.expired, 1, 'the placement says it expired one order');
+    assert.equal(result!.expired?.length, 1, 'the placement says it expired one order');
     assert.deepEqual((result as { pet: Pet }).pet, { ...rex!, status: 'pending', version: 4 }, 'freed (3), then taken again (4)');
     assert.deepEqual(await orders.get(1n), { ...first!, status: 'cancelled', updatedAt: end, expiresAt: null, version: 2 });
     assert.deepEqual(await orders.get(2n), { id: 2, petId: BigInt(rex!.id), account: B!, status: 'placed', placedAt: end, updatedAt: end, expiresAt: end + HOLD, version: 1 });
@@ -292,8 +298,8 @@ export function runOrdersContract({ open }: OrdersContractOptions): void {
       change(3, 'approved', { now: end - 1 }),
     ]);
     assert.deepEqual(outcomes.map(summary), ['invalid_transition', 'unchanged', 'changed']);
-    assert.deepEqual(outcomes[0], { kind: 'invalid_transition', from: 'cancelled', expired: 1 });
-    assert.deepEqual(outcomes[1], { kind: 'unchanged', order: { ...(await orders.get(2n))!, status: 'cancelled', updatedAt: end, expiresAt: null, version: 2 }, expired: 1 });
+    assert.deepEqual(counted(outcomes[0]!), { kind: 'invalid_transition', from: 'cancelled', expired: 1 });
+    assert.deepEqual(counted(outcomes[1]!), { kind: 'unchanged', order: { ...(await orders.get(2n))!, status: 'cancelled', updatedAt: end, expiresAt: null, version: 2 }, expired: 1 });
     assert.deepEqual([(await pets.get(BigInt(a!.id)))?.status, (await pets.get(BigInt(b!.id)))?.status], ['available', 'available']);
     assert.equal(await orders.expireDue(end + HOLD * 10, 10), 0, 'approved 1 ms before its end, it holds its pet for good');
     assert.deepEqual(await orders.get(3n), { ...third!, status: 'approved', updatedAt: end - 1, expiresAt: null, version: 2 });
@@ -312,7 +318,7 @@ export function runOrdersContract({ open }: OrdersContractOptions): void {
       { kind: 'update', id: BigInt(rex!.id), patch: { status: 'sold' }, expectedVersion: 3, now: end },
       { kind: 'delete', id: BigInt(tom!.id), expectedVersion: null, now: end },
     ]);
-    assert.deepEqual(outcomes, [{ kind: 'updated', pet: { ...rex!, status: 'sold', version: 4 }, expired: 1 }, { kind: 'deleted', expired: 1 }]);
+    assert.deepEqual(outcomes.map(counted), [{ kind: 'updated', pet: { ...rex!, status: 'sold', version: 4 }, changed: true, expired: 1 }, { kind: 'deleted', expired: 1 }]);
     assert.deepEqual((await orders.list({ afterId: 0n, status: undefined, account: null, limit: 10 })).map((o) => [o.status, o.updatedAt, o.expiresAt]), [
       ['cancelled', end, null], ['cancelled', end, null],
     ]);
@@ -360,7 +366,7 @@ export function runOrdersContract({ open }: OrdersContractOptions): void {
     const end = T0 + HOLD;
     const [late] = await orders.placeMany([capped(p3!.id, { maxOpen: 2, now: end, expiresAt: end + HOLD })]);
     assert.equal(summary(late!), 'placed', 'the account\'s two placed orders expired: its approved one and this one make two');
-    assert.equal((late as PlacementResult).expired, 2, 'staff\'s order for this pet and the account\'s other placed one');
+    assert.equal((late as PlacementResult).expired?.length, 2, 'staff\'s order for this pet and the account\'s other placed one');
   });
 
   test('of concurrent placements by one account for different pets, exactly the cap are placed', async (t) => {

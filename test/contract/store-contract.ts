@@ -270,9 +270,9 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
       { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: 1 , now: 0},
     ]);
     assert.deepEqual(outcomes, [
-      { kind: 'updated', pet: { id: rex!.id, name: 'Rex', categoryId: INT64_MAX, status: 'sold', version: 2 } },
+      { kind: 'updated', pet: { id: rex!.id, name: 'Rex', categoryId: INT64_MAX, status: 'sold', version: 2 }, changed: true },
       { kind: 'version_mismatch' },
-      { kind: 'updated', pet: { id: rex!.id, name: 'Rex III', categoryId: INT64_MAX, status: 'sold', version: 3 } },
+      { kind: 'updated', pet: { id: rex!.id, name: 'Rex III', categoryId: INT64_MAX, status: 'sold', version: 3 }, changed: true },
       { kind: 'version_mismatch' },
       { kind: 'not_found' },
       { kind: 'not_found' },

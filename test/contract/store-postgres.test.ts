@@ -7,6 +7,8 @@ import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import { createOrdersStore } from '../../src/storage/postgres/orders-store.ts';
 import { createPetsStore } from '../../src/storage/postgres/pets-store.ts';
 import { describeWithPgbouncer, describeWithPostgres, openTestDatabase, type PostgresCluster } from '../support/postgres.ts';
+import { createEventsStore } from '../../src/storage/postgres/event-log.ts';
+import { runEventsContract } from './events-contract.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
 
@@ -31,6 +33,13 @@ function runContracts(database: () => Promise<string>, cluster: () => PostgresCl
       // The chore that folds the counts' pending changes, run until nothing is left.
       const settle = async () => { while (await orders.foldCounts(2) > 0); };
       return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders, settle };
+    },
+  });
+
+  runEventsContract({
+    async open(t) {
+      const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
+      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders: createOrdersStore(sql), events: createEventsStore(sql) };
     },
   });
 }

@@ -1,8 +1,10 @@
-/** The storage contract (test/contract/store-contract.ts, orders-contract.ts) on SQLite. */
+/** The storage contract (test/contract/store-contract.ts, orders-contract.ts, events-contract.ts) on SQLite. */
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
 import { createOrdersStore } from '../../src/storage/sqlite/orders-store.ts';
 import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
+import { createEventsStore } from '../../src/storage/sqlite/events-store.ts';
+import { runEventsContract } from './events-contract.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
 
@@ -25,5 +27,12 @@ runOrdersContract({
     const db = open(t);
     // Triggers keep SQLite's counts exact in every write: there is nothing to settle.
     return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), settle: async () => {} };
+  },
+});
+
+runEventsContract({
+  async open(t) {
+    const db = open(t);
+    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), events: createEventsStore(db) };
   },
 });

@@ -54,8 +54,8 @@ const postgres = (cluster: () => PostgresCluster): Engine => ({
 });
 
 const pet = (name: string): NewPet => ({ name, categoryId: 1n, status: 'available' });
-const caller = { keyId: 'key_a' };
-const otherCaller = { keyId: 'key_b' };
+const caller = { account: 'default', keyId: 'key_a' };
+const otherCaller = { account: 'default', keyId: 'key_b' };
 
 /** A request's answer as the pipeline would give it: the Reply, or the error's Reply. */
 interface Answer {

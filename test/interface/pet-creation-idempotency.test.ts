@@ -11,7 +11,7 @@ import { errorBody, fakeClock, startTestServer, type TestServer } from '../suppo
 
 const DAY = 24 * 60 * 60 * 1000;
 const rex: NewPet = { name: 'Rex', categoryId: 1n, status: 'available' };
-const caller = { keyId: 'key_a' };
+const caller = { account: 'default', keyId: 'key_a' };
 
 function count(server: { db: TestServer['db'] }, table = 'pets'): number {
   return (server.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
@@ -40,7 +40,7 @@ test('while the first request with a key is being stored, another with that key 
   for (const fingerprint of ['same', 'other']) {
     await assert.rejects(created.create(rex, caller, { key: 'k', fingerprint }), (error: unknown) => error instanceof ApiError && error.code === 'idempotency_key_in_flight');
   }
-  const otherApiKey = created.create(rex, { keyId: 'key_b' }, idempotency);
+  const otherApiKey = created.create(rex, { account: 'default', keyId: 'key_b' }, idempotency);
   flush();
   assert.equal((await first).status, 201);
   assert.equal((await otherApiKey).status, 201, 'the same key of another API key is not in flight');

@@ -1,4 +1,5 @@
 /** The metrics registry and its text exposition (format 0.0.4), without a server. */
+import { EVENT_TYPES } from '../../src/storage/events.ts';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createMetrics, DURATION_BUCKETS, escapeLabel, formatNumber, mergeCounts, renderCounts, requestCount, worstDelay, type ProcessProbe } from '../../src/ops/metrics.ts';
@@ -22,6 +23,7 @@ test('an empty registry exposes every family the contract lists, each with HELP 
     pets_created_total: 'counter',
     idempotent_replays_total: 'counter',
     orders_total: 'counter',
+    events_total: 'counter',
     orders_expired_total: 'counter',
     database_errors_total: 'counter',
     process_resident_memory_bytes: 'gauge',
@@ -36,6 +38,7 @@ test('an empty registry exposes every family the contract lists, each with HELP 
   for (const code of ['missing_api_key', 'invalid_api_key']) assert.equal(valueOf(exposition, 'api_key_rejections_total', { code }), 0);
   for (const name of ['pets_created_total', 'idempotent_replays_total', 'database_errors_total']) assert.equal(valueOf(exposition, name), 0);
   assert.equal(samplesOf(exposition, 'http_requests_total').length, 0);
+  assert.deepEqual(samplesOf(exposition, 'events_total').map((sample) => [sample.labels.type, sample.value]), EVENT_TYPES.map((type) => [type, 0]));
 });
 
 test('process figures come from the probe, in base units', () => {

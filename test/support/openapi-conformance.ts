@@ -102,6 +102,9 @@ export function createConformanceChecker(documentText: string): ConformanceCheck
   const ajv = new Ajv2020({ allErrors: true, strict: true });
   // The document's own keywords, so that strict mode accepts it as the root of its schemas.
   ajv.addVocabulary(['openapi', 'info', 'jsonSchemaDialect', 'servers', 'paths', 'webhooks', 'components', 'security', 'tags', 'externalDocs']);
+  // OpenAPI's own schema keyword: an annotation that names which `oneOf` branch a value is; the
+  // branches themselves say it (each its `type`), so it validates nothing more.
+  ajv.addVocabulary(['discriminator']);
   // OpenAPI's format: an integer that fits 64 bits (JSON.parse already rounded larger digits).
   ajv.addFormat('int64', { type: 'number', validate: (value: number) => Number.isInteger(value) && Math.abs(value) <= 2 ** 63 });
   ajv.addFormat('int32', { type: 'number', validate: (value: number) => Number.isInteger(value) && value >= -(2 ** 31) && value < 2 ** 31 });

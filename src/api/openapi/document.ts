@@ -10,7 +10,7 @@ import { SCOPE_MEANINGS, SCOPES } from '../../keys/scopes.ts';
 import { BASE_PATH, deprecationHeaders, type OperationSpec, type OperationTable, type ResponseSpec } from '../operation.ts';
 import { OPERATIONS, TAGS } from '../operations.ts';
 import { HEADERS, type HeaderName, type HeaderSubject, type HeaderUse } from '../response-headers.ts';
-import { SCHEMAS, type ArraySchema, type ObjectSchema, type Schema } from '../schemas.ts';
+import { EVENT_SCHEMAS, SCHEMAS, type ArraySchema, type ObjectSchema, type Schema } from '../schemas.ts';
 import { CORS, DEPRECATION, EVERY, headers, RATE } from './headers.ts';
 import { errorSchema, jsonSchema, parameter, ref, requestSchema, type JsonObject } from './json-schema.ts';
 import { errorResponse, EVERY_OPERATION, forbidden, internalError, shared, SHARED_RESPONSES, unavailable, type SharedResponse } from './responses.ts';
@@ -139,7 +139,7 @@ function componentSchemas(table: OperationTable): Record<string, JsonObject> {
     if (schema.type === 'string') return { ...schema, ...(schema.enum ? { enum: [...schema.enum] } : {}) };
     return requestBodies.has(schema) ? requestSchema(schema as ObjectSchema) : jsonSchema(schema);
   };
-  return { ...Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, component(schema)])), Error: errorSchema };
+  return { ...Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, component(schema)])), ...(EVENT_SCHEMAS as Record<string, JsonObject>), Error: errorSchema };
 }
 
 // --- The document -----------------------------------------------------------------------------

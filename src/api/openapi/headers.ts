@@ -6,7 +6,7 @@ import { HEADERS, OPERATION_HEADERS, type HeaderName, type HeaderSubject, type H
 import { ref, type JsonObject } from './json-schema.ts';
 
 /** The header names on the wire of the components whose name differs. */
-const WIRE_NAME: Partial<Record<HeaderName, string>> = { NextLink: 'Link', SuccessorLink: 'Link', ScopeChallenge: 'WWW-Authenticate' };
+const WIRE_NAME: Partial<Record<HeaderName, string>> = { NextLink: 'Link', EventsLink: 'Link', SuccessorLink: 'Link', ScopeChallenge: 'WWW-Authenticate' };
 
 /** A subject for the responses that belong to no operation: they use none of the headers of OPERATION_HEADERS. */
 const NO_OPERATION: HeaderSubject = { path: '', deprecation: null };

@@ -12,7 +12,7 @@ import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
 import { orderAt, transition, TRANSITIONS, type Order, type OrderChange, type OrderChangeOutcome, type OrderStatus, type OrdersStore } from '../../storage/orders.ts';
 import { decodeCursor, nextPageLink } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
-import type { Caller } from '../../keys/caller.ts';
+import { actorOf, type Caller } from '../../keys/caller.ts';
 import { apiError } from '../errors.ts';
 import type { ContextOf, Handlers } from '../operations.ts';
 import { inventoryJson, orderETag, orderReply, ordersJson } from './json.ts';
@@ -116,7 +116,7 @@ export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }:
       if (step.manage && !canManage(caller)) throw needsManage();
       // The store checks the transition and the version again, in the transaction that makes it.
       const outcome = await changeOrder({
-        id: orderId, to, expectedVersion, manage: canManage(caller), account: canManage(caller) ? null : caller.account, now,
+        id: orderId, to, expectedVersion, manage: canManage(caller), account: canManage(caller) ? null : caller.account, now, actor: actorOf(caller),
       });
       return stepped(outcome, orderId, to);
     },

@@ -13,10 +13,11 @@ import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrdersStor
 import type { IdempotentRequest } from '../idempotency.ts';
 import { apiError } from '../errors.ts';
 import { createIdempotentWrites } from '../idempotent-writes.ts';
-import type { Caller } from '../../keys/caller.ts';
+import { actorOf, type Caller } from '../../keys/caller.ts';
 import { allows } from '../../keys/scopes.ts';
 import { DEFAULT_HOLD_SECONDS, DEFAULT_MAX_OPEN_ORDERS } from '../../config.ts';
 import { placed, rememberedPlacement } from './json.ts';
+import { reportingEvents, type EventsObserver } from '../events/observer.ts';
 
 /** What the order paths report, for the metrics (src/ops/metrics.ts). */
 export interface OrdersObserver {
@@ -39,7 +40,7 @@ export interface OrderWritesOptions {
   schedule?: (flush: () => void) => void;
   /** Batches of a kind out at once (GroupCommitOptions.maxInFlight); default the path's own. */
   maxInFlight?: number;
-  observer?: OrdersObserver;
+  observer?: OrdersObserver & Partial<EventsObserver>;
   /** How long a placed order holds its pet (`ORDER_HOLD_SECONDS`). */
   holdSeconds?: number;
   /** Open orders an account may have (`MAX_OPEN_ORDERS_PER_ACCOUNT`); keys with `orders:manage` are not capped. */
@@ -52,13 +53,13 @@ export function createOrderWrites({
   orders, clock, groupCommit = true, schedule, maxInFlight, observer = NO_OBSERVER, holdSeconds = DEFAULT_HOLD_SECONDS, maxOpenOrders = DEFAULT_MAX_OPEN_ORDERS,
 }: OrderWritesOptions) {
   const placements = createGroupCommit<OrderPlacement, PlacementResult>({
-    commit: (batch) => orders.placeMany(batch),
+    commit: reportingEvents('placeOrders', (batch: readonly OrderPlacement[]) => orders.placeMany(batch), observer),
     enabled: groupCommit,
     maxInFlight: maxInFlight ?? 2,
     ...(schedule ? { schedule } : {}),
   });
   const changes = createGroupCommit<OrderChange, OrderChangeOutcome>({
-    commit: (batch) => orders.changeMany(batch),
+    commit: reportingEvents('changeOrders', (batch: readonly OrderChange[]) => orders.changeMany(batch), observer),
     enabled: groupCommit,
     ...(maxInFlight !== undefined ? { maxInFlight } : {}),
     ...(schedule ? { schedule } : {}),
@@ -68,7 +69,7 @@ export function createOrderWrites({
   /** The answer to a placement once made: 201, or why the pet could not be ordered. */
   function answer(petId: bigint) {
     return (result: Exclude<PlacementResult, IdempotencyConflict>): Reply => {
-      if (result.expired !== undefined) observer.ordersExpired(result.expired);
+      if (result.expired !== undefined) observer.ordersExpired(result.expired.length);
       if (result.kind === 'pet_not_found') throw apiError('pet_not_found', petId);
       if (result.kind === 'pet_not_available') throw apiError('pet_not_available', petId, result.status);
       if (result.kind === 'too_many_open_orders') throw apiError('too_many_open_orders', result.limit);
@@ -81,7 +82,7 @@ export function createOrderWrites({
     place(petId: bigint, caller: Caller, idempotency: IdempotentRequest | null): Promise<Reply> {
       // Every open order of the account counts, whoever placed it; staff are never refused.
       const maxOpen = allows(caller.scopes, 'orders:manage') ? null : maxOpenOrders;
-      const placement = (now: number): OrderPlacement => ({ petId, account: caller.account, now, expiresAt: now + holdSeconds * 1000, maxOpen });
+      const placement = (now: number): OrderPlacement => ({ petId, account: caller.account, now, expiresAt: now + holdSeconds * 1000, maxOpen, actor: actorOf(caller) });
       if (idempotency === null) {
         return placements.submit(placement(clock())).then((result) => answer(petId)(result as Exclude<PlacementResult, IdempotencyConflict>));
       }
@@ -97,7 +98,7 @@ export function createOrderWrites({
 
     async change(change: OrderChange): Promise<OrderChangeOutcome> {
       const outcome = await changes.submit(change);
-      if (outcome.expired !== undefined) observer.ordersExpired(outcome.expired);
+      if (outcome.expired !== undefined) observer.ordersExpired(outcome.expired.length);
       if (outcome.kind === 'changed') observer.orderReached(outcome.order.status);
       return outcome;
     },

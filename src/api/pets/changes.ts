@@ -10,6 +10,7 @@
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { ChangeOutcome, PetChange, PetsStore } from '../../storage/pets.ts';
 import type { OrdersObserver } from '../orders/placements.ts';
+import { reportingEvents, type EventsObserver } from '../events/observer.ts';
 
 export interface PetChangesOptions {
   pets: Pick<PetsStore, 'changeMany'>;
@@ -20,7 +21,7 @@ export interface PetChangesOptions {
   /** Batches out at once (GroupCommitOptions.maxInFlight); default the path's own. */
   maxInFlight?: number;
   /** Told of the orders a change expired first (their holds on the pet had ended), for the metrics. */
-  observer?: Pick<OrdersObserver, 'ordersExpired'>;
+  observer?: Pick<OrdersObserver, 'ordersExpired'> & Partial<EventsObserver>;
 }
 
 /** Applies one change durably; resolves with its outcome once its batch is committed. */
@@ -29,14 +30,14 @@ export type ChangePet = (change: PetChange) => Promise<ChangeOutcome>;
 /** Builds the change path over a pets store. */
 export function createPetChanges({ pets, groupCommit = true, schedule, maxInFlight, observer }: PetChangesOptions): ChangePet {
   const writer = createGroupCommit<PetChange, ChangeOutcome>({
-    commit: (changes) => pets.changeMany(changes),
+    commit: reportingEvents('changePets', (changes: readonly PetChange[]) => pets.changeMany(changes), observer),
     enabled: groupCommit,
     ...(maxInFlight !== undefined ? { maxInFlight } : {}),
     ...(schedule ? { schedule } : {}),
   });
   return async (change) => {
     const outcome = await writer.submit(change);
-    if (outcome.expired !== undefined) observer?.ordersExpired(outcome.expired);
+    if (outcome.expired !== undefined) observer?.ordersExpired(outcome.expired.length);
     return outcome;
   };
 }

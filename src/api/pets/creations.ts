@@ -5,6 +5,8 @@
  * Each create is its own unit of success or failure in its batch: another create's conflict or
  * failure never changes this one's answer.
  */
+import type { Actor } from '../../storage/actor.ts';
+import { reportingEvents, type EventsObserver } from '../events/observer.ts';
 import type { Clock } from '../../clock.ts';
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { IdempotentRequest } from '../idempotency.ts';
@@ -32,19 +34,19 @@ export interface PetCreationsOptions {
   schedule?: (flush: () => void) => void;
   /** Batches out at once (GroupCommitOptions.maxInFlight); default the path's own. */
   maxInFlight?: number;
-  /** Told of every pet stored and every replay; default: nobody. */
-  observer?: CreationsObserver;
+  /** Told of every pet stored and every replay, and of the events written; default: nobody. */
+  observer?: CreationsObserver & Partial<EventsObserver>;
 }
 
 export interface PetCreations {
   /** Stores a validated pet durably (or replays its first creation) and returns the answer. */
-  create(pet: NewPet, caller: { keyId: string }, idempotency: IdempotentRequest | null): Promise<Reply>;
+  create(pet: NewPet, caller: Actor, idempotency: IdempotentRequest | null): Promise<Reply>;
 }
 
 /** Builds the create path over a pets store. */
 export function createPetCreations({ pets, clock, groupCommit = true, schedule, maxInFlight = 2, observer = NO_OBSERVER }: PetCreationsOptions): PetCreations {
   const writer = createGroupCommit<PetCreation, CreationResult>({
-    commit: (creations) => pets.insertMany(creations),
+    commit: reportingEvents('insertPets', (creations: readonly PetCreation[]) => pets.insertMany(creations), observer),
     enabled: groupCommit,
     // PostgreSQL: one batch being committed while the next gathers.
     maxInFlight,
@@ -52,7 +54,7 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
   });
   const write = createIdempotentWrites({ clock, replayed: () => observer.idempotentReplayed() });
 
-  function createIdempotent(pet: NewPet, apiKeyId: string, { key, fingerprint }: IdempotentRequest): Promise<Reply> {
+  function createIdempotent(pet: PetCreation, apiKeyId: string, { key, fingerprint }: IdempotentRequest): Promise<Reply> {
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
     return write(`${apiKeyId} ${key}`, fingerprint, {
       lookup: (now) => pets.findIdempotencyRecord(apiKeyId, key, now),
@@ -65,12 +67,14 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
 
   return {
     async create(pet, caller, idempotency) {
+      // The key that made the pet, for the event log.
+      const creation: PetCreation = { ...pet, actor: { account: caller.account, keyId: caller.keyId } };
       if (idempotency === null) {
-        const stored = (await writer.submit(pet)) as Pet;
+        const stored = (await writer.submit(creation)) as Pet;
         observer.petCreated();
         return created(stored);
       }
-      return createIdempotent(pet, caller.keyId, idempotency);
+      return createIdempotent(creation, caller.keyId, idempotency);
     },
   };
 }

@@ -12,6 +12,7 @@ import { decodeCursor, nextPageLink } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
 import { ifMatchHolds, parseIfMatch } from '../../http/if-match.ts';
 import { ANY_STATUS, statusBit, type ChangeOutcome, type NewPet, type Pet, type PetsStore } from '../../storage/pets.ts';
+import { actorOf } from '../../keys/caller.ts';
 import type { ChangePet } from './changes.ts';
 import type { Reply } from '../../http/reply.ts';
 import { petETag, petReply, petsJson } from './json.ts';
@@ -25,7 +26,7 @@ export interface PetsHandlersDeps {
    * Stores a validated pet durably (honouring its Idempotency-Key) and returns the answer:
    * the service's create path (creations.ts).
    */
-  createPet: (pet: NewPet, caller: { keyId: string }, idempotency: IdempotentRequest | null) => Promise<Reply>;
+  createPet: (pet: NewPet, caller: { account: string; keyId: string }, idempotency: IdempotentRequest | null) => Promise<Reply>;
   /** Applies a change or deletion durably: the service's change path (changes.ts). */
   changePet: ChangePet;
 }
@@ -121,7 +122,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       const key = parseIdempotencyKey(context.req.headers['idempotency-key']);
       const { value: pet, sent } = await context.body();
       // Fingerprinted as sent, before defaults: an omitted status differs from "available".
-      return store(pet, { keyId: context.caller.id }, key === null ? null : { key, fingerprint: fingerprintBody(sent) });
+      return store(pet, { account: context.caller.account, keyId: context.caller.id }, key === null ? null : { key, fingerprint: fingerprintBody(sent) });
     },
 
     getPet(context) {
@@ -148,7 +149,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
     async updatePet(context) {
       const { petId, expectedVersion } = await changeTarget(context);
       const { value: patch } = await context.body();
-      if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion, now: clock() }), petId);
+      if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion, now: clock(), actor: actorOf(context.caller) }), petId);
       // `{}` changes nothing: the pet as it is now, held to the same conditions as a change.
       const pet = await pets.get(petId);
       if (!pet) throw petNotFound(petId);
@@ -158,7 +159,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
 
     async deletePet(context) {
       const { petId, expectedVersion } = await changeTarget(context);
-      return changed(await changePet({ kind: 'delete', id: petId, expectedVersion, now: clock() }), petId);
+      return changed(await changePet({ kind: 'delete', id: petId, expectedVersion, now: clock(), actor: actorOf(context.caller) }), petId);
     },
   };
 }

@@ -568,4 +568,30 @@ export const MIGRATIONS: readonly string[] = [
   UPDATE orders SET expires_at = NULL WHERE status <> 'placed';
   CREATE INDEX orders_placed_expires_at ON orders (expires_at) WHERE status = 'placed';
   `,
+  // 7: the event log (storage/events.ts, event-log.ts). It starts empty: nothing is backfilled.
+  // A write appends its events with a row key (`seq`) and no id; the sequencer gives each its
+  // id, its position in the feed, from event_ids after the commit (event-log.ts says why).
+  // `account` is the order's account of an order event (who may read it), null for a pet event;
+  // `data` the pet or the order after the change; event_log keeps the highest id that retention
+  // deleted (for 410).
+  `
+  CREATE TABLE events (
+    seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id            bigint UNIQUE,
+    type          text   NOT NULL CHECK (type IN ('pet.created', 'pet.updated', 'pet.deleted', 'order.placed', 'order.approved', 'order.completed', 'order.cancelled')),
+    occurred_at   bigint NOT NULL,
+    actor_account text,
+    actor_key_id  text,
+    account       text,
+    data          text   NOT NULL
+  );
+  CREATE SEQUENCE event_ids;
+  -- The events that wait for their id: usually none, read before every page of the feed.
+  CREATE INDEX events_unsequenced ON events (seq) WHERE id IS NULL;
+  CREATE TABLE event_log (
+    one             integer PRIMARY KEY CHECK (one = 1),
+    deleted_through bigint  NOT NULL CHECK (deleted_through >= 0)
+  );
+  INSERT INTO event_log (one, deleted_through) VALUES (1, 0);
+  `,
 ];

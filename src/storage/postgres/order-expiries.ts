@@ -4,6 +4,8 @@
  * statement. The writes of orders (orders-store.ts) and of pets (pet-changes.ts) expire the
  * orders they read; the sweep, run by every instance's chores, the oldest due orders of all.
  */
+import { toOrder, type OrderRow } from '../orders.ts';
+import { toPet, type Expiry, type PetStatus } from '../pets.ts';
 import type { PostgresSql } from './driver.ts';
 
 /**
@@ -17,7 +19,7 @@ export const DUE_OF_PET_OR_ACCOUNT = `((pet_id = $2::bigint AND status IN ('plac
 
 /**
  * One statement that expires the due orders `where` selects (oldest first, at most $2 for the
- * sweep) and frees their pets, answering how many. The orders are locked in id order, so that
+ * sweep) and frees their pets, answering each order and its freed pet (for the event log). The orders are locked in id order, so that
  * writes that expire several never wait on each other in a circle; the sweep skips an order a
  * write holds (that write expires it, or moves it on; the next sweep sees it otherwise). A row
  * changed meanwhile is checked again against `where` once its lock is granted, so an order
@@ -30,21 +32,40 @@ function expiring(where: string, { skipLocked = false } = {}): string {
   return `WITH due AS (${due}),
     expired AS (
       UPDATE orders o SET status = 'cancelled', updated_at = o.expires_at, expires_at = NULL, version = o.version + 1
-        FROM due WHERE o.id = due.id RETURNING o.pet_id),
+        FROM due WHERE o.id = due.id
+        RETURNING o.id, o.pet_id, o.account, o.status, o.placed_at, o.updated_at, o.expires_at, o.version),
     freed AS (
       UPDATE pets p SET status = 'available', version = p.version + 1
-        FROM expired WHERE p.id = expired.pet_id AND p.status = 'pending' RETURNING p.id)
-    SELECT (SELECT count(*) FROM expired)::integer AS expired`;
+        FROM expired WHERE p.id = expired.pet_id AND p.status = 'pending'
+        RETURNING p.id, p.name, p.category_id, p.status, p.version)
+    SELECT e.id, e.pet_id::text AS pet_id, e.account, e.status, e.placed_at, e.updated_at, e.expires_at, e.version,
+           f.name AS pet_name, f.category_id::text AS pet_category_id, f.status AS pet_status, f.version AS pet_version
+      FROM expired e LEFT JOIN freed f ON f.id = e.pet_id ORDER BY e.id`;
 }
 
-/** Expires the due orders `where` selects, in `tx`; `parameters` follow `now`. Resolves with how many. */
-export async function expireWhere(tx: PostgresSql, where: string, now: number, parameters: readonly string[]): Promise<number> {
-  const [row] = await tx.unsafe<{ expired: number }[]>(expiring(where), [now, ...parameters], { prepare: true });
-  return row!.expired;
+/** A row of `expiring`: the order, and its pet's columns when it was freed. */
+type ExpiredRow = OrderRow & { pet_name: string | null; pet_category_id: string | null; pet_status: PetStatus | null; pet_version: number | null };
+
+/** The expiries of `expiring`'s rows. */
+export function toExpiries(rows: readonly ExpiredRow[]): Expiry[] {
+  return rows.map((row) => ({
+    order: toOrder(row),
+    pet: row.pet_name === null ? null : toPet({ id: row.pet_id, name: row.pet_name, category_id: row.pet_category_id!, status: row.pet_status!, version: row.pet_version! }),
+  }));
+}
+
+/** Expires the due orders `where` selects, in `tx`; `parameters` follow `now`. Resolves with what it expired. */
+export async function expireWhere(tx: PostgresSql, where: string, now: number, parameters: readonly string[]): Promise<Expiry[]> {
+  return toExpiries(await tx.unsafe<ExpiredRow[]>(expiring(where), [now, ...parameters], { prepare: true }));
+}
+
+/** The sweep: expires up to `limit` orders due at `now`, in `tx`, skipping those a write holds. */
+export async function sweep(tx: PostgresSql, now: number, limit: number): Promise<Expiry[]> {
+  return toExpiries(await tx.unsafe<ExpiredRow[]>(sweepStatement, [now, limit], { prepare: true }));
 }
 
 /** The expiry of a pet's order whose hold has ended, for a change of the pet (pet-changes.ts). */
 export const expireOfPet = (tx: PostgresSql, petId: string, now: number) => expireWhere(tx, DUE_OF_PET, now, [petId]);
 
 /** The sweep: `$1` now, `$2` the most orders it expires. */
-export const sweepStatement = expiring(DUE, { skipLocked: true });
+const sweepStatement = expiring(DUE, { skipLocked: true });

@@ -26,11 +26,12 @@ import {
   decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
   type OrdersStore, type PlacementResult,
 } from '../orders.ts';
-import { toPet, type PetRow, type PetStatus } from '../pets.ts';
+import { toPet, type Expiry, type PetRow, type PetStatus } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
-import { DUE_OF_ORDER, DUE_OF_PET_OR_ACCOUNT, expireWhere, sweepStatement } from './order-expiries.ts';
+import { inLoggedTransaction } from './event-log.ts';
+import { DUE_OF_ORDER, DUE_OF_PET_OR_ACCOUNT, expireWhere, sweep } from './order-expiries.ts';
 
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, expires_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
@@ -87,11 +88,11 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
     placeMany(placements) {
       const accounts = [...new Set(placements.map((placement) => placement.account))];
       return guard(() => togetherOrOneByOne<ItemOutcome<PlacementResult>[]>(
-        () => inTransaction(sql, async (tx) => {
+        () => inLoggedTransaction(sql, 'placeOrders', placements, async (tx) => {
           await lockAccounts(tx, accounts);
           return each(placements, (placement) => place(tx, placement));
         }),
-        () => inTransaction(sql, async (tx) => {
+        () => inLoggedTransaction(sql, 'placeOrders', placements, async (tx) => {
           await lockAccounts(tx, accounts);
           return each(placements, (placement) => inSavepoint(tx, (sp) => place(sp, placement)));
         }),
@@ -108,8 +109,8 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
         return outcomes;
       };
       return guard(() => togetherOrOneByOne<ItemOutcome<OrderChangeOutcome>[]>(
-        () => inTransaction(sql, (tx) => run((change) => step(tx, change))),
-        () => inTransaction(sql, (tx) => run((change) => inSavepoint(tx, (sp) => step(sp, change)))),
+        () => inLoggedTransaction(sql, 'changeOrders', changes, (tx) => run((change) => step(tx, change))),
+        () => inLoggedTransaction(sql, 'changeOrders', changes, (tx) => run((change) => inSavepoint(tx, (sp) => step(sp, change)))),
         'transaction',
       ));
     },
@@ -145,8 +146,8 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
     },
 
     async expireDue(now, limit) {
-      const [row] = await guard(() => sql.unsafe<{ expired: number }[]>(sweepStatement, [now, limit], { prepare: true }));
-      return row!.expired;
+      const [expired] = await guard(() => inLoggedTransaction(sql, 'expireOrders', [null], async (tx) => [await sweep(tx, now, limit)]));
+      return (expired as Expiry[]).length;
     },
 
     async foldCounts(limit) {
@@ -261,7 +262,7 @@ async function step(tx: PostgresSql, change: OrderChange): Promise<OrderChangeOu
   const rows = await tx.unsafe<OrderRow[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1::bigint FOR UPDATE`, [id], { prepare: true });
   let current = rows.length === 0 ? null : toOrder(rows[0]!);
   // An order whose hold has ended is cancelled (with its pet freed) before the step is decided.
-  let expired = 0;
+  let expired: Expiry[] = [];
   if (current !== null && isDue(current, change.now)) {
     expired = await expireWhere(tx, DUE_OF_ORDER, change.now, [id]);
     current = orderAt(current, change.now);
@@ -281,5 +282,5 @@ async function step(tx: PostgresSql, change: OrderChange): Promise<OrderChangeOu
     [decided.current.petId.toString(), decided.pet],
     { prepare: true },
   );
-  return { kind: 'changed', order, pet: pets.length === 0 ? null : toPet(pets[0]!) };
+  return withExpiries({ kind: 'changed', order, pet: pets.length === 0 ? null : toPet(pets[0]!) }, expired);
 }

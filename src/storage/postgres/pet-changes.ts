@@ -7,15 +7,16 @@ import type { ChangeOutcome, PetChange, PetRow } from '../pets.ts';
 import { toPet } from '../pets.ts';
 import { guard } from './database.ts';
 import type { PostgresSql } from './driver.ts';
-import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
+import { inLoggedTransaction } from './event-log.ts';
+import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
 import { expireOfPet } from './order-expiries.ts';
 import { PET_COLUMNS } from './pet-reads.ts';
 
 /** Applies a batch of changes; should one fail, again each in its own savepoint, so that it fails alone. */
 export function changeMany(sql: PostgresSql, changes: readonly PetChange[]): Promise<ItemOutcome<ChangeOutcome>[]> {
   return guard(() => togetherOrOneByOne<ItemOutcome<ChangeOutcome>[]>(
-    () => inTransaction(sql, (tx) => applyChanges(changes, (change) => applyChange(tx, change))),
-    () => inTransaction(sql, (tx) => applyChanges(changes, (change) => inSavepoint(tx, (sp) => applyChange(sp, change)))),
+    () => inLoggedTransaction(sql, 'changePets', changes, (tx) => applyChanges(changes, (change) => applyChange(tx, change))),
+    () => inLoggedTransaction(sql, 'changePets', changes, (tx) => applyChanges(changes, (change) => inSavepoint(tx, (sp) => applyChange(sp, change)))),
     'transaction',
   ));
 }
@@ -44,7 +45,7 @@ async function applyChanges<R>(changes: readonly PetChange[], apply: (change: Pe
 async function applyChange(tx: PostgresSql, change: PetChange): Promise<ChangeOutcome> {
   const expired = await expireOfPet(tx, change.id.toString(), change.now);
   const outcome = await applyUnheld(tx, change);
-  return expired === 0 ? outcome : { ...outcome, expired };
+  return expired.length === 0 ? outcome : { ...outcome, expired };
 }
 
 /** Applies one change; a version or an id that does not match is an outcome, not an error. */
@@ -56,15 +57,19 @@ async function applyUnheld(tx: PostgresSql, change: PetChange): Promise<ChangeOu
   }
   if (change.kind === 'update') {
     const { name = null, categoryId = null, status = null } = change.patch;
-    const rows = await tx.unsafe<PetRow[]>(
-      `UPDATE pets SET name = coalesce($2, name), category_id = coalesce($3::bigint, category_id),
-              status = coalesce($4, status), version = version + 1
-        WHERE id = $1::bigint AND version = coalesce($5::integer, version)
-        RETURNING ${PET_COLUMNS}`,
+    // The row as it was, locked first, tells a change from one that sets the values the pet has.
+    const rows = await tx.unsafe<(PetRow & { changed: boolean })[]>(
+      `WITH old AS (SELECT id, name, category_id, status FROM pets WHERE id = $1::bigint FOR UPDATE)
+       UPDATE pets p SET name = coalesce($2, p.name), category_id = coalesce($3::bigint, p.category_id),
+              status = coalesce($4, p.status), version = p.version + 1
+         FROM old
+        WHERE p.id = old.id AND p.version = coalesce($5::integer, p.version)
+        RETURNING p.id, p.name, p.category_id::text AS category_id, p.status, p.version,
+                  (old.name, old.category_id, old.status) IS DISTINCT FROM (p.name, p.category_id, p.status) AS changed`,
       [id, name, categoryId === null ? null : categoryId.toString(), status, change.expectedVersion],
       { prepare: true },
     );
-    if (rows.length === 1) return { kind: 'updated', pet: toPet(rows[0]!) };
+    if (rows.length === 1) return { kind: 'updated', pet: toPet(rows[0]!), changed: rows[0]!.changed };
   } else {
     const result = await tx.unsafe('DELETE FROM pets WHERE id = $1::bigint AND version = coalesce($2::integer, version)', [id, change.expectedVersion], { prepare: true });
     if (result.count === 1) return { kind: 'deleted' };

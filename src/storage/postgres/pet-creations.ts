@@ -17,36 +17,43 @@ import type { CreationResult, Pet, PetCreation, PetRow } from '../pets.ts';
 import { toPet } from '../pets.ts';
 import { guard } from './database.ts';
 import type { PostgresSql } from './driver.ts';
-import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
-import { PET_COLUMNS } from './pet-reads.ts';
+import { inLoggedTransaction, LOG_CREATED_PETS } from './event-log.ts';
+import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
 
 /** Creates a batch of pets, each with its record when it carries an Idempotency-Key. */
 export function insertMany(sql: PostgresSql, creations: readonly PetCreation[]): Promise<ItemOutcome<CreationResult>[]> {
   return guard(() => (creations.some((creation) => creation.idempotency)
     ? togetherOrOneByOne<ItemOutcome<CreationResult>[]>(
-      () => inTransaction(sql, async (tx) => insertTogether(tx, creations, await claimKeys(tx, creations))),
-      () => inTransaction(sql, async (tx) => insertOneByOne(tx, creations, await claimKeys(tx, creations))),
+      () => inLoggedTransaction(sql, 'insertPets', creations, async (tx) => insertTogether(tx, creations, await claimKeys(tx, creations))),
+      () => inLoggedTransaction(sql, 'insertPets', creations, async (tx) => insertOneByOne(tx, creations, await claimKeys(tx, creations))),
       'transaction',
     )
-    // Without keys the batch is one statement, which commits alone.
+    // Without keys the batch is one statement, its events included, which commits alone.
     : togetherOrOneByOne<ItemOutcome<CreationResult>[]>(
-      () => insertPets(sql, creations),
-      () => inTransaction(sql, (tx) => insertOneByOne(tx, creations, creations.map(() => null))),
+      () => insertPets(sql, creations, { logged: true }),
+      () => inLoggedTransaction(sql, 'insertPets', creations, (tx) => insertOneByOne(tx, creations, creations.map(() => null))),
       'statement',
     )));
 }
 
-/** Inserts the pets in one statement; returns them in the order given. */
-async function insertPets(tx: PostgresSql, creations: readonly PetCreation[]): Promise<Pet[]> {
+/**
+ * Inserts the pets in one statement; returns them in the order given. With `logged`, the same
+ * statement appends their `pet.created` events (event-log.ts's LOG_CREATED_PETS), so that a batch
+ * without Idempotency-Keys still commits alone, in one round trip.
+ */
+async function insertPets(tx: PostgresSql, creations: readonly PetCreation[], { logged = false } = {}): Promise<Pet[]> {
   if (creations.length === 0) return [];
   // Rows are inserted in `ord` order, so the identity hands out ascending ids in that order.
-  const rows = await tx.unsafe<PetRow[]>(
-    `INSERT INTO pets (name, category_id, status)
+  const insert = `INSERT INTO pets (name, category_id, status)
      SELECT name, category_id::bigint, status
        FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(name, category_id, status, ord)
       ORDER BY ord
-     RETURNING ${PET_COLUMNS}`,
-    [creations.map((c) => c.name), creations.map((c) => c.categoryId.toString()), creations.map((c) => c.status)],
+     RETURNING id, name, category_id, status, version`;
+  const parameters = [creations.map((c) => c.name), creations.map((c) => c.categoryId.toString()), creations.map((c) => c.status)];
+  const rows = await tx.unsafe<PetRow[]>(
+    `WITH inserted AS (${insert})${logged ? `, ${LOG_CREATED_PETS}` : ''}
+     SELECT id, name, category_id::text AS category_id, status, version FROM inserted`,
+    logged ? [...parameters, creations.map((c) => c.actor?.account ?? null), creations.map((c) => c.actor?.keyId ?? null)] : parameters,
     { prepare: true },
   );
   const pets = rows.map(toPet).sort((a, b) => a.id - b.id);

@@ -14,6 +14,7 @@ import { createKeysStore } from './keys-store.ts';
 import { createLimiterStore, type PostgresLimiter } from './limiter-store.ts';
 import { createPetsStore } from './pets-store.ts';
 import { createOrdersStore } from './orders-store.ts';
+import { createEventsStore } from './event-log.ts';
 import { postgresErrorOf } from './sqlstate.ts';
 
 export interface PostgresStoresOptions {
@@ -34,11 +35,13 @@ export interface PostgresStores extends Stores {
 export function openStores(sql: PostgresSql, options: PostgresStoresOptions): PostgresStores {
   const pets = createPetsStore(sql);
   const orders = createOrdersStore(sql);
+  const events = createEventsStore(sql);
   const limiter = createLimiterStore({ sql, clock: options.clock, banThreshold: options.banThreshold, banSeconds: options.banSeconds });
   return {
     keys: createKeysStore(sql, { appEnv: options.appEnv }),
     pets,
     orders,
+    events,
     limiter,
     // Every failure of the driver that means "not now" is already a DatabaseUnavailableError; any
     // other error PostgreSQL sent is logged with its SQLSTATE.
@@ -47,6 +50,7 @@ export function openStores(sql: PostgresSql, options: PostgresStoresOptions): Po
     upkeep: {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
       expireOrders: (now, limit) => orders.expireDue(now, limit),
+      purgeEvents: (before, limit) => events.purge(before, limit),
       purgeIdleCallers: (limit) => limiter.purgeIdle(limit),
       foldCounts: (limit) => orders.foldCounts(limit),
     },

@@ -173,4 +173,24 @@ export const MIGRATIONS: readonly string[] = [
   UPDATE orders SET expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) + 172800000 WHERE status = 'placed';
   CREATE INDEX orders_placed_expires_at ON orders (expires_at) WHERE status = 'placed';
   `,
+  // 8: the event log (storage/events.ts). It starts empty: nothing is backfilled. `account` is
+  // the order's account of an order event (who may read it), null for a pet event; `data` the
+  // pet or the order after the change. AUTOINCREMENT: an id is never handed out again, even once
+  // retention deleted every event; event_log keeps the highest id it deleted (for 410).
+  `
+  CREATE TABLE events (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    type          TEXT    NOT NULL CHECK (type IN ('pet.created', 'pet.updated', 'pet.deleted', 'order.placed', 'order.approved', 'order.completed', 'order.cancelled')),
+    occurred_at   INTEGER NOT NULL,
+    actor_account TEXT,
+    actor_key_id  TEXT,
+    account       TEXT,
+    data          TEXT    NOT NULL
+  ) STRICT;
+  CREATE TABLE event_log (
+    one             INTEGER PRIMARY KEY CHECK (one = 1),
+    deleted_through INTEGER NOT NULL CHECK (deleted_through >= 0)
+  ) STRICT;
+  INSERT INTO event_log (one, deleted_through) VALUES (1, 0);
+  `,
 ];

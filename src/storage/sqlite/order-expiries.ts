@@ -6,19 +6,21 @@
  * read; the sweep expires the oldest due orders of all.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { statusBit } from '../pets.ts';
+import { toOrder, type OrderRow } from '../orders.ts';
+import { statusBit, toPet, type Expiry, type PetRow } from '../pets.ts';
+import { ORDER_COLUMNS, PET_COLUMNS } from './columns.ts';
 import type { Touch } from './write-journal.ts';
 
 /** An expiry sets what the order's cancellation at its `expiresAt` would have set. */
 const EXPIRE = `UPDATE orders SET status = 'cancelled', updated_at = expires_at, expires_at = NULL, version = version + 1`;
 
-/** Expiries of the due orders that one write reads, each freeing its pet (a touch each). */
+/** Expiries of the due orders that one write reads, each freeing its pet (a touch each); each returns what it expired. */
 export interface OrderExpiries {
-  /** The pet's order, if it is due at `now`; returns how many were expired (0 or 1). */
-  ofPet(petId: bigint, now: number, touched: Touch[]): number;
-  ofAccount(account: string, now: number, touched: Touch[]): number;
-  one(orderId: bigint, now: number, touched: Touch[]): number;
-  oldest(now: number, limit: number, touched: Touch[]): number;
+  /** The pet's order, if it is due at `now` (none or one). */
+  ofPet(petId: bigint, now: number, touched: Touch[]): Expiry[];
+  ofAccount(account: string, now: number, touched: Touch[]): Expiry[];
+  one(orderId: bigint, now: number, touched: Touch[]): Expiry[];
+  oldest(now: number, limit: number, touched: Touch[]): Expiry[];
 }
 
 /**
@@ -27,20 +29,22 @@ export interface OrderExpiries {
  */
 export function createOrderExpiries(db: DatabaseSync): OrderExpiries {
   const due = `status = 'placed' AND expires_at <= :now`;
-  const ofPet = db.prepare(`${EXPIRE} WHERE pet_id = :key AND status IN ('placed', 'approved') AND ${due} RETURNING CAST(pet_id AS TEXT) AS pet_id`);
-  const ofAccount = db.prepare(`${EXPIRE} WHERE account = :key AND ${due} RETURNING CAST(pet_id AS TEXT) AS pet_id`);
-  const one = db.prepare(`${EXPIRE} WHERE id = :key AND ${due} RETURNING CAST(pet_id AS TEXT) AS pet_id`);
-  const oldest = db.prepare(`${EXPIRE} WHERE id IN (SELECT id FROM orders WHERE ${due} ORDER BY expires_at LIMIT :key) RETURNING CAST(pet_id AS TEXT) AS pet_id`);
+  const ofPet = db.prepare(`${EXPIRE} WHERE pet_id = :key AND status IN ('placed', 'approved') AND ${due} RETURNING ${ORDER_COLUMNS}`);
+  const ofAccount = db.prepare(`${EXPIRE} WHERE account = :key AND ${due} RETURNING ${ORDER_COLUMNS}`);
+  const one = db.prepare(`${EXPIRE} WHERE id = :key AND ${due} RETURNING ${ORDER_COLUMNS}`);
+  const oldest = db.prepare(`${EXPIRE} WHERE id IN (SELECT id FROM orders WHERE ${due} ORDER BY expires_at LIMIT :key) RETURNING ${ORDER_COLUMNS}`);
   // A held pet is pending: its status and its existence belonged to the order.
-  const freePet = db.prepare(`UPDATE pets SET status = 'available', version = version + 1 WHERE id = ? AND status = 'pending'`);
+  const freePet = db.prepare(`UPDATE pets SET status = 'available', version = version + 1 WHERE id = ? AND status = 'pending' RETURNING ${PET_COLUMNS}`);
   const FREED = statusBit('pending') | statusBit('available');
   const run = (statement: ReturnType<DatabaseSync['prepare']>, key: bigint | string | number, now: number, touched: Touch[]) => {
-    const rows = statement.all({ key, now }) as { pet_id: string }[];
-    for (const { pet_id } of rows) {
-      freePet.run(BigInt(pet_id));
-      touched.push({ from: Number(pet_id), to: Number(pet_id), statuses: FREED });
-    }
-    return rows.length;
+    const rows = statement.all({ key, now }) as unknown as OrderRow[];
+    // In id order, as PostgreSQL expires them, so that both engines log them alike.
+    rows.sort((a, b) => Number(a.id) - Number(b.id));
+    return rows.map((row): Expiry => {
+      const pet = freePet.get(BigInt(row.pet_id)) as PetRow | undefined;
+      touched.push({ from: Number(row.pet_id), to: Number(row.pet_id), statuses: FREED });
+      return { order: toOrder(row), pet: pet === undefined ? null : toPet(pet) };
+    });
   };
   return {
     ofPet: (petId, now, touched) => run(ofPet, petId, now, touched),

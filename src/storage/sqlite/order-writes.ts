@@ -15,21 +15,20 @@ import type { IdempotencyRecord } from '../idempotency.ts';
 import {
   decidePlacement, decideStep, toOrder, withExpiries, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow, type PlacementResult,
 } from '../orders.ts';
-import { ANY_STATUS, statusBit, toPet, type PetRow, type PetStatus } from '../pets.ts';
+import { ANY_STATUS, statusBit, toPet, type Expiry, type PetRow, type PetStatus } from '../pets.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
 import type { IsolateItem } from './item-savepoints.ts';
 import { createOrderExpiries } from './order-expiries.ts';
-import { PET_COLUMNS } from './pet-writes.ts';
+import { ORDER_COLUMNS, PET_COLUMNS } from './columns.ts';
 import type { Touch } from './write-journal.ts';
 
-/** pet_id is read as text so that int64 values above 2^53 keep their exact digits. */
-export const ORDER_COLUMNS = 'id, CAST(pet_id AS TEXT) AS pet_id, account, status, placed_at, updated_at, expires_at, version';
+export { ORDER_COLUMNS };
 
 export interface OrderWrites {
   place(placements: readonly OrderPlacement[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<PlacementResult>[];
   change(changes: readonly OrderChange[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<OrderChangeOutcome>[];
-  /** The sweep: expires up to `limit` orders due at `now`, oldest hold first; the result is how many. */
-  expire(items: readonly { now: number; limit: number }[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<number>[];
+  /** The sweep: expires up to `limit` orders due at `now`, oldest hold first; the result is what it expired. */
+  expire(items: readonly { now: number; limit: number }[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<Expiry[]>[];
   /** The live record of an API key's Idempotency-Key for placeOrder, or null. */
   recall(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
 }
@@ -57,7 +56,7 @@ export function createOrderWrites(db: DatabaseSync): OrderWrites {
     const taken = idempotency ? records.recall(idempotency.apiKeyId, idempotency.key, idempotency.createdAt) : null;
     if (taken) return { conflict: 'recorded', record: taken };
     // An ended hold on the pet frees it; the account's ended holds no longer count.
-    const expired = expiries.ofPet(petId, now, touched) + expiries.ofAccount(account, now, touched);
+    const expired = [...expiries.ofPet(petId, now, touched), ...expiries.ofAccount(account, now, touched)];
     // The writer holds the write lock: the count cannot change before this placement commits.
     const { open } = openOrders.get(account) as { open: number };
     const found = petStatus.get(petId) as { status: PetStatus } | undefined;
@@ -78,11 +77,11 @@ export function createOrderWrites(db: DatabaseSync): OrderWrites {
     const decided = decideStep(row === undefined ? null : toOrder(row), change);
     if (decided.kind !== 'move') return withExpiries(decided, expired);
     const order = toOrder(setOrder.get(change.to, change.now, change.id) as unknown as OrderRow);
-    if (decided.pet === null) return { kind: 'changed', order, pet: null };
+    if (decided.pet === null) return withExpiries({ kind: 'changed', order, pet: null }, expired);
     const petRow = setPet.get(decided.pet, decided.current.petId) as PetRow | undefined;
     const petId = Number(decided.current.petId);
     touched.push({ from: petId, to: petId, statuses: ANY_STATUS });
-    return { kind: 'changed', order, pet: petRow === undefined ? null : toPet(petRow) };
+    return withExpiries({ kind: 'changed', order, pet: petRow === undefined ? null : toPet(petRow) }, expired);
   }
 
   return {

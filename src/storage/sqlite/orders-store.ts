@@ -69,7 +69,7 @@ export function createOrdersStore(db: DatabaseSync, submit: SubmitWrites = local
     expireDue(now, limit) {
       // Read here first (an index probe), so that a sweep with nothing due costs the writer nothing.
       if (sql.anyDue.get(now) === undefined) return 0;
-      return andThen(submit('expireOrders', [{ now, limit }]), (outcomes) => allSucceeded(outcomes)[0]!) as number;
+      return andThen(submit('expireOrders', [{ now, limit }]), (outcomes) => allSucceeded(outcomes)[0]!.length) as number;
     },
     inventory() {
       const inventory: Inventory = { available: 0, pending: 0, sold: 0 };

@@ -14,8 +14,9 @@ import type { IsolateItem } from './item-savepoints.ts';
 import { createOrderExpiries } from './order-expiries.ts';
 import type { Touch } from './write-journal.ts';
 
-/** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
-export const PET_COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status, version';
+import { PET_COLUMNS } from './columns.ts';
+
+export { PET_COLUMNS };
 
 export interface PetWrites {
   /** Inserts the pets (and records), each through `isolate`; the new ids are one touch. */
@@ -45,6 +46,8 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
   const before = db.prepare(`
     SELECT status, version, EXISTS (SELECT 1 FROM orders WHERE pet_id = pets.id AND status IN ('placed', 'approved')) AS held
       FROM pets WHERE id = ?`);
+  // What an update's fields were, to tell a change from one that sets the values the pet has.
+  const current = db.prepare(`SELECT name, CAST(category_id AS TEXT) AS category_id, status FROM pets WHERE id = ?`);
   const records = createIdempotencyRecords(db, 'createPet');
   const expiries = createOrderExpiries(db);
 
@@ -52,7 +55,7 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
   function applyAfterExpiry(change: PetChange, touched: Touch[]): ChangeOutcome {
     const expired = expiries.ofPet(change.id, change.now, touched);
     const outcome = apply(change, touched);
-    return expired === 0 ? outcome : { ...outcome, expired };
+    return expired.length === 0 ? outcome : { ...outcome, expired };
   }
 
   function apply(change: PetChange, touched: Touch[]): ChangeOutcome {
@@ -68,10 +71,12 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
     }
     if (change.kind === 'update') {
       const { name = null, categoryId = null, status = null } = change.patch;
+      const old = current.get(change.id) as Pick<PetRow, 'name' | 'category_id' | 'status'> | undefined;
       const row = update.get({ ...target, name, categoryId, status }) as PetRow | undefined;
       if (row) {
         touched.push({ from: id, to: id, statuses: was | statusBit(row.status) });
-        return { kind: 'updated', pet: toPet(row) };
+        const changed = old === undefined || old.name !== row.name || old.category_id !== row.category_id || old.status !== row.status;
+        return { kind: 'updated', pet: toPet(row), changed };
       }
     } else {
       const row = remove.get(target) as { status: PetStatus } | undefined;

@@ -25,6 +25,7 @@ import { createKeysStore, type SqliteKeysStore } from './keys-store.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterStore } from './limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore } from './pets-store.ts';
 import { createOrdersStore, type SqliteOrdersStore } from './orders-store.ts';
+import { createEventsStore } from './events-store.ts';
 import { journalIn } from './write-journal.ts';
 import type { SubmitWrites } from './writes.ts';
 import type { WriterMemory } from './writer-protocol.ts';
@@ -71,14 +72,17 @@ const sqliteOrWriterErrorOf = (error: unknown) => sqliteErrorOf(error) ?? databa
 export function openStores(db: DatabaseSync, options: SqliteStoresOptions): SqliteStores {
   const pets = createPetsStore(db);
   const orders = createOrdersStore(db);
+  const events = createEventsStore(db);
   return {
     keys: createKeysStore(db, { appEnv: options.appEnv }),
     pets,
     orders,
+    events,
     databaseErrorOf: sqliteErrorOf,
     ...limiterAndUpkeep(createLimiterStore(db), options, {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
       expireOrders: (now, limit) => orders.expireDue(now, limit),
+      purgeEvents: (before, limit) => events.purge(before, limit),
     }),
   };
 }
@@ -92,11 +96,13 @@ export function openReaderStores(db: DatabaseSync, writer: WriterLink, options: 
   const external = foreignCommits(db, publicationIn(writer.memory.publication));
   const pets = createPetsStore(db, { submit: writer.submit, journal: journalIn(writer.memory.journal), external });
   const orders = createOrdersStore(db, writer.submit);
+  const events = createEventsStore(db, writer.submit);
   const save = (changes: Parameters<LimiterStore['save']>[0]) => andThen(writer.submit('saveLimiter', [changes]), (outcomes) => void allSucceeded(outcomes));
   return {
     keys: createKeysStore(db, { appEnv: options.appEnv, external }),
     pets,
     orders,
+    events,
     databaseErrorOf: sqliteOrWriterErrorOf,
     // The writer takes every batch as it comes, in order, and commits those that arrive while it
     // commits as one group: a path need not hold one back while another is out.
@@ -104,12 +110,13 @@ export function openReaderStores(db: DatabaseSync, writer: WriterLink, options: 
     ...limiterAndUpkeep(createLimiterStore(db, save), options, {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
       expireOrders: (now, limit) => orders.expireDue(now, limit),
+      purgeEvents: (before, limit) => events.purge(before, limit),
     }),
   };
 }
 
 /** The limiter (restored from `store`, unless held elsewhere) and the upkeep that goes with it. */
-function limiterAndUpkeep(store: LimiterStore, options: SqliteStoresOptions, purges: Pick<Stores['upkeep'], 'purgeExpiredRecords' | 'expireOrders'>) {
+function limiterAndUpkeep(store: LimiterStore, options: SqliteStoresOptions, purges: Pick<Stores['upkeep'], 'purgeExpiredRecords' | 'expireOrders' | 'purgeEvents'>) {
   if (options.limiter !== undefined) return { limiter: options.limiter, upkeep: purges };
   const limiter = createLimiter({
     clock: options.clock,

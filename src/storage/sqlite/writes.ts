@@ -14,7 +14,9 @@ import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import type { MaybePromise } from '../../lib/maybe-promise.ts';
 import type { LimiterChanges } from '../../limits/limiter.ts';
 import type { OrderChange, OrderChangeOutcome, OrderPlacement, PlacementResult } from '../orders.ts';
-import type { ChangeOutcome, CreationResult, PetChange, PetCreation } from '../pets.ts';
+import type { ChangeOutcome, CreationResult, Expiry, PetChange, PetCreation } from '../pets.ts';
+import { eventsOfBatch, type LoggedOp } from '../events.ts';
+import { createEventAppender, createEventPurge } from './event-log.ts';
 import { purgeExpiredRecords } from './idempotency-records.ts';
 import { createBatchRunner, type IsolateItem } from './item-savepoints.ts';
 import { limiterRows } from './limiter-store.ts';
@@ -28,10 +30,12 @@ export interface WriteOps {
   changePets: { item: PetChange; result: ChangeOutcome };
   placeOrders: { item: OrderPlacement; result: PlacementResult };
   changeOrders: { item: OrderChange; result: OrderChangeOutcome };
-  /** The sweep: expires up to `limit` orders due at `now`; the result is how many. */
-  expireOrders: { item: { now: number; limit: number }; result: number };
+  /** The sweep: expires up to `limit` orders due at `now`; the result is what it expired. */
+  expireOrders: { item: { now: number; limit: number }; result: Expiry[] };
   /** The limiter's changes since its last save (the chores' flush); the result is the rows written. */
   saveLimiter: { item: LimiterChanges; result: number };
+  /** Deletes up to `limit` events older than `before` (the log's retention); the result is how many. */
+  purgeEvents: { item: { before: number; limit: number }; result: number };
   /** Deletes up to `limit` Idempotency-Key records expired at `now`; the result is how many. */
   purgeRecords: { item: { now: number; limit: number }; result: number };
 }
@@ -61,6 +65,9 @@ export interface WriteExecutor {
   run(requests: readonly WriteRequest[], began?: () => void): ItemOutcome<unknown>[][];
 }
 
+/** The operations that change pets or orders, whose results the event log records. */
+const LOGGED: Readonly<Record<LoggedOp, true>> = { insertPets: true, changePets: true, placeOrders: true, changeOrders: true, expireOrders: true };
+
 type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem, touched: Touch[]) => ItemOutcome<WriteResult<Op>>[];
 
 /** The executor over `db`, a connection that may write, recording into `journal`. */
@@ -70,6 +77,8 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
   const limiter = limiterRows(db);
   const purge = purgeExpiredRecords(db);
   const batch = createBatchRunner(db);
+  const appendEvents = createEventAppender(db);
+  const purgeEvents = createEventPurge(db);
   const operations: { [Op in WriteOp]: Operation<Op> } = {
     insertPets: pets.insert,
     changePets: pets.change,
@@ -80,6 +89,7 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
       limiter(changes);
       return changes.saved.length + changes.removed.length;
     })),
+    purgeEvents: (items, isolate) => items.map(({ before, limit }) => isolate(() => purgeEvents(before, limit))),
     purgeRecords: (items, isolate) => items.map(({ now, limit }) => isolate(() => purge(now, limit))),
   };
   return {
@@ -89,7 +99,12 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
         began?.();
         // Run again one by one after a failed item: only the second run's touches count.
         touched = [];
-        return requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate, touched) as ItemOutcome<unknown>[]);
+        return requests.map(({ op, items }) => {
+          const outcomes = (operations[op] as Operation<WriteOp>)(items, isolate, touched) as ItemOutcome<unknown>[];
+          // The events of what the items did, in their transaction: the one place every write passes.
+          if (op in LOGGED) appendEvents(eventsOfBatch(op as LoggedOp, items, outcomes));
+          return outcomes;
+        });
       });
       recordWrites(journal, touched);
       return outcomes;

@@ -153,7 +153,10 @@ test('every parameter carries its constraints', () => {
 
 test('components: the pets\', the orders\' and the inventory\'s schemas and Error, with int64 ids and Error.code the contract codes', () => {
   const { schemas } = served().components;
-  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Inventory', 'NewOrder', 'NewPet', 'Order', 'OrderPatch', 'OrderStatus', 'Orders', 'Pet', 'PetPatch', 'PetStatus', 'Pets']);
+  assert.deepEqual(Object.keys(schemas).sort(), [
+    'DeletedPet', 'Error', 'Event', 'Inventory', 'NewOrder', 'NewPet', 'Order', 'OrderApprovedEvent', 'OrderCancelledEvent', 'OrderCompletedEvent',
+    'OrderPatch', 'OrderPlacedEvent', 'OrderStatus', 'Orders', 'Pet', 'PetCreatedEvent', 'PetDeletedEvent', 'PetPatch', 'PetStatus', 'PetUpdatedEvent', 'Pets',
+  ]);
   assert.deepEqual(Object.keys(schemas.Order.properties), ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt']);
   assert.deepEqual(schemas.Order.required, ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt']);
   assert.deepEqual(schemas.Order.properties.expiresAt.type, ['string', 'null'], 'null once the order is no longer placed');
@@ -173,7 +176,7 @@ test('components: the pets\', the orders\' and the inventory\'s schemas and Erro
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 30, 'the 30 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2; the cap\'s since 1.3)');
+  assert.equal(schemas.Error.properties.code.enum.length, 31, 'the 31 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2; the cap\'s and cursor_expired since 1.3)');
 });
 
 test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {
@@ -337,3 +340,23 @@ for (const [appEnv, listed] of [['production', 'https://api.example.com/v1'], ['
     assert.deepEqual(document.servers.map((entry) => entry.url), [listed]);
   });
 }
+
+test('Event is a oneOf discriminated by type, one schema per type, each with its own data: the pet, the deleted pet\'s id or the order', () => {
+  const { schemas } = served().components;
+  const types = ['pet.created', 'pet.updated', 'pet.deleted', 'order.placed', 'order.approved', 'order.completed', 'order.cancelled'];
+  const names = ['PetCreatedEvent', 'PetUpdatedEvent', 'PetDeletedEvent', 'OrderPlacedEvent', 'OrderApprovedEvent', 'OrderCompletedEvent', 'OrderCancelledEvent'];
+  assert.deepEqual(schemas.Event.oneOf, names.map((name) => ({ $ref: `#/components/schemas/${name}` })));
+  assert.deepEqual(schemas.Event.discriminator, { propertyName: 'type', mapping: Object.fromEntries(types.map((type, i) => [type, `#/components/schemas/${names[i]}`])) });
+  const data = ['Pet', 'Pet', 'DeletedPet', 'Order', 'Order', 'Order', 'Order'];
+  names.forEach((name, i) => {
+    const schema = schemas[name];
+    assert.deepEqual(Object.keys(schema.properties), ['id', 'type', 'occurredAt', 'actor', 'data'], 'the interface\'s field order');
+    assert.deepEqual(schema.required, ['id', 'type', 'occurredAt', 'actor', 'data']);
+    assert.deepEqual(schema.properties.type.enum, [types[i]]);
+    assert.equal(schema.properties.data.$ref, `#/components/schemas/${data[i]}`);
+    assert.deepEqual(schema.properties.actor.type, ['object', 'null']);
+  });
+  const feed = operation(served(), 'listEvents');
+  assert.deepEqual(feed.responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/Event' });
+  assert.deepEqual(feed.parameters.map((parameter: { name: string }) => parameter.name), ['after', 'limit', 'types', 'wait']);
+});

@@ -70,9 +70,9 @@ test('every error code of the document is listed once, with its status and who a
     assert.match(text(row), new RegExp(`^\\s*${ERROR_STATUS[code as keyof typeof ERROR_STATUS]}\\s*${code}\\s*\\S`), code);
   }
   const entries = errorCodes(document as Json, operationGroups(document as Json));
-  assert.deepEqual(entries.find((entry) => entry.code === 'invalid_query')!.operations.map((entry) => entry.operationId), ['listPets', 'listOrders', 'getInventory']);
+  assert.deepEqual(entries.find((entry) => entry.code === 'invalid_query')!.operations.map((entry) => entry.operationId), ['listPets', 'listOrders', 'getInventory', 'listEvents']);
   assert.deepEqual(entries.find((entry) => entry.code === 'not_found')!.elsewhere.length, 1, 'a path with no operation');
-  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 11);
+  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 12);
   assert.deepEqual(entries.find((entry) => entry.code === 'precondition_failed')!.operations.map((entry) => entry.operationId), ['updatePet', 'deletePet', 'updateOrder']);
 });
 

@@ -169,10 +169,10 @@ function withPets(count = 3) {
 test('an update sets the fields given, keeps the others, bumps the version and returns the whole pet', () => {
   const { pets } = withPets();
   assert.deepEqual(pets.changeMany([update(2n, { status: 'sold' })]), [
-    { kind: 'updated', pet: { id: 2, name: 'p2', categoryId: 2n, status: 'sold', version: 2 } },
+    { kind: 'updated', pet: { id: 2, name: 'p2', categoryId: 2n, status: 'sold', version: 2 }, changed: true },
   ]);
   const [outcome] = pets.changeMany([update(2n, { name: 'Rex', categoryId: 9223372036854775807n })]);
-  assert.deepEqual(outcome, { kind: 'updated', pet: { id: 2, name: 'Rex', categoryId: 9223372036854775807n, status: 'sold', version: 3 } });
+  assert.deepEqual(outcome, { kind: 'updated', pet: { id: 2, name: 'Rex', categoryId: 9223372036854775807n, status: 'sold', version: 3 }, changed: true });
   assert.deepEqual(pets.get(2n), { id: 2, name: 'Rex', categoryId: 9223372036854775807n, status: 'sold', version: 3 });
   assert.equal(pets.get(1n)!.version, 1, 'other pets keep their version');
 });

@@ -1,0 +1,37 @@
+/**
+ * The event log on SQLite (the rules are storage/events.ts's): the writes append their events in
+ * their own transaction (writes.ts), and the feed reads them on any connection (events-store.ts).
+ *
+ * Ids are visible in commit order: one connection writes the file (the writer thread, or a
+ * connection that makes its own writes), so ids are handed out in the order the transactions
+ * commit, and AUTOINCREMENT never hands out an id again, even once retention deleted every event.
+ * A reader sees a group once its commit is in the WAL index, which SQLite updates only after the
+ * commit's frames are synced (synchronous=FULL, database.ts): a reader can never see an event of
+ * a group that a crash could still take back.
+ */
+import type { DatabaseSync } from 'node:sqlite';
+import { eventColumns, type NewEvent } from '../events.ts';
+
+/** Appends `events` in the caller's transaction, stamped with one instant (the group's commit time, to the millisecond). */
+export function createEventAppender(db: DatabaseSync, clock: () => number = Date.now): (events: readonly NewEvent[]) => void {
+  const insert = db.prepare(`INSERT INTO events (type, occurred_at, actor_account, actor_key_id, account, data)
+    VALUES (:type, :occurred_at, :actor_account, :actor_key_id, :account, :data)`);
+  return (events) => {
+    if (events.length === 0) return;
+    const occurredAt = clock();
+    for (const event of events) insert.run({ ...eventColumns(event), occurred_at: occurredAt });
+  };
+}
+
+/** Deletes up to `limit` events older than `before`, oldest first, in the caller's transaction; records the highest id deleted. */
+export function createEventPurge(db: DatabaseSync): (before: number, limit: number) => number {
+  // The oldest `limit` events by id, of which those older than `before`: times follow the ids
+  // (one writer stamps them in order), so no index of times is kept for this.
+  const purge = db.prepare(`DELETE FROM events WHERE id IN (SELECT id FROM (SELECT id, occurred_at FROM events ORDER BY id LIMIT :limit) WHERE occurred_at < :before) RETURNING id`);
+  const record = db.prepare('UPDATE event_log SET deleted_through = max(deleted_through, ?)');
+  return (before, limit) => {
+    const rows = purge.all({ before, limit }) as { id: number }[];
+    if (rows.length > 0) record.run(Math.max(...rows.map((row) => row.id)));
+    return rows.length;
+  };
+}
