@@ -2,31 +2,27 @@
  * The writes of orders on SQLite, made inside a transaction that the caller holds (writes.ts):
  * placing an order takes its pet from `available` to `pending` in the same transaction that
  * stores the order, and each step of an order moves its pet the same way. Each item goes through
- * `isolate` (item-savepoints.ts), and each pet moved is a touch for the journal, so that the
- * pets' answer caches drop it at once.
+ * `isolate` (item-savepoints.ts); the database logs each pet moved for the journal
+ * (touched-pets.ts), so that the pets' answer caches drop it at once.
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import type { IdempotencyRecord } from '../idempotency.ts';
 import { decideStep, toOrder, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow, type PlacementResult } from '../orders.ts';
-import { ANY_STATUS, statusBit, toPet, type PetRow, type PetStatus } from '../pets.ts';
+import { toPet, type PetRow, type PetStatus } from '../pets.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
 import type { IsolateItem } from './item-savepoints.ts';
 import { PET_COLUMNS } from './pet-writes.ts';
-import type { Touch } from './write-journal.ts';
 
 /** pet_id is read as text so that int64 values above 2^53 keep their exact digits. */
 export const ORDER_COLUMNS = 'id, CAST(pet_id AS TEXT) AS pet_id, account, status, placed_at, updated_at, version';
 
 export interface OrderWrites {
-  place(placements: readonly OrderPlacement[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<PlacementResult>[];
-  change(changes: readonly OrderChange[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<OrderChangeOutcome>[];
+  place(placements: readonly OrderPlacement[], isolate: IsolateItem): ItemOutcome<PlacementResult>[];
+  change(changes: readonly OrderChange[], isolate: IsolateItem): ItemOutcome<OrderChangeOutcome>[];
   /** The live record of an API key's Idempotency-Key for placeOrder, or null. */
   recall(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
 }
-
-/** A pet taken by a placement was available and is now pending. */
-const TAKEN = statusBit('available') | statusBit('pending');
 
 /** Prepares the statements of the writes of orders on `db` once. */
 export function createOrderWrites(db: DatabaseSync): OrderWrites {
@@ -39,7 +35,7 @@ export function createOrderWrites(db: DatabaseSync): OrderWrites {
   const setPet = db.prepare(`UPDATE pets SET status = ?, version = version + 1 WHERE id = ? RETURNING ${PET_COLUMNS}`);
   const records = createIdempotencyRecords(db, 'placeOrder');
 
-  function place({ petId, account, now, idempotency }: OrderPlacement, touched: Touch[]): PlacementResult {
+  function place({ petId, account, now, idempotency }: OrderPlacement): PlacementResult {
     // Another worker may have stored this key since the caller's lookup; the write lock is held,
     // so this second lookup is the last word.
     const taken = idempotency ? records.recall(idempotency.apiKeyId, idempotency.key, idempotency.createdAt) : null;
@@ -50,27 +46,23 @@ export function createOrderWrites(db: DatabaseSync): OrderWrites {
       return found === undefined ? { kind: 'pet_not_found' } : { kind: 'pet_not_available', status: found.status };
     }
     const order = toOrder(insertOrder.get(petId, account, now, now) as unknown as OrderRow);
-    // The pet changed: its cached answers go (a pet found by id has an id a number holds).
-    touched.push({ from: Number(petId), to: Number(petId), statuses: TAKEN });
     if (idempotency) records.remember(idempotency, idempotency.respond(order));
     return { kind: 'placed', order, pet: toPet(petRow) };
   }
 
-  function step(change: OrderChange, touched: Touch[]): OrderChangeOutcome {
+  function step(change: OrderChange): OrderChangeOutcome {
     const row = orderById.get(change.id) as OrderRow | undefined;
     const decided = decideStep(row === undefined ? null : toOrder(row), change);
     if (decided.kind !== 'move') return decided;
     const order = toOrder(setOrder.get(change.to, change.now, change.id) as unknown as OrderRow);
     if (decided.pet === null) return { kind: 'changed', order, pet: null };
     const petRow = setPet.get(decided.pet, decided.current.petId) as PetRow | undefined;
-    const petId = Number(decided.current.petId);
-    touched.push({ from: petId, to: petId, statuses: ANY_STATUS });
     return { kind: 'changed', order, pet: petRow === undefined ? null : toPet(petRow) };
   }
 
   return {
-    place: (placements, isolate, touched) => placements.map((placement) => isolate(() => place(placement, touched))),
-    change: (changes, isolate, touched) => changes.map((change) => isolate(() => step(change, touched))),
+    place: (placements, isolate) => placements.map((placement) => isolate(() => place(placement))),
+    change: (changes, isolate) => changes.map((change) => isolate(() => step(change))),
     recall: (apiKeyId, key, now) => records.recall(apiKeyId, key, now),
   };
 }

@@ -6,8 +6,9 @@
  * (writer-thread.ts); a connection that makes its own writes (`:memory:`, tests, seeding) runs it
  * in place, one request per transaction (`localWrites`).
  *
- * The pets each write touched are recorded in the journal once the transaction has committed
- * (write-journal.ts), and not before, so that no thread reads the record before the rows.
+ * The pets each group touched, as the database logged them (touched-pets.ts), are recorded in the
+ * journal once the transaction has committed (write-journal.ts), and not before, so that no thread
+ * reads the record before the rows.
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
@@ -20,6 +21,7 @@ import { createBatchRunner, type IsolateItem } from './item-savepoints.ts';
 import { limiterRows } from './limiter-store.ts';
 import { createOrderWrites } from './order-writes.ts';
 import { createPetWrites } from './pet-writes.ts';
+import { touchedPets } from './touched-pets.ts';
 import { journalOf, recordWrites, type Touch, type WriteJournal } from './write-journal.ts';
 
 /** Each operation's item and the result of one item. */
@@ -59,7 +61,7 @@ export interface WriteExecutor {
   run(requests: readonly WriteRequest[], began?: () => void): ItemOutcome<unknown>[][];
 }
 
-type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem, touched: Touch[]) => ItemOutcome<WriteResult<Op>>[];
+type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem) => ItemOutcome<WriteResult<Op>>[];
 
 /** The executor over `db`, a connection that may write, recording into `journal`. */
 export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): WriteExecutor {
@@ -68,6 +70,7 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
   const limiter = limiterRows(db);
   const purge = purgeExpiredRecords(db);
   const batch = createBatchRunner(db);
+  const takeTouched = touchedPets(db);
   const operations: { [Op in WriteOp]: Operation<Op> } = {
     insertPets: pets.insert,
     changePets: pets.change,
@@ -84,9 +87,11 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
       let touched: Touch[] = [];
       const outcomes = batch((isolate) => {
         began?.();
-        // Run again one by one after a failed item: only the second run's touches count.
-        touched = [];
-        return requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate, touched) as ItemOutcome<unknown>[]);
+        const done = requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate) as ItemOutcome<unknown>[]);
+        // What the database logged, inside the transaction (a run rolled back left none of its
+        // rows); recorded once it has committed.
+        touched = takeTouched();
+        return done;
       });
       recordWrites(journal, touched);
       return outcomes;
