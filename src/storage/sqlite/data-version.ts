@@ -112,8 +112,7 @@ function headerReader(db: DatabaseSync): ((into: Buffer) => boolean) | null {
 /**
  * What the writer thread tells the readers about its commits, in memory they share: the WAL
  * index header as its last commit left it, a count of the commits by other connections it has
- * noticed (`epoch`), and whether it is between a BEGIN and that publication (`pending`). `seq`
- * is odd while the header is being copied.
+ * noticed (`epoch`). `seq` is odd while the header is being copied.
  */
 export interface CommitPublication {
   readonly buffer: SharedArrayBuffer;
@@ -122,12 +121,8 @@ export interface CommitPublication {
 }
 
 const SEQ = 0;
-const PENDING = 1;
 const EPOCH = 2;
 const STATE_BYTES = 16;
-
-/** How long a reader waits for the writer to publish a commit it sees, before assuming the worst. */
-const PUBLICATION_WAIT_MS = 20;
 
 /** A publication over `buffer`, which another thread may have made: both then see the same one. */
 export function publicationIn(buffer = new SharedArrayBuffer(STATE_BYTES + WAL_INDEX_HEADER_BYTES)): CommitPublication {
@@ -135,8 +130,6 @@ export function publicationIn(buffer = new SharedArrayBuffer(STATE_BYTES + WAL_I
 }
 
 export interface CommitPublisher {
-  /** Called once the write lock is held: a change of the file from now on is the writer's. */
-  begin(): void;
   /**
    * Called after the transaction, committed or not, and before anybody is answered: publishes
    * the header as it now is, with the epoch raised if any other connection committed since the
@@ -176,17 +169,12 @@ export function createCommitPublisher(db: DatabaseSync, { state, header }: Commi
     Atomics.add(state, SEQ, 1);
     header.set(current);
     Atomics.add(state, SEQ, 1);
-    Atomics.store(state, PENDING, 0);
-    Atomics.notify(state, PENDING);
     return frames[0]!;
   };
   // Another connection's commits before the writer started are nobody's concern: the readers'
   // first look comes after this.
   publish();
-  return {
-    begin: () => void Atomics.store(state, PENDING, 1),
-    publish,
-  };
+  return { publish };
 }
 
 /**
@@ -198,9 +186,9 @@ export function createCommitPublisher(db: DatabaseSync, { state, header }: Commi
  * The WAL index header moves with every commit. When it moved since the last look, the change
  * was the writer's alone if the header is now exactly the one the writer published after its
  * last commit, and the writer noticed no other commit meanwhile (the epoch is the one seen at the
- * last look). Otherwise the number changes. A reader that looks between the writer's COMMIT and
- * its publication (microseconds) finds the writer `pending` and waits for the publication,
- * rather than dropping every cached answer for nothing.
+ * last look). Otherwise the number changes: also when a reader looks between the writer's COMMIT
+ * and its publication (microseconds), which drops every cached answer once rather than make a
+ * request thread wait for another thread.
  */
 export function foreignCommits(db: DatabaseSync, { state, header: published }: CommitPublication): () => number {
   const read = headerReader(db);
@@ -236,13 +224,11 @@ export function foreignCommits(db: DatabaseSync, { state, header: published }: C
     if (!known) {
       epoch = Atomics.load(state, EPOCH);
     } else if (!current.equals(seen)) {
-      let now = publishedEpoch();
-      // Between the writer's COMMIT and its publication: wait for it, then look again.
-      if (now === null && Atomics.load(state, PENDING) === 1) {
-        Atomics.wait(state, PENDING, 1, PUBLICATION_WAIT_MS);
-        now = read!(current) ? publishedEpoch() : null;
-      }
-      if (now !== epoch) {
+      // Between the writer's COMMIT and its publication (microseconds), the change cannot be told
+      // apart: assumed foreign, so every cached answer goes. A request thread never waits for the
+      // writer: its event loop serves everyone.
+      const now = publishedEpoch();
+      if (now === null || now !== epoch) {
         version++;
         epoch = Atomics.load(state, EPOCH);
       }

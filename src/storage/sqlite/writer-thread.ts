@@ -77,7 +77,7 @@ export function runWriter({ db, memory, control, responders }: WriterDeps): Prom
     let answers: WriteAnswer[];
     let frames = 0;
     try {
-      const outcomes = executor.run(requests, publisher.begin);
+      const outcomes = executor.run(requests);
       answers = group.map(({ message }, index) => sendOutcomes(message.id, outcomes[index]!));
     } catch (error) {
       const sent = sendError(error);

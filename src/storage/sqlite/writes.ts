@@ -55,10 +55,9 @@ export type SubmitWrites = <Op extends WriteOp>(op: Op, items: readonly WriteIte
 export interface WriteExecutor {
   /**
    * Runs the requests in one transaction, in order, and returns one list of outcomes per request.
-   * Throws only when the database failed and nothing was written. `began` is called once the
-   * transaction holds the write lock.
+   * Throws only when the database failed and nothing was written.
    */
-  run(requests: readonly WriteRequest[], began?: () => void): ItemOutcome<unknown>[][];
+  run(requests: readonly WriteRequest[]): ItemOutcome<unknown>[][];
 }
 
 type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem) => ItemOutcome<WriteResult<Op>>[];
@@ -83,10 +82,9 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
     purgeRecords: (items, isolate) => items.map(({ now, limit }) => isolate(() => purge(now, limit))),
   };
   return {
-    run(requests, began) {
+    run(requests) {
       let touched: Touch[] = [];
       const outcomes = batch((isolate) => {
-        began?.();
         const done = requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate) as ItemOutcome<unknown>[]);
         // What the database logged, inside the transaction (a run rolled back left none of its
         // rows); recorded once it has committed.
