@@ -22,6 +22,8 @@ export interface BenchOptions {
   metrics: boolean;
   /** false with --no-pin: no core of its own for the server nor for the generator. */
   pin: boolean;
+  /** `--cpu-quota`: the cores' time the servers get (a cgroup's CPU quota), or null for no quota. */
+  cpuQuota: number | null;
   /** How long, in all, the comparison may wait for other processes to quieten before its rounds. */
   quietWaitSeconds: number;
   /** --cores: the WORKERS counts to measure on SQLite, or null. */
@@ -60,6 +62,8 @@ Options:
                     (default: all in the comparison; ${SCALING_WORKLOADS.join(', ')} otherwise)
   --metrics         run the service with METRICS_PORT set, so that metrics count every request
   --no-pin          run the servers and the generator on any core (taskset not used)
+  --cpu-quota N     run the servers in a cgroup (v1 cpu) that gives them N cores' time, as a
+                    container's --cpus=N does (with --no-pin: every core visible, N cores' time)
   --quiet-wait S    wait at most S seconds in all for other processes to quieten (default 180)
   --out DIR         where to write latest.json (default bench/results)
   --help            this text
@@ -80,6 +84,7 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
       only: { type: 'string' },
       metrics: { type: 'boolean' },
       'no-pin': { type: 'boolean' },
+      'cpu-quota': { type: 'string' },
       'quiet-wait': { type: 'string' },
       cores: { type: 'string' },
       'scale-out': { type: 'boolean' },
@@ -108,12 +113,20 @@ export function parseBenchOptions(argv: string[], defaultOut: string): BenchOpti
     only,
     metrics: values.metrics ?? false,
     pin: !(values['no-pin'] ?? false),
+    cpuQuota: values['cpu-quota'] === undefined ? null : cores(values['cpu-quota']),
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
     cores: values.cores === undefined ? null : counts(values.cores, '--cores', 256),
     scaleOut: values['scale-out'] ? counts(values.instances ?? '1,2', '--instances', 16) : null,
     out: values.out ?? defaultOut,
     help: values.help ?? false,
   };
+}
+
+/** `--cpu-quota`: cores, a fraction allowed (0.5), at most 256. */
+function cores(raw: string): number {
+  const value = /^[0-9]+(\.[0-9]+)?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value > 0 && value <= 256)) throw new Error(`--cpu-quota must be a number of cores above 0, got ${JSON.stringify(raw)}`);
+  return value;
 }
 
 /** A list such as 1,2,4: distinct counts from 1 to `max`, in increasing order. */
