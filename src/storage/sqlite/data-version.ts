@@ -224,7 +224,7 @@ export function createCommitPublisher(db: DatabaseSync, { state, header }: Commi
  * The `external` of a reading connection whose writes the writer thread makes: a number that
  * changes when, and only when, a connection other than the writer may have committed since the
  * previous call (the keys command, another process). The writer's own commits are journaled
- * (write-journal.ts) and leave it as it is. Read at most once per callback, like `dataVersion`.
+ * (writer/journal.ts) and leave it as it is. Read at most once per callback, like `dataVersion`.
  *
  * The WAL index header moves with every commit. When it moved since the last look, the change
  * was the writer's alone if the header is now exactly the one the writer published after its

@@ -7,10 +7,8 @@
 import type { DatabaseSync } from 'node:sqlite';
 import type { Limiter } from '../../limits/limiter.ts';
 import { closeDatabase, openServerDatabase, readOnly } from './database.ts';
-import { startInlineWriter, type DataSync, type InlineWriter } from './inline-writer.ts';
+import { createWriterClient, type DataSync, type InlineWriter, startInlineWriter, startWriterThread, type WriterHost } from './writer.ts';
 import { openReaderStores, openStores, type ReaderStores, type SqliteStores, type SqliteStoresOptions } from './stores.ts';
-import { createWriterClient } from './writer-client.ts';
-import { startWriterThread, type WriterHost } from './writer-host.ts';
 
 interface Opened {
   /** The first connection: it migrated the file; in the `thread` engine it only reads. */

@@ -3,7 +3,7 @@
  * - `openStores(db)`: over one connection that makes its own writes, at once (`:memory:`, tests,
  *   seeding);
  * - `openReaderStores(db, writer)`: over a connection that only reads, whose writes go to the
- *   writer thread (writer-thread.ts): the server's way on a file, in the single process and in
+ *   writer thread (writer/thread.ts): the server's way on a file, in the single process and in
  *   each worker of WORKERS.
  *
  * The rate limiter lives in memory, restored from the file here and saved every second by the
@@ -25,9 +25,7 @@ import { createKeysStore, type SqliteKeysStore } from './keys-store.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterStore } from './limiter-store.ts';
 import { createPetsStore, type SqlitePetsStore, type WritesElsewhere } from './pets-store.ts';
 import { createOrdersStore, type SqliteOrdersStore } from './orders-store.ts';
-import { journalIn, type WriteJournal } from './write-journal.ts';
-import type { SubmitWrites } from './writes.ts';
-import type { WriterMemory } from './writer-protocol.ts';
+import { journalIn, type SubmitWrites, type WriteJournal, type WriterMemory } from './writer.ts';
 
 export interface SqliteStoresOptions {
   appEnv: AppEnv;
@@ -58,12 +56,12 @@ export interface ReaderStores extends Stores {
 
 /**
  * The writer as a reading connection's stores see it: the writer thread, whose journal and
- * publication are in shared memory; or the inline writer (inline-writer.ts), which writes on
+ * publication are in shared memory; or the inline writer (writer/inline.ts), which writes on
  * this very connection and records into a journal of this thread.
  */
 export type WriterLink =
   | {
-    /** Sends writes to the writer thread (writer-client.ts). */
+    /** Sends writes to the writer thread (writer/client.ts). */
     submit: SubmitWrites;
     /** The writer's shared memory: its journal and its publication. */
     memory: WriterMemory;

@@ -17,17 +17,17 @@
  */
 import { close as closeFd, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync } from 'node:sqlite';
-import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import { DatabaseUnavailableError } from '../errors.ts';
-import { JOURNAL_BYTES, journalIn, type WriteJournal } from './write-journal.ts';
-import { createWriteExecutor, type SubmitWrites, type WriteRequest, type WriteResult } from './writes.ts';
+import type { ItemOutcome } from '../../../lib/item-outcome.ts';
+import { DatabaseUnavailableError } from '../../errors.ts';
+import { JOURNAL_BYTES, journalIn, type WriteJournal } from './journal.ts';
+import { createWriteExecutor, type SubmitWrites, type WriteRequest, type WriteResult } from './executor.ts';
 
 /** Most items in one group, so that one transaction cannot hold the event loop for long. */
 const MAX_GROUP_ITEMS = 4000;
 
 export interface InlineWriter {
   submit: SubmitWrites;
-  /** The journal the writes are recorded in, for the stores' caches (write-journal.ts). */
+  /** The journal the writes are recorded in, for the stores' caches (journal.ts). */
   journal: WriteJournal;
   /** Resolves, with one line saying why, if the WAL could not be made durable. */
   failed: Promise<string>;

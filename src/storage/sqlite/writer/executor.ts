@@ -3,26 +3,26 @@
  * items, and `createWriteExecutor` runs any number of requests, of every kind and from every
  * thread, in one transaction (one fsync), each item its own unit of success or failure
  * (item-savepoints.ts). The writer thread runs it over the one writable connection
- * (writer-thread.ts); a connection that makes its own writes (`:memory:`, tests, seeding) runs it
+ * (thread.ts); a connection that makes its own writes (`:memory:`, tests, seeding) runs it
  * in place, one request per transaction (`localWrites`).
  *
  * The pets each group touched, as the database logged them (touched-pets.ts), are recorded in the
- * journal once the transaction has committed (write-journal.ts), and not before, so that no thread
+ * journal once the transaction has committed (journal.ts), and not before, so that no thread
  * reads the record before the rows.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import type { MaybePromise } from '../../lib/maybe-promise.ts';
-import type { LimiterChanges } from '../../limits/limiter.ts';
-import type { OrderChange, OrderChangeOutcome, OrderPlacement, PlacementResult } from '../orders.ts';
-import type { ChangeOutcome, CreationResult, PetChange, PetCreation } from '../pets.ts';
-import { purgeExpiredRecords } from './idempotency-records.ts';
-import { createBatchRunner, type IsolateItem } from './item-savepoints.ts';
-import { limiterRows } from './limiter-store.ts';
-import { createOrderWrites } from './order-writes.ts';
-import { createPetWrites } from './pet-writes.ts';
+import type { ItemOutcome } from '../../../lib/item-outcome.ts';
+import type { MaybePromise } from '../../../lib/maybe-promise.ts';
+import type { LimiterChanges } from '../../../limits/limiter.ts';
+import type { OrderChange, OrderChangeOutcome, OrderPlacement, PlacementResult } from '../../orders.ts';
+import type { ChangeOutcome, CreationResult, PetChange, PetCreation } from '../../pets.ts';
+import { purgeExpiredRecords } from '../idempotency-records.ts';
+import { createBatchRunner, type IsolateItem } from '../item-savepoints.ts';
+import { limiterRows } from '../limiter-store.ts';
+import { createOrderWrites } from '../order-writes.ts';
+import { createPetWrites } from '../pet-writes.ts';
 import { touchedPets } from './touched-pets.ts';
-import { journalOf, recordWrites, type Touch, type WriteJournal } from './write-journal.ts';
+import { journalOf, recordWrites, type Touch, type WriteJournal } from './journal.ts';
 
 /** Each operation's item and the result of one item. */
 export interface WriteOps {

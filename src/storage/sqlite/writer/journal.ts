@@ -14,7 +14,7 @@
  * journal's length while it read assumes the worst.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { ANY_STATUS } from '../pets.ts';
+import { ANY_STATUS } from '../../pets.ts';
 
 /** How many writes the journal remembers; a cache entry last checked longer ago is dropped. */
 export const JOURNAL_LENGTH = 1024;

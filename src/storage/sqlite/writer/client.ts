@@ -1,14 +1,14 @@
 /**
  * A request thread's side of the writer thread: `submit` sends one batch on this thread's port
- * and resolves with its outcomes once the writer's group is on disk (writer-thread.ts). Batches
+ * and resolves with its outcomes once the writer's group is on disk (thread.ts). Batches
  * leave at once, in order; the writer puts every batch that arrives while it commits into its
  * next group, so a thread never holds a batch back while another is out.
  */
 import type { MessagePort } from 'node:worker_threads';
-import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import { DatabaseUnavailableError } from '../errors.ts';
-import { receivedError, receivedOutcomes, sendableItems, type WriteAnswer, type WriteMessage } from './writer-protocol.ts';
-import type { SubmitWrites, WriteResult } from './writes.ts';
+import type { ItemOutcome } from '../../../lib/item-outcome.ts';
+import { DatabaseUnavailableError } from '../../errors.ts';
+import { receivedError, receivedOutcomes, sendableItems, type WriteAnswer, type WriteMessage } from './protocol.ts';
+import type { SubmitWrites, WriteResult } from './executor.ts';
 
 export interface WriterClient {
   submit: SubmitWrites;

@@ -16,11 +16,11 @@
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
-import { createCommitPublisher, publicationIn } from './data-version.ts';
-import { journalIn } from './write-journal.ts';
-import { createWriteExecutor, type WriteRequest } from './writes.ts';
-import type { Responders } from '../stores.ts';
-import { receivedItems, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './writer-protocol.ts';
+import { createCommitPublisher, publicationIn } from '../data-version.ts';
+import { journalIn } from './journal.ts';
+import { createWriteExecutor, type WriteRequest } from './executor.ts';
+import type { Responders } from '../../stores.ts';
+import { receivedItems, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './protocol.ts';
 
 export interface WriterDeps {
   /** The writable connection (openWriterDatabase): WAL, synchronous=FULL, no auto-checkpoint. */

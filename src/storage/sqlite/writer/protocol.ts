@@ -9,10 +9,10 @@
  * again on the other side).
  */
 import type { MessagePort } from 'node:worker_threads';
-import { isItemFailure, ItemFailure, type ItemOutcome } from '../../lib/item-outcome.ts';
-import type { IdempotencyOperation, IdempotencyWrite, StoredResponse } from '../idempotency.ts';
-import type { Responders } from '../stores.ts';
-import type { WriteItem, WriteOp } from './writes.ts';
+import { isItemFailure, ItemFailure, type ItemOutcome } from '../../../lib/item-outcome.ts';
+import type { IdempotencyOperation, IdempotencyWrite, StoredResponse } from '../../idempotency.ts';
+import type { Responders } from '../../stores.ts';
+import type { WriteItem, WriteOp } from './executor.ts';
 
 /** What the shared memory of one writer holds: its journal and its publication (data-version.ts). */
 export interface WriterMemory {

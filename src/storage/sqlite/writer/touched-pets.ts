@@ -1,7 +1,7 @@
 /**
  * What a write touched, recorded by the database itself: TEMP triggers on the writing connection
  * log every row of `pets` inserted, changed or deleted (by a write to pets, or by an order that
- * moves its pet) with its status before and after, into a TEMP table. The executor (writes.ts)
+ * moves its pet) with its status before and after, into a TEMP table. The executor (executor.ts)
  * takes the log at the end of each group's transaction and records it in the journal once the
  * group has committed, so no write, present or future, can forget to say what it touched: the
  * answer caches cannot be left stale by a write that forgot.
@@ -10,8 +10,8 @@
  * savepoint (item-savepoints.ts), takes its rows of the log with it.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { ANY_STATUS, PET_STATUSES, statusBit } from '../pets.ts';
-import { JOURNAL_LENGTH, type Touch } from './write-journal.ts';
+import { ANY_STATUS, PET_STATUSES, statusBit } from '../../pets.ts';
+import { JOURNAL_LENGTH, type Touch } from './journal.ts';
 
 /** A status as its bit (statusBit), in SQL; an unknown status counts as any. */
 function bitOf(column: string): string {
