@@ -57,7 +57,7 @@ export interface WriteExecutor {
    * Runs the requests in one transaction, in order, and returns one list of outcomes per request.
    * Throws only when the database failed and nothing was written.
    */
-  run(requests: readonly WriteRequest[]): ItemOutcome<unknown>[][];
+  run(requests: readonly WriteRequest[]): ItemOutcome<WriteResult<WriteOp>>[][];
 }
 
 type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem) => ItemOutcome<WriteResult<Op>>[];
@@ -85,7 +85,7 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
     run(requests) {
       let touched: Touch[] = [];
       const outcomes = batch((isolate) => {
-        const done = requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate) as ItemOutcome<unknown>[]);
+        const done = requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate));
         // What the database logged, inside the transaction (a run rolled back left none of its
         // rows); recorded once it has committed.
         touched = takeTouched();
