@@ -201,7 +201,7 @@ function workers(env: Env, machine: Machine, engine: { databaseUrl: string | nul
 }
 
 /**
- * `WRITER`: `auto` (the default) is `inline` where the process gets at most one core (the cores
+ * `WRITER`: `auto` (the default) is `inline` where the process gets less than two cores (the cores
  * it may run on, or its cgroup's CPU quota, whichever is smaller) and `thread` otherwise. WORKERS
  * above 1 share one writer thread, so they need `thread`.
  */
