@@ -69,6 +69,11 @@ export interface TestServerOptions {
    * (test/support/writer-thread.ts), read on a connection of this thread. See startWriterTestServer.
    */
   writerThread?: boolean;
+  /**
+   * Serve as the server does on a file with one core: a temporary database written inline on the
+   * connection that reads it (storage/sqlite/writer/inline.ts). See startInlineTestServer.
+   */
+  inlineWriter?: boolean;
   /** An open database to use (and leave open); default a fresh `:memory:` one. */
   db?: DatabaseSync;
   config?: Partial<ServiceConfig>;
@@ -83,6 +88,7 @@ export interface TestServerOptions {
 /** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
 export async function startTestServer(t: TestContext, options: TestServerOptions = {}): Promise<TestServer> {
   if (options.writerThread) return startWriterTestServer(t, options) as unknown as Promise<TestServer>;
+  if (options.inlineWriter) return startInlineTestServer(t, options);
   const db = options.db ?? openDatabase(':memory:');
   const clock = options.clock ?? fakeClock();
   const { logger, logs } = captureLogs(clock);
@@ -179,6 +185,34 @@ export async function startWriterTestServer(t: TestContext, options: Omit<TestSe
   // After the server has closed (hooks run in the order they were added).
   t.after(cleanUp);
   return { ...served, db: engine.db, service, path, writer: engine.writer, writerExec: writerFaults(path), pauseWriter: writerPause(path) };
+}
+
+/**
+ * The service as it runs on a file with one core: a temporary database, migrated and given the
+ * two keys, whose connection writes inline (`inlineWriter: true`). `server.db` is that connection,
+ * `server.path` its file.
+ */
+export async function startInlineTestServer(t: TestContext, options: Omit<TestServerOptions, 'db' | 'writerThread' | 'inlineWriter'> = {}): Promise<TestServer & { path: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-inline-'));
+  const path = join(dir, 'pets.db');
+  const clock = options.clock ?? fakeClock();
+  const config = testConfig(options);
+  const { engine, seeded: issued } = await openSqliteEngine({
+    path, writer: 'inline', threadEntry: TEST_WRITER_ENTRY, log: () => {}, stores: storesOptions(config, clock, options),
+  }, (db) => testKeys(createKeysStore(db, { appEnv: 'development' }), clock));
+  const cleanUp = async () => {
+    await engine.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const { logger, logs } = captureLogs(clock);
+  const service = serviceOver(engine.stores, config, clock, logger, options);
+  const served = await serve(t, service, clock, logger, logs, Promise.resolve(issued)).catch(async (error: unknown) => {
+    await cleanUp();
+    throw error;
+  });
+  // After the server has closed (hooks run in the order they were added).
+  t.after(cleanUp);
+  return { ...served, db: engine.db, service: service as unknown as TestServer['service'], path };
 }
 
 /** A test server on PostgreSQL: the same service, over a pool on a migrated database. */
