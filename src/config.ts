@@ -93,6 +93,10 @@ export interface Config {
   webhookAllowedNetworks: readonly string[];
   /** `WEBHOOK_RETRY_SCHEDULE`: the seconds to wait before each retry of a failed delivery, in order. */
   webhookRetrySchedule: readonly number[];
+  /** `ORDER_HOLD_SECONDS`: how long a placed order holds its pet before the service cancels it. */
+  orderHoldSeconds: number;
+  /** `MAX_OPEN_ORDERS_PER_ACCOUNT`: open (placed or approved) orders one account may have at once. */
+  maxOpenOrdersPerAccount: number;
 }
 
 /** The contract caps every ban at 24 h, so a longer first ban could never be honoured. */
@@ -112,6 +116,12 @@ const MAX_CONNECTIONS = 1024;
  */
 export const DEFAULT_POOL_SIZE = 8;
 const MAX_POOL_SIZE = 1000;
+/** A hold of 48 h by default; at most 30 days, after which an unanswered order is no request at all. */
+export const DEFAULT_HOLD_SECONDS = 172_800;
+const MAX_HOLD_SECONDS = 2_592_000;
+/** Open orders per account by default, and at most (a shelter's own staff use `orders:manage`, never capped). */
+export const DEFAULT_MAX_OPEN_ORDERS = 3;
+const MAX_OPEN_ORDERS = 1000;
 /** More threads than this would only queue on the cores and on the one limiter thread. */
 export const MAX_WORKERS = 256;
 
@@ -174,6 +184,8 @@ export function loadConfig(env: Env, machine: Machine = THIS_MACHINE): Config {
     writer: writerMode(env, machine, workerCount),
     webhookAllowedNetworks: webhookAllowedNetworks(env, 'WEBHOOK_ALLOWED_NETWORKS'),
     webhookRetrySchedule: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
+    orderHoldSeconds: integer(env, 'ORDER_HOLD_SECONDS', 1, MAX_HOLD_SECONDS, DEFAULT_HOLD_SECONDS),
+    maxOpenOrdersPerAccount: integer(env, 'MAX_OPEN_ORDERS_PER_ACCOUNT', 1, MAX_OPEN_ORDERS, DEFAULT_MAX_OPEN_ORDERS),
   };
 }
 

@@ -221,6 +221,7 @@ async function runProcess(config: Config): Promise<void> {
       observed?.metrics.databaseError();
       logger.event({ level: 'error', event, ...errorFields(error) });
     },
+    expired: (count) => observed?.metrics.ordersExpired(count),
   });
   // A worker or the writer thread that dies stops the process, once the limiter is saved (or,
   // without a writer, has failed to be).

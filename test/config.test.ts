@@ -40,6 +40,8 @@ test('an empty environment gives every default of the contract', () => {
     writer: 'thread',
     webhookAllowedNetworks: [],
     webhookRetrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000],
+    orderHoldSeconds: 172800,
+    maxOpenOrdersPerAccount: 3,
   });
 });
 
@@ -192,7 +194,7 @@ test('a set variable that looks like one of the service\'s but is none it reads 
   assert.deepEqual(unknownVariables({ WORKER: '2', PORTS: '80', RATE_LIMIT_BAN: '5', CORS_ORIGINS: '*', LOG_LEVELS: 'warn', APP_ENVIRONMENT: 'production', METRICS: '1' }), ['APP_ENVIRONMENT', 'CORS_ORIGINS', 'LOG_LEVELS', 'PORTS', 'RATE_LIMIT_BAN', 'WORKER']);
   // The service's own variables, empty ones, and the rest of an environment are not its business.
   assert.deepEqual(unknownVariables({ DATABASE_PATH: 'x', DATABASE_URL: '', DATABASE_HOST_OF_ANOTHER_APP: '', PATH: '/bin', HOSTNAME: 'box', NODE_ENV: 'production', NODE_COMPILE_CACHE: '/c', npm_config_cache: '/n' }), []);
-  const known = ['PORT', 'HOST', 'APP_ENV', 'DATABASE_PATH', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'PUBLIC_BASE_URL', 'STAGING_BASE_URL', 'TRUST_PROXY', 'RATE_LIMIT_BAN_THRESHOLD', 'RATE_LIMIT_BAN_SECONDS', 'MAX_CONNECTIONS_PER_ADDRESS', 'LOG_LEVEL', 'METRICS_PORT', 'ALLOWED_HOSTS', 'CORS_ALLOWED_ORIGINS', 'WORKERS', 'WEBHOOK_ALLOWED_NETWORKS', 'WEBHOOK_RETRY_SCHEDULE'];
+  const known = ['PORT', 'HOST', 'APP_ENV', 'DATABASE_PATH', 'DATABASE_URL', 'DATABASE_POOL_SIZE', 'PUBLIC_BASE_URL', 'STAGING_BASE_URL', 'TRUST_PROXY', 'RATE_LIMIT_BAN_THRESHOLD', 'RATE_LIMIT_BAN_SECONDS', 'MAX_CONNECTIONS_PER_ADDRESS', 'LOG_LEVEL', 'METRICS_PORT', 'ALLOWED_HOSTS', 'CORS_ALLOWED_ORIGINS', 'WORKERS', 'WEBHOOK_ALLOWED_NETWORKS', 'WEBHOOK_RETRY_SCHEDULE', 'ORDER_HOLD_SECONDS', 'MAX_OPEN_ORDERS_PER_ACCOUNT'];
   assert.deepEqual(unknownVariables(Object.fromEntries(known.map((name) => [name, 'x']))), [], 'every variable the configuration reads is known');
 });
 
@@ -219,6 +221,25 @@ test('MAX_CONNECTIONS_PER_ADDRESS is an integer from 1 to the server\'s 1024 con
   assert.equal(loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '1024' }).maxConnectionsPerAddress, 1024);
   for (const value of ['0', '1025', '-1', '6.4', 'many']) {
     assertRefused({ MAX_CONNECTIONS_PER_ADDRESS: value }, 'MAX_CONNECTIONS_PER_ADDRESS');
+  }
+});
+
+test('ORDER_HOLD_SECONDS is an integer from 1 to 2592000 (30 days), default 172800 (48 h)', () => {
+  assert.equal(loadConfig({}).orderHoldSeconds, 172_800);
+  assert.equal(loadConfig({ ORDER_HOLD_SECONDS: '1' }).orderHoldSeconds, 1);
+  assert.equal(loadConfig({ ORDER_HOLD_SECONDS: '2592000' }).orderHoldSeconds, 2_592_000);
+  for (const value of ['0', '2592001', '-1', '1.5', '1e3', '48h', ' 60']) {
+    assertRefused({ ORDER_HOLD_SECONDS: value }, 'ORDER_HOLD_SECONDS');
+  }
+  assert.throws(() => loadConfig({ ORDER_HOLD_SECONDS: '0' }), { message: 'ORDER_HOLD_SECONDS must be an integer from 1 to 2592000, got "0"' });
+});
+
+test('MAX_OPEN_ORDERS_PER_ACCOUNT is an integer from 1 to 1000, default 3', () => {
+  assert.equal(loadConfig({}).maxOpenOrdersPerAccount, 3);
+  assert.equal(loadConfig({ MAX_OPEN_ORDERS_PER_ACCOUNT: '1' }).maxOpenOrdersPerAccount, 1);
+  assert.equal(loadConfig({ MAX_OPEN_ORDERS_PER_ACCOUNT: '1000' }).maxOpenOrdersPerAccount, 1000);
+  for (const value of ['0', '1001', '-3', '2.0', 'three']) {
+    assertRefused({ MAX_OPEN_ORDERS_PER_ACCOUNT: value }, 'MAX_OPEN_ORDERS_PER_ACCOUNT');
   }
 });
 

@@ -38,6 +38,11 @@ const API_ERRORS = {
     status: 409,
     message: (petId: bigint) => `Pet ${petId} is held by an open order: its status and its existence belong to the order until the order is completed or cancelled.`,
   },
+  too_many_open_orders: {
+    status: 409,
+    message: (limit: number) =>
+      `This account already has ${limit} open order${limit === 1 ? '' : 's'} (placed or approved), the most it may have: cancel one, or wait for one to be completed or to expire.`,
+  },
   invalid_transition: {
     status: 409,
     message: (from: string, to: string, allowed: readonly string[]) => `An order cannot go from ${from} to ${to}: ${transitionsFrom(from, allowed)}.`,

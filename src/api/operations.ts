@@ -168,7 +168,8 @@ export const OPERATIONS = {
     description:
       'Asks to adopt an available pet: in one transaction the pet becomes `pending` (its ETag changes) and the order is stored as ' +
       '`placed`, for the account of the key. At most one order per pet is open: of concurrent orders for one pet, exactly one ' +
-      'is placed and the others are `409 pet_not_available`. Answers once durably stored.',
+      'is placed and the others are `409 pet_not_available`. A placed order holds its pet until its `expiresAt`, when the ' +
+      'service cancels it and frees the pet. Answers once durably stored.',
     scope: 'orders:write',
     parameters: placeOrderParameters,
     requestBody: { description: 'At most 16 KiB.', schema: newOrderSchema, mediaTypes: JSON_BODY },
@@ -181,8 +182,11 @@ export const OPERATIONS = {
       },
       404: { description: 'No pet has this id (it never existed, or it was deleted).', codes: ['pet_not_found'] },
       409: {
-        description: 'The pet is not available (the message names its status), or a request with this `Idempotency-Key` is still being processed.',
-        codes: ['pet_not_available', 'idempotency_key_in_flight'],
+        description:
+          'The pet is not available (the message names its status); or the account already has as many open orders as it may ' +
+          '(`MAX_OPEN_ORDERS_PER_ACCOUNT`, 3 by default; the message names the limit; keys with `orders:manage` are never refused ' +
+          'for it), checked after the pet; or a request with this `Idempotency-Key` is still being processed.',
+        codes: ['pet_not_available', 'too_many_open_orders', 'idempotency_key_in_flight'],
         headers: [{ optional: 'Retry-After' }],
       },
       413: { description: 'The body is larger than 16 KiB.', codes: ['payload_too_large'] },

@@ -28,6 +28,8 @@ export interface StringSchema {
   default?: string;
   /** Annotation only (JSON Schema `examples`): shown in the OpenAPI document and on /docs. */
   examples?: readonly string[];
+  /** The value may be null instead (`"type": ["string", "null"]` in the document); only in responses. */
+  nullable?: true;
 }
 
 export interface IntegerSchema {
@@ -283,8 +285,15 @@ export const orderSchema = {
     status: orderStatusSchema,
     placedAt: instantSchema('When the order was placed.'),
     updatedAt: instantSchema('When the order last changed.'),
+    expiresAt: {
+      ...instantSchema(
+        'While the order is `placed`: when its hold on the pet ends (`placedAt` plus the service\'s hold, 48 h by default). At that ' +
+        'instant the service cancels it and the pet is available again, unless it was approved first. `null` in every other status.',
+      ),
+      nullable: true,
+    },
   },
-  required: ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt'],
+  required: ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt'],
   additionalProperties: false,
 } as const satisfies ObjectSchema;
 

@@ -75,6 +75,8 @@ export interface MetricsCounts {
   apiKeyRejections: Float64Array;
   /** Orders that reached each status, in the order of ORDER_STATUSES. */
   ordersReached: Float64Array;
+  /** Orders cancelled by the service because their holds ended (counted in ordersReached too). */
+  ordersExpired: number;
   petsCreated: number;
   idempotentReplays: number;
   databaseErrors: number;
@@ -102,6 +104,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   const rateLimitRejections = new Float64Array(RATE_LIMIT_CODES.length);
   const apiKeyRejections = new Float64Array(API_KEY_CODES.length);
   const ordersReached = new Float64Array(ORDER_STATUS_LABELS.length);
+  let ordersExpired = 0;
   let petsCreated = 0;
   let idempotentReplays = 0;
   let databaseErrors = 0;
@@ -115,7 +118,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   }
 
   const counts = (): MetricsCounts => ({
-    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, petsCreated, idempotentReplays, databaseErrors,
+    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, ordersExpired, petsCreated, idempotentReplays, databaseErrors,
   });
 
   return {
@@ -148,6 +151,11 @@ export function createMetrics(probe: ProcessProbe): Metrics {
     idempotentReplayed() {
       idempotentReplays++;
     },
+    ordersExpired(count) {
+      // An expiry is a cancellation, made by the service.
+      ordersReached[ORDER_STATUS_LABELS.indexOf('cancelled')]! += count;
+      ordersExpired += count;
+    },
     render: () => renderCounts(counts(), probe),
     counts,
   };
@@ -158,7 +166,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
   const routes = new Map<string, RouteSeries>();
   const total: MetricsCounts = {
     routes: [], rateLimitRejections: new Float64Array(RATE_LIMIT_CODES.length), apiKeyRejections: new Float64Array(API_KEY_CODES.length),
-    ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
+    ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), ordersExpired: 0, petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
   };
   for (const counts of all) {
     for (const series of counts.routes) {
@@ -175,6 +183,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
     addInto(total.rateLimitRejections, counts.rateLimitRejections);
     addInto(total.apiKeyRejections, counts.apiKeyRejections);
     addInto(total.ordersReached, counts.ordersReached);
+    total.ordersExpired += counts.ordersExpired;
     total.petsCreated += counts.petsCreated;
     total.idempotentReplays += counts.idempotentReplays;
     total.databaseErrors += counts.databaseErrors;
@@ -232,8 +241,9 @@ export function renderCounts(counts: MetricsCounts, probe: ProcessProbe, workers
   API_KEY_CODES.forEach((code, index) => out.push(`api_key_rejections_total{code="${code}"} ${counts.apiKeyRejections[index]}`));
   single(out, 'pets_created_total', 'counter', 'Pets stored (a replayed create is not counted).', counts.petsCreated);
   single(out, 'idempotent_replays_total', 'counter', 'Creates and order placements answered from their Idempotency-Key record, making nothing.', counts.idempotentReplays);
-  family(out, 'orders_total', 'counter', 'Orders that reached each status: placed, approved, completed, cancelled.');
+  family(out, 'orders_total', 'counter', 'Orders that reached each status: placed, approved, completed, cancelled (expiries included).');
   ORDER_STATUS_LABELS.forEach((status, index) => out.push(`orders_total{status="${status}"} ${counts.ordersReached[index]}`));
+  single(out, 'orders_expired_total', 'counter', 'Placed orders cancelled by the service because their hold ended (also counted in orders_total{status="cancelled"}).', counts.ordersExpired);
   single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', counts.databaseErrors);
   if (workers !== undefined) {
     family(out, 'worker_requests_total', 'counter', 'Requests answered by each worker thread (WORKERS), numbered from 1.');

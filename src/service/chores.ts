@@ -2,8 +2,8 @@
  * The service's upkeep on timers, the same for one process and for the primary thread of
  * WORKERS: the in-memory limiter saved every second (the contract allows 5 s of lag; a restart
  * resumes from the last save) and once more when stopping, expired Idempotency-Key records purged
- * (lookups already ignore them; this only frees the space), and on PostgreSQL the limiter rows
- * idle for a day. A purge deletes a small chunk per transaction, so requests run in between.
+ * (lookups already ignore them; this only frees the space), on PostgreSQL the limiter rows
+ * idle for a day, and placed orders whose holds ended cancelled (the sweep, every half second). A purge deletes a small chunk per transaction, so requests run in between.
  */
 import type { Clock } from '../clock.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
@@ -22,12 +22,19 @@ export const PURGE_CHUNK = 500;
 export const FOLD_INTERVAL_MS = 1000;
 /** Changes folded per statement. */
 const FOLD_CHUNK = 10_000;
+/**
+ * How often placed orders whose holds ended are cancelled: every read shows an expiry within a
+ * second of it (the writes check holds themselves), so half a second plus the sweep's own time.
+ */
+export const EXPIRY_INTERVAL_MS = 500;
 
 export interface ChoresDeps {
   upkeep: Upkeep;
   clock: Clock;
-  /** A chore failed (`limiter_save_failed`, `idempotency_purge_failed`, `limiter_purge_failed`, `counts_fold_failed`). */
+  /** A chore failed (`limiter_save_failed`, `idempotency_purge_failed`, `limiter_purge_failed`, `counts_fold_failed`, `order_expiry_failed`). */
   failed(event: string, error: unknown): void;
+  /** The sweep cancelled `count` orders whose holds had ended (the metrics). */
+  expired?: (count: number) => void;
 }
 
 export interface Chores {
@@ -36,7 +43,7 @@ export interface Chores {
 }
 
 /** Starts the timers (unref'd: they never keep the process alive) and a first purge. */
-export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
+export function startChores({ upkeep, clock, failed, expired = () => {} }: ChoresDeps): Chores {
   const { saveLimiterState, purgeIdleCallers, foldCounts } = upkeep;
   // A save through SQLite's writer thread may still be out when the next second comes: that
   // second's is then skipped, and its changes go with the next.
@@ -58,6 +65,12 @@ export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
   const purgeRecords = oneAtATime(() => purgeInChunks((limit) => upkeep.purgeExpiredRecords(clock(), limit)));
   const purgeCallers = oneAtATime(() => (purgeIdleCallers ? purgeInChunks(purgeIdleCallers) : Promise.resolve(0)));
   const fold = oneAtATime(() => (foldCounts ? purgeInChunks(foldCounts, FOLD_CHUNK) : Promise.resolve(0)));
+  // Chunk by chunk, each counted as soon as it is committed.
+  const expire = oneAtATime(() => purgeInChunks(async (limit) => {
+    const count = await upkeep.expireOrders(clock(), limit);
+    if (count > 0) expired(count);
+    return count;
+  }));
   const purge = () => {
     purgeRecords().catch((error: unknown) => failed('idempotency_purge_failed', error));
     purgeCallers().catch((error: unknown) => failed('limiter_purge_failed', error));
@@ -66,6 +79,7 @@ export function startChores({ upkeep, clock, failed }: ChoresDeps): Chores {
     ...(saveLimiterState ? [setInterval(() => void save(), LIMITER_SAVE_INTERVAL_MS)] : []),
     setInterval(purge, PURGE_INTERVAL_MS),
     ...(foldCounts ? [setInterval(() => void fold().catch((error: unknown) => failed('counts_fold_failed', error)), FOLD_INTERVAL_MS)] : []),
+    setInterval(() => void expire().catch((error: unknown) => failed('order_expiry_failed', error)), EXPIRY_INTERVAL_MS),
   ];
   for (const timer of timers) timer.unref();
   setImmediate(purge);

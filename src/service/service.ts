@@ -33,8 +33,8 @@ export type ServiceConfig = Pick<
 > &
   // Optional so that the service can be built without them (tests, bench). An absent
   // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
-  // server's default.
-  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts'>>;
+  // server's default; an absent hold or cap, the variables' defaults.
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts' | 'orderHoldSeconds' | 'maxOpenOrdersPerAccount'>>;
 
 /** What a test may replace: a store that fails, a limiter that never refuses, another document. */
 export interface ServiceOverrides {
@@ -86,7 +86,11 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const batching = stores.writeBatching ?? {};
   /** The store's handlers, over the orders' write paths. */
   const ordersHandlers = () => {
-    const writes = createOrderWrites({ orders: stores.orders, clock, groupCommit, ...batching, ...(observer ? { observer } : {}) });
+    const writes = createOrderWrites({
+      orders: stores.orders, clock, groupCommit, ...batching, ...(observer ? { observer } : {}),
+      ...(config.orderHoldSeconds !== undefined ? { holdSeconds: config.orderHoldSeconds } : {}),
+      ...(config.maxOpenOrdersPerAccount !== undefined ? { maxOpenOrders: config.maxOpenOrdersPerAccount } : {}),
+    });
     return createOrdersHandlers({ orders: stores.orders, clock, placeOrder: writes.place, changeOrder: writes.change });
   };
   const app = createPipeline({
@@ -102,7 +106,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
         pets,
         clock,
         createPet: createPetCreations({ pets, clock, groupCommit, ...batching, observer }).create,
-        changePet: createPetChanges({ pets, groupCommit, ...batching }),
+        changePet: createPetChanges({ pets, groupCommit, ...batching, ...(observer ? { observer } : {}) }),
       }),
       ...ordersHandlers(),
       getOpenApiDocument: () => ({ status: 200, body: served }),

@@ -6,6 +6,13 @@
  * At most one order per pet is open (placed or approved): the database enforces it on both
  * engines (a unique index on the pet of open orders), and placing an order takes the pet from
  * `available` to `pending` in one statement, so of concurrent orders for one pet exactly one wins.
+ *
+ * A `placed` order holds its pet until its `expiresAt`; from that instant it is cancelled, as if
+ * by the service at `expiresAt`. Every write transaction first expires the due orders it is about
+ * to read (their pets become available), so no write ever acts on a hold that has ended; the
+ * service's sweep (`expireDue`, every fraction of a second) expires the rest, so that reads show
+ * it soon after. An expiry is one change of the order: cancelled, `updatedAt` its old
+ * `expiresAt`, `expiresAt` null, the version one more. `expiresAt` is set only while `placed`.
  */
 import type { ItemOutcome } from '../lib/item-outcome.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
@@ -24,8 +31,37 @@ export interface Order {
   /** Milliseconds since the epoch. */
   placedAt: number;
   updatedAt: number;
+  /** While placed: when the hold ends (ms since the epoch); null in every other status. */
+  expiresAt: number | null;
   /** 1 when placed; every change adds 1 (the ETag). */
   version: number;
+}
+
+/** Whether `order` is a hold that has ended at `now`: still placed in the database, due to expire. */
+export function isDue(order: Order, now: number): boolean {
+  return order.status === 'placed' && order.expiresAt !== null && order.expiresAt <= now;
+}
+
+/**
+ * The order as it stands at `now`: a due order is already cancelled (as its expiry will store
+ * it, one version more), whether or not the database has recorded the expiry yet.
+ */
+export function orderAt(order: Order, now: number): Order {
+  if (!isDue(order, now)) return order;
+  return { ...order, status: 'cancelled', updatedAt: order.expiresAt!, expiresAt: null, version: order.version + 1 };
+}
+
+/**
+ * How many due orders an item's transaction expired before it did its own work (absent: none),
+ * so that the write paths count expiries once, where they were made.
+ */
+export interface Expiries {
+  expired?: number;
+}
+
+/** `result` with its expiries, the field present only when there were some. */
+export function withExpiries<R extends object>(result: R, expired: number): R & Expiries {
+  return expired === 0 ? result : { ...result, expired };
 }
 
 /**
@@ -51,7 +87,8 @@ export function transition(from: OrderStatus, to: OrderStatus) {
 }
 
 /**
- * What a step asks of `current` (the order as read, locked, in the step's transaction): an
+ * What a step asks of `current` (the order as read, locked, in the step's transaction, after
+ * its expiry if it was due): an
  * outcome that changes nothing, or the move to make, with what it does to the pet. The same rules
  * on every engine, in the interface's order of checks.
  */
@@ -71,16 +108,38 @@ export interface OrderPlacement {
   petId: bigint;
   account: string;
   now: number;
+  /** When the hold ends: `now` plus ORDER_HOLD_SECONDS. */
+  expiresAt: number;
+  /**
+   * Most open orders the account may have for this placement to be made
+   * (MAX_OPEN_ORDERS_PER_ACCOUNT), counted in its transaction; null: no cap (`orders:manage`).
+   */
+  maxOpen: number | null;
   idempotency?: IdempotencyWrite<Order>;
 }
 
 /** What placing an order did: the order and the pet as it now is, or why not. */
-export type PlacementResult =
+export type PlacementResult = (
   | { kind: 'placed'; order: Order; pet: Pet }
   | { kind: 'pet_not_found' }
   /** The pet is not available (its status says why): another order holds it, or it is sold. */
   | { kind: 'pet_not_available'; status: PetStatus }
-  | IdempotencyConflict;
+  /** The account already has `limit` open orders: nothing was written but the expiries. */
+  | { kind: 'too_many_open_orders'; limit: number }
+  | IdempotencyConflict
+) & Expiries;
+
+/**
+ * What a placement decides once its pet's status (null: no such pet) and the account's open
+ * orders are known, in the interface's order of checks: the pet first, then the cap.
+ */
+export function decidePlacement(petStatus: PetStatus | null, open: number, maxOpen: number | null):
+  { kind: 'pet_not_found' } | { kind: 'pet_not_available'; status: PetStatus } | { kind: 'too_many_open_orders'; limit: number } | { kind: 'take' } {
+  if (petStatus === null) return { kind: 'pet_not_found' };
+  if (petStatus !== 'available') return { kind: 'pet_not_available', status: petStatus };
+  if (maxOpen !== null && open >= maxOpen) return { kind: 'too_many_open_orders', limit: maxOpen };
+  return { kind: 'take' };
+}
 
 /** A step of one order; with `expectedVersion`, only while the order still has that version. */
 export interface OrderChange {
@@ -94,7 +153,7 @@ export interface OrderChange {
   now: number;
 }
 
-export type OrderChangeOutcome =
+export type OrderChangeOutcome = (
   | { kind: 'changed'; order: Order; pet: Pet | null }
   /** The order is already in the status asked for: nothing changed. */
   | { kind: 'unchanged'; order: Order }
@@ -103,7 +162,8 @@ export type OrderChangeOutcome =
   /** No such transition from the order's current status. */
   | { kind: 'invalid_transition'; from: OrderStatus }
   /** The transition exists, but only `orders:manage` may make it. */
-  | { kind: 'forbidden' };
+  | { kind: 'forbidden' }
+) & Expiries;
 
 export interface OrderListOptions {
   afterId: bigint;
@@ -133,6 +193,12 @@ export interface OrdersStore {
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
   /** How many pets have each status now, at a cost that does not grow with the number of pets. */
   inventory(): MaybePromise<Inventory>;
+  /**
+   * Expires up to `limit` orders due at `now` (the service's sweep), each freeing its pet, in one
+   * transaction; resolves with how many. On every engine an order is expired once, whichever
+   * instances sweep at the same time.
+   */
+  expireDue(now: number, limit: number): MaybePromise<number>;
 }
 
 /** A row of `orders` as both engines select it: pet_id as text, so its int64 digits stay exact. */
@@ -143,6 +209,7 @@ export interface OrderRow {
   status: OrderStatus;
   placed_at: number | string;
   updated_at: number | string;
+  expires_at: number | string | null;
   version: number;
 }
 
@@ -150,6 +217,9 @@ export interface OrderRow {
 export function toOrder(row: OrderRow): Order {
   return {
     id: Number(row.id), petId: BigInt(row.pet_id), account: row.account, status: row.status,
-    placedAt: Number(row.placed_at), updatedAt: Number(row.updated_at), version: row.version,
+    placedAt: Number(row.placed_at), updatedAt: Number(row.updated_at),
+    // Only a placed order has a hold (an instance of 1.2, while instances are rolled, may leave
+    // the column set by a step).
+    expiresAt: row.status !== 'placed' || row.expires_at === null ? null : Number(row.expires_at), version: row.version,
   };
 }

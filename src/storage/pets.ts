@@ -42,18 +42,27 @@ export interface PetPatch {
  * version: the check and the change are one statement, so of two changes expecting the same
  * version exactly one applies. With null it applies to whatever version the pet has.
  */
-export type PetChange =
+export type PetChange = (
   | { kind: 'update'; id: bigint; patch: PetPatch; expectedVersion: number | null }
-  | { kind: 'delete'; id: bigint; expectedVersion: number | null };
+  | { kind: 'delete'; id: bigint; expectedVersion: number | null }
+) & {
+  /** When the change was asked: an order holding the pet whose hold ended by then is expired first. */
+  now: number;
+};
 
-export type ChangeOutcome =
+/**
+ * What a change did; `expired`: the order whose ended hold the change's transaction expired
+ * first, freeing the pet (the same field as an order's write, storage/orders.ts's Expiries).
+ */
+export type ChangeOutcome = (
   | { kind: 'updated'; pet: Pet }
   | { kind: 'deleted' }
   | { kind: 'not_found' }
   /** The pet exists with another version than the one expected; nothing was changed. */
   | { kind: 'version_mismatch' }
   /** The change moves or removes a pet that an open order holds; nothing was changed. */
-  | { kind: 'has_open_order' };
+  | { kind: 'has_open_order' }
+) & { expired?: number };
 
 /** A pet to insert, with the idempotency record to write alongside it when it has one. */
 export interface PetCreation extends NewPet {

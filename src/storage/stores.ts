@@ -48,6 +48,8 @@ export interface Upkeep {
   saveLimiterState?: () => MaybePromise<unknown>;
   /** Deletes Idempotency-Key records that have expired at `now`, oldest first. */
   purgeExpiredRecords(now: number, limit: number): MaybePromise<number>;
+  /** Cancels up to `limit` placed orders whose holds ended by `now`, freeing their pets; resolves with how many. */
+  expireOrders(now: number, limit: number): MaybePromise<number>;
   /** Deletes limiter rows idle for a day (both buckets full again); absent where none are kept. */
   purgeIdleCallers?: (limit: number) => MaybePromise<number>;
   /** Folds recorded changes of the pets' counts into the counts, every second; absent where none are kept. */

@@ -262,12 +262,12 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
     const rexId = BigInt(rex!.id);
     const tomId = BigInt(tom!.id);
     const outcomes = await pets.changeMany([
-      { kind: 'update', id: rexId, patch: { status: 'sold', categoryId: INT64_MAX }, expectedVersion: 1 },
-      { kind: 'update', id: rexId, patch: { name: 'Rex II' }, expectedVersion: 1 },
-      { kind: 'update', id: rexId, patch: { name: 'Rex III' }, expectedVersion: null },
-      { kind: 'delete', id: tomId, expectedVersion: 2 },
-      { kind: 'delete', id: 999_999n, expectedVersion: null },
-      { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: 1 },
+      { kind: 'update', id: rexId, patch: { status: 'sold', categoryId: INT64_MAX }, expectedVersion: 1 , now: 0},
+      { kind: 'update', id: rexId, patch: { name: 'Rex II' }, expectedVersion: 1 , now: 0},
+      { kind: 'update', id: rexId, patch: { name: 'Rex III' }, expectedVersion: null , now: 0},
+      { kind: 'delete', id: tomId, expectedVersion: 2 , now: 0},
+      { kind: 'delete', id: 999_999n, expectedVersion: null , now: 0},
+      { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: 1 , now: 0},
     ]);
     assert.deepEqual(outcomes, [
       { kind: 'updated', pet: { id: rex!.id, name: 'Rex', categoryId: INT64_MAX, status: 'sold', version: 2 } },
@@ -277,7 +277,7 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
       { kind: 'not_found' },
       { kind: 'not_found' },
     ]);
-    assert.deepEqual(await pets.changeMany([{ kind: 'delete', id: tomId, expectedVersion: 1 }]), [{ kind: 'deleted' }]);
+    assert.deepEqual(await pets.changeMany([{ kind: 'delete', id: tomId, expectedVersion: 1 , now: 0}]), [{ kind: 'deleted' }]);
     assert.equal(await pets.get(tomId), null);
     assert.deepEqual((await pets.list({ afterId: 0n, status: undefined, limit: 10 })).map((p) => p.name), ['Rex III']);
     const [again] = await insert(pets, [pet('Kit')]);
@@ -335,12 +335,12 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
     const [rex, tom, kit] = await insert(pets, [pet('Rex'), pet('Tom'), pet('Kit')]);
     const [rexId, tomId, kitId] = [BigInt(rex!.id), BigInt(tom!.id), BigInt(kit!.id)];
     const outcomes = await pets.changeMany([
-      { kind: 'update', id: rexId, patch: { name: 'Rex II' }, expectedVersion: 1 },
-      { kind: 'update', id: tomId, patch: { name: 'Tom II', categoryId: 0n }, expectedVersion: null }, // violates the CHECK
-      { kind: 'update', id: rexId, patch: { name: 'Rex III' }, expectedVersion: 1 },
-      { kind: 'delete', id: kitId, expectedVersion: null },
-      { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: null },
-      { kind: 'update', id: tomId, patch: { status: 'sold' }, expectedVersion: 1 },
+      { kind: 'update', id: rexId, patch: { name: 'Rex II' }, expectedVersion: 1 , now: 0},
+      { kind: 'update', id: tomId, patch: { name: 'Tom II', categoryId: 0n }, expectedVersion: null , now: 0}, // violates the CHECK
+      { kind: 'update', id: rexId, patch: { name: 'Rex III' }, expectedVersion: 1 , now: 0},
+      { kind: 'delete', id: kitId, expectedVersion: null , now: 0},
+      { kind: 'update', id: 999_999n, patch: { name: 'x' }, expectedVersion: null , now: 0},
+      { kind: 'update', id: tomId, patch: { status: 'sold' }, expectedVersion: 1 , now: 0},
     ]);
     assert.deepEqual(outcomes.map(summary), ['updated', 'failed', 'version_mismatch', 'deleted', 'not_found', 'updated']);
     assert.deepEqual(await pets.list({ afterId: 0n, status: undefined, limit: 10 }), [

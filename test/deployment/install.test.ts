@@ -34,6 +34,8 @@ const stages = dockerfileStages(DOCKERFILE);
 const build = stages.find((stage) => stage.alias === 'build')!;
 const runtime = stages.at(-1)!;
 
+const NETWORK_SETTINGS = /^(NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|SSL_CERT_DIR|(HTTPS?|NO)_PROXY|npm_config_(cafile|registry|https?_proxy|proxy|noproxy))$/i;
+
 /** Runs a RUN line as the builder does (`sh -c`), in `dir`, with the build stage's npm. */
 function run(line: string, dir: string): string {
   const env = {
@@ -41,6 +43,9 @@ function run(line: string, dir: string): string {
     PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`,
     HOME: process.env.HOME ?? tmpdir(),
     npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false',
+    // How this machine reaches the registry (a proxy, a certificate authority of its own), which
+    // the pinned Node's npm does not read from the system npm's configuration.
+    ...Object.fromEntries(Object.entries(process.env).filter(([name]) => NETWORK_SETTINGS.test(name))),
   };
   const result = spawnSync('sh', ['-c', line], { cwd: dir, env, encoding: 'utf8', timeout: 300_000 });
   assert.equal(result.status, 0, `${line}\n${result.stdout}${result.stderr}`);

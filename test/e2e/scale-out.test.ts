@@ -243,6 +243,51 @@ for (const { name, skip, throughPgbouncer } of RUNS) describe(name, { skip }, ()
     }
   });
 
+  test('50 concurrent placements by one account over three instances: exactly MAX_OPEN_ORDERS_PER_ACCOUNT (3) are placed, the rest 409 too_many_open_orders; the database agrees', async (t) => {
+    const staff = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
+    const { key, record } = await keys.create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000, scopes: ['pets:read', 'orders:write'], now: Date.now() });
+    const petIds: number[] = [];
+    for (let i = 0; i < 50; i++) petIds.push(((await (await create(i, staff, { name: `capped ${i}`, categoryId: 1 })).json()) as { id: number }).id);
+    const answers = await Promise.all(petIds.map((petId, i) => sendJson(i, '/v1/store/orders', key, 'POST', { petId })));
+    const statuses = answers.map((answer) => answer.status);
+    const placed = statuses.filter((status) => status === 201).length;
+    assert.deepEqual([placed, statuses.filter((status) => status === 409).length], [3, 47]);
+    for (const answer of answers) {
+      const body = (await answer.json()) as { code?: string };
+      if (answer.status === 409) assert.equal(body.code, 'too_many_open_orders');
+    }
+    const [row] = await sql<{ open: string; pending: string }[]>`
+      SELECT (SELECT count(*) FROM orders WHERE account = ${record.account} AND status IN ('placed', 'approved'))::text AS open,
+             (SELECT count(*) FROM pets WHERE name LIKE 'capped %' AND status = 'pending')::text AS pending`;
+    assert.deepEqual(row, { open: '3', pending: '3' });
+    assert.equal(await brokenHolds('capped %'), '0');
+    t.diagnostic(`50 placements raced by one account over three instances: ${placed} placed, ${50 - placed} too_many_open_orders`);
+  });
+
+  test('a hold placed on one instance ends within a second on the others: every instance\'s sweep runs, and the order is expired once', async (t) => {
+    const staff = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
+    const adopter = await adopterKey();
+    const { id: petId } = (await (await create(0, staff, { name: 'held briefly', categoryId: 1 })).json()) as { id: number };
+    const { id } = (await (await sendJson(0, '/v1/store/orders', adopter, 'POST', { petId })).json()) as { id: number };
+    // The hold is made to end 300 ms from now (the instances' hold is 48 h): the sweep is what is tried.
+    const end = Date.now() + 300;
+    await sql`UPDATE orders SET expires_at = ${end} WHERE id = ${id}`;
+    const seen = await Promise.all([1, 2].map(async (i) => {
+      for (;;) {
+        const pet = (await (await call(i, `/v1/pets/${petId}`, staff)).json()) as { status: string };
+        if (pet.status === 'available') return Date.now() - end;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }));
+    for (const late of seen) assert.ok(late >= 0 && late <= 1000, `seen ${seen.join(' and ')} ms after expiresAt on instances 1 and 2`);
+    const [row] = await sql<{ status: string; updated_at: string; expires_at: string | null; version: number }[]>`
+      SELECT status, updated_at::text, expires_at::text, version FROM orders WHERE id = ${id}`;
+    assert.deepEqual({ ...row }, { status: 'cancelled', updated_at: String(end), expires_at: null, version: 2 }, 'expired once: one version on');
+    const order = (await (await call(2, `/v1/store/orders/${id}`, adopter)).json()) as { status: string; expiresAt: string | null };
+    assert.deepEqual([order.status, order.expiresAt], ['cancelled', null]);
+    t.diagnostic(`an expiry placed on instance 0 seen ${seen[0]} ms (instance 1) and ${seen[1]} ms (instance 2) after expiresAt`);
+  });
+
   test('a cancel and a complete of one order racing on two instances: exactly one wins, the other is 409, and the pet agrees with the winner', async () => {
     const staff = await newKey({ plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000 });
     const winners: string[] = [];

@@ -328,6 +328,55 @@ describe('WORKERS=2: two worker threads on one port and one SQLite file', () => 
     if (verdict !== null) assert.equal(verdict.status, 0, verdict.output);
   });
 
+  test('50 concurrent placements by one account over both workers: exactly MAX_OPEN_ORDERS_PER_ACCOUNT (3) are placed, the rest 409; the file agrees', async (t) => {
+    const { key, record } = createKeysStore(db, { appEnv: 'staging' }).create({
+      plan: 'enterprise', perMinute: 100_000, perDay: 100_000, scopes: ['pets:read', 'orders:write'], now: Date.now(),
+    });
+    const insert = db.prepare("INSERT INTO pets (name, category_id, status) VALUES (?, 1, 'available') RETURNING id");
+    const petIds = Array.from({ length: 50 }, (_, i) => (insert.get(`capped ${i}`) as { id: number }).id);
+    const answers = await Promise.all(petIds.map((petId, i) => connections[i % CONNECTIONS]!.send('/v1/store/orders', {
+      method: 'POST', body: JSON.stringify({ petId }), headers: { ...auth(key), 'content-type': 'application/json' },
+    })));
+    const placed = answers.filter((answer) => answer.status === 201);
+    const refused = answers.filter((answer) => answer.status === 409);
+    assert.deepEqual([placed.length, refused.length], [3, 47]);
+    t.diagnostic(`50 placements raced by one account over two workers: ${placed.length} placed, ${refused.length} too_many_open_orders`);
+    for (const answer of refused) assert.equal(JSON.parse(answer.body).code, 'too_many_open_orders');
+    const served = new Set(answers.map((_, i) => workerOf[i % CONNECTIONS]));
+    assert.deepEqual([...served].sort(), [1, 2], 'the placements came through both workers');
+    const open = db.prepare("SELECT count(*) AS n FROM orders WHERE account = ? AND status IN ('placed', 'approved')").get(record.account) as { n: number };
+    const pending = db.prepare("SELECT count(*) AS n FROM pets WHERE name LIKE 'capped %' AND status = 'pending'").get() as { n: number };
+    assert.deepEqual([open.n, pending.n], [3, 3]);
+  });
+
+  test('a hold that ends is seen by both workers within a second: the primary\'s sweep frees the pet through the writer thread', async (t) => {
+    const { key } = createKeysStore(db, { appEnv: 'staging' }).create({
+      plan: 'enterprise', perMinute: 100_000, perDay: 100_000, scopes: ['pets:read', 'orders:write'], now: Date.now(),
+    });
+    const staff = newKey({ perMinute: 100_000, perDay: 100_000 });
+    const { id: petId } = JSON.parse((await connections[0]!.send('/v1/pets', {
+      method: 'POST', body: JSON.stringify({ name: 'Held briefly', categoryId: 1 }), headers: { ...auth(staff), 'content-type': 'application/json' },
+    })).body) as { id: number };
+    const { id } = JSON.parse((await connections[1]!.send('/v1/store/orders', {
+      method: 'POST', body: JSON.stringify({ petId }), headers: { ...auth(key), 'content-type': 'application/json' },
+    })).body) as { id: number };
+    // The hold is made to end 300 ms from now (the server's hold is 48 h): the sweep is what is tried.
+    const end = Date.now() + 300;
+    db.prepare('UPDATE orders SET expires_at = ? WHERE id = ?').run(end, id);
+    const seen = await Promise.all([1, 2].map(async (worker) => {
+      const connection = onWorker(worker);
+      for (;;) {
+        const pet = JSON.parse((await connection.send(`/v1/pets/${petId}`, { headers: auth(staff) })).body) as { status: string };
+        if (pet.status === 'available') return Date.now() - end;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }));
+    for (const late of seen) assert.ok(late >= 0 && late <= 1000, `seen ${seen.join(' and ')} ms after expiresAt on workers 1 and 2`);
+    const row = db.prepare('SELECT status, updated_at, expires_at FROM orders WHERE id = ?').get(id) as { status: string; updated_at: number; expires_at: number | null };
+    assert.deepEqual({ ...row }, { status: 'cancelled', updated_at: end, expires_at: null });
+    t.diagnostic(`expiry seen ${seen[0]} ms (worker 1) and ${seen[1]} ms (worker 2) after expiresAt`);
+  });
+
   test('both workers log to one stdout in whole lines: one JSON object per line, one access line per request answered', async () => {
     const answered = samplesOf(await scrape(), 'http_requests_total').reduce((sum, sample) => sum + sample.value, 0);
     const accessLines = () => instance.stdout.filter((line) => line.includes('"requestId"') && line.includes('"status"')).length;

@@ -198,12 +198,12 @@ expectType<Equal<CreatedHeaders['ETag'], string>>();
 expectType<Equal<GetPetHeaders['ETag'], string>>();
 expectType<Equal<operations['updatePet']['responses'][412]['content']['application/json']['code'], 'precondition_failed'>>();
 expectType<Equal<operations['deletePet']['responses'][204]['content'], undefined>>();
-expectType<Equal<Order, { id: number; petId: number; account: string; status: OrderStatus; placedAt: string; updatedAt: string }>>();
+expectType<Equal<Order, { id: number; petId: number; account: string; status: OrderStatus; placedAt: string; updatedAt: string; expiresAt: string | null }>>();
 expectType<Equal<OrderStatus, 'placed' | 'approved' | 'completed' | 'cancelled'>>();
 expectType<Equal<OrderQuery, { limit?: number; status?: OrderStatus; cursor?: string }>>();
 expectType<Equal<Inventory, { available: number; pending: number; sold: number }>>();
 expectType<Equal<PlacedHeaders['Location'], string>>();
-expectType<Equal<operations['placeOrder']['responses'][409]['content']['application/json']['code'], 'pet_not_available' | 'idempotency_key_in_flight'>>();
+expectType<Equal<operations['placeOrder']['responses'][409]['content']['application/json']['code'], 'pet_not_available' | 'too_many_open_orders' | 'idempotency_key_in_flight'>>();
 expectType<Equal<operations['updateOrder']['responses'][403]['content']['application/json']['code'], 'insufficient_scope'>>();
 expectType<Equal<operations['getOrder']['parameters']['path'], { orderId: number }>>();
 

@@ -177,11 +177,11 @@ function runCases(engine: () => Engine) {
     const { real, change, settle, batches } = paths(t, opened);
     const [rex, tom, kit] = allSucceeded(await real.insertMany([pet('Rex'), pet('Tom'), pet('Kit')])) as Pet[];
     const answers = await settle([
-      change({ kind: 'update', id: BigInt(rex!.id), patch: { status: 'sold' }, expectedVersion: 1 }),
-      change({ kind: 'update', id: BigInt(tom!.id), patch: { name: 'Broken' }, expectedVersion: null }),
-      change({ kind: 'update', id: BigInt(rex!.id), patch: { status: 'pending' }, expectedVersion: 1 }),
-      change({ kind: 'delete', id: BigInt(kit!.id), expectedVersion: 1 }),
-      change({ kind: 'delete', id: 999_999n, expectedVersion: null }),
+      change({ kind: 'update', id: BigInt(rex!.id), patch: { status: 'sold' }, expectedVersion: 1 , now: 0}),
+      change({ kind: 'update', id: BigInt(tom!.id), patch: { name: 'Broken' }, expectedVersion: null , now: 0}),
+      change({ kind: 'update', id: BigInt(rex!.id), patch: { status: 'pending' }, expectedVersion: 1 , now: 0}),
+      change({ kind: 'delete', id: BigInt(kit!.id), expectedVersion: 1 , now: 0}),
+      change({ kind: 'delete', id: 999_999n, expectedVersion: null , now: 0}),
     ]);
     assert.deepEqual(batches.slice(-1), [5], 'the five changes shared one batch');
     assert.deepEqual(answers.map((answer) => answer.code ?? answer.status), [200, 'internal_error', 412, 204, 404]);

@@ -146,7 +146,7 @@ test('any PATCH of an order (body, media type, If-Match, key) is answered in the
   const reached = new Set<number>();
   await fc.assert(
     fc.asyncProperty(target, who, body, orderContentType, ifMatchTemplate, async (aim, caller, text, type, template) => {
-      const [result] = server.service.stores.orders.placeMany([{ petId: BigInt(addPet(server)), account: keys.owner.record.account, now: server.clock() }]);
+      const [result] = server.service.stores.orders.placeMany([{ petId: BigInt(addPet(server)), account: keys.owner.record.account, now: server.clock(), expiresAt: server.clock() + 3_600_000, maxOpen: null }]);
       const placed = (result as { order: { id: number } }).order;
       if (aim === 'approved') server.service.stores.orders.changeMany([{ id: BigInt(placed.id), to: 'approved', expectedVersion: null, manage: true, account: null, now: server.clock() }]);
       const rows = orderRows(server);
@@ -209,7 +209,7 @@ test('any query on GET /v1/store/orders answers 200 with the caller\'s orders on
   const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
   const keys = await keysFor(server);
   for (const key of [keys.owner, keys.other, keys.owner]) {
-    server.service.stores.orders.placeMany([{ petId: BigInt(addPet(server)), account: key.record.account, now: server.clock() }]);
+    server.service.stores.orders.placeMany([{ petId: BigInt(addPet(server)), account: key.record.account, now: server.clock(), expiresAt: server.clock() + 3_600_000, maxOpen: null }]);
   }
   const query = fc.oneof(
     fc.tuple(fc.constantFrom('limit', 'status', 'cursor', 'account', 'limit=1&limit'), fc.constantFrom('1', '100', '0', '101', 'placed', 'sold', 'YWZ0ZXI6MQ', 'x', '', '%00')).map(([name, value]) => `${name}=${value}`),
@@ -230,7 +230,7 @@ test('any query on GET /v1/store/orders answers 200 with the caller\'s orders on
 test('any method and segment after /v1/store/orders/ answers as documented, never a 500, and changes an order only on 200', async (t) => {
   const server = await startTestServer(t, { overrides: { limiter: roomyLimiter() } });
   const { owner } = await keysFor(server);
-  for (let i = 0; i < 3; i++) server.service.stores.orders.placeMany([{ petId: BigInt(addPet(server)), account: owner.record.account, now: server.clock() }]);
+  for (let i = 0; i < 3; i++) server.service.stores.orders.placeMany([{ petId: BigInt(addPet(server)), account: owner.record.account, now: server.clock(), expiresAt: server.clock() + 3_600_000, maxOpen: null }]);
   const segment = fc.oneof(
     lineBytes(40),
     fc.stringMatching(/^-?0{0,30}[0-9]{0,22}$/).map((text) => Buffer.from(text)),

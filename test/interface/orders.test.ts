@@ -58,8 +58,9 @@ test('placing an order: 201 with the order, Location and ETag; in the same trans
   const response = await order(server, petId, key);
   assert.equal(response.status, 201);
   const body = await json(response);
-  assert.deepEqual(Object.keys(body), ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt']);
-  assert.deepEqual({ ...body, placedAt: undefined, updatedAt: undefined }, { id: 1, petId, account, status: 'placed', placedAt: undefined, updatedAt: undefined });
+  assert.deepEqual(Object.keys(body), ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt']);
+  assert.deepEqual({ ...body, placedAt: undefined, updatedAt: undefined, expiresAt: undefined }, { id: 1, petId, account, status: 'placed', placedAt: undefined, updatedAt: undefined, expiresAt: undefined });
+  assert.equal(body.expiresAt, new Date(server.clock() + 172_800_000).toISOString(), 'held for ORDER_HOLD_SECONDS, 48 h by default');
   assert.match(body.placedAt, INSTANT);
   assert.equal(body.placedAt, new Date(server.clock()).toISOString());
   assert.equal(body.updatedAt, body.placedAt);

@@ -452,12 +452,12 @@ test('a change made while a PATCH body was on its way: the PATCH is 412 (or 404)
   for (const body of [{}, { status: 'sold' }]) {
     const { id, etag } = await create(server);
     const [changed] = await race([patchRequest(id, etag, body)], () => {
-      server.service.stores.pets.changeMany([{ kind: 'update', id: BigInt(id), patch: { name: 'meanwhile' }, expectedVersion: null }]);
+      server.service.stores.pets.changeMany([{ kind: 'update', id: BigInt(id), patch: { name: 'meanwhile' }, expectedVersion: null , now: 0}]);
     });
     assert.equal(errorCode(changed!), 'precondition_failed', JSON.stringify(body));
     assert.deepEqual(storedPet(server, id), { id, name: 'meanwhile', categoryId: '7', status: 'available', version: 2 });
     const [gone] = await race([patchRequest(id, petETag({ id, version: 2 }), body)], () => {
-      server.service.stores.pets.changeMany([{ kind: 'delete', id: BigInt(id), expectedVersion: null }]);
+      server.service.stores.pets.changeMany([{ kind: 'delete', id: BigInt(id), expectedVersion: null , now: 0}]);
     });
     assert.equal(errorCode(gone!), 'pet_not_found', JSON.stringify(body));
   }

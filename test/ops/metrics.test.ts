@@ -22,6 +22,7 @@ test('an empty registry exposes every family the contract lists, each with HELP 
     pets_created_total: 'counter',
     idempotent_replays_total: 'counter',
     orders_total: 'counter',
+    orders_expired_total: 'counter',
     database_errors_total: 'counter',
     process_resident_memory_bytes: 'gauge',
     process_cpu_seconds_total: 'counter',

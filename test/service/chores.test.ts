@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
 import type { NewPet } from '../../src/storage/pets.ts';
-import { LIMITER_SAVE_INTERVAL_MS, oneAtATime, PURGE_INTERVAL_MS, purgeInChunks, startChores } from '../../src/service/chores.ts';
+import { EXPIRY_INTERVAL_MS, LIMITER_SAVE_INTERVAL_MS, oneAtATime, PURGE_INTERVAL_MS, purgeInChunks, startChores } from '../../src/service/chores.ts';
 
 const DAY = 24 * 60 * 60 * 1000;
 const rex: NewPet = { name: 'Rex', categoryId: 1n, status: 'available' };
@@ -45,6 +45,7 @@ test('chores purge at once and every ten minutes, save the limiter every second 
       saveLimiterState: () => void done.push('save'),
       purgeExpiredRecords: () => (done.push('records'), 0),
       purgeIdleCallers: () => (done.push('callers'), 0),
+      expireOrders: () => 0,
     },
     clock: () => 0,
     failed: (event) => done.push(`failed ${event}`),
@@ -74,6 +75,7 @@ test('a chore that fails is reported by name and the others keep running', async
         throw new Error('disk full');
       },
       purgeExpiredRecords: () => Promise.reject(new Error('locked')),
+      expireOrders: () => 0,
     },
     clock: () => 0,
     failed: (event) => failures.push(event),
@@ -83,3 +85,39 @@ test('a chore that fails is reported by name and the others keep running', async
   chores.stop();
   assert.deepEqual(failures.sort(), ['idempotency_purge_failed', 'limiter_save_failed', 'limiter_save_failed']);
 });
+
+test('the sweep of ended holds runs every half second at the clock\'s now, reports what it expired, and its failure by name', async (t) => {
+  t.mock.timers.enable({ apis: ['setInterval', 'setImmediate'] });
+  const asked: number[] = [];
+  const reported: number[] = [];
+  const failures: string[] = [];
+  let now = 1_000;
+  const due = [2, 0, 0];
+  const chores = startChores({
+    upkeep: {
+      purgeExpiredRecords: () => 0,
+      expireOrders: (at) => {
+        asked.push(at);
+        const next = due.shift();
+        if (next === undefined) throw new Error('locked');
+        return next;
+      },
+    },
+    clock: () => now,
+    failed: (event) => failures.push(event),
+    expired: (count) => reported.push(count),
+  });
+  t.mock.timers.tick(EXPIRY_INTERVAL_MS - 1);
+  assert.deepEqual(asked, [], 'not before the interval');
+  for (let i = 0; i < 4; i++) {
+    now += EXPIRY_INTERVAL_MS;
+    t.mock.timers.tick(i === 0 ? 1 : EXPIRY_INTERVAL_MS);
+    await settled();
+    await settled();
+  }
+  chores.stop();
+  assert.deepEqual(asked, [1_500, 2_000, 2_500, 3_000]);
+  assert.deepEqual(reported, [2], 'a sweep that expired nothing reports nothing');
+  assert.deepEqual(failures, ['order_expiry_failed']);
+});
+

@@ -36,10 +36,12 @@ export interface OpenApiDocument extends JsonObject {
 
 /**
  * The interface version: 1.0.0 was the pets catalogue; 1.1.0 added changing and removing pets;
- * 1.2.0 adoption (accounts, scopes, orders, the inventory). Each kept every earlier answer but one:
- * `GET /v1/store/orders` answered 501 before 1.2.0.
+ * 1.2.0 adoption (accounts, scopes, orders, the inventory); 1.3.0 holds that expire, a cap of open
+ * orders per account, and least privilege for keys. Each kept every earlier answer but where it
+ * said otherwise: `GET /v1/store/orders` answered 501 before 1.2.0, and 1.3.0 cancels placed
+ * orders whose hold ended and refuses an account's placement over the cap.
  */
-export const API_VERSION = '1.2.0';
+export const API_VERSION = '1.3.0';
 
 /**
  * `JSON.rawJSON` (ES2025, in Node 24, not yet in TypeScript's lib): JSON.stringify writes its

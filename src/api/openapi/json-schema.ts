@@ -33,6 +33,10 @@ export function jsonSchema(schema: Schema): JsonObject {
     for (const [name, property] of Object.entries(schema.properties)) properties[name] = jsonSchema(property);
     return { ...schema, properties, required: [...schema.required] };
   }
+  if (schema.type === 'string' && schema.nullable) {
+    const { nullable: _nullable, ...rest } = schema;
+    return { ...rest, type: ['string', 'null'] };
+  }
   return schema.type === 'string' && schema.enum ? { ...schema, enum: [...schema.enum] } : { ...schema };
 }
 

@@ -9,7 +9,7 @@ import type { Reply } from '../../http/reply.ts';
 import { allows } from '../../keys/scopes.ts';
 import { insufficientScopeError } from '../../http/bearer.ts';
 import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
-import { transition, TRANSITIONS, type Order, type OrderChange, type OrderChangeOutcome, type OrderStatus, type OrdersStore } from '../../storage/orders.ts';
+import { orderAt, transition, TRANSITIONS, type Order, type OrderChange, type OrderChangeOutcome, type OrderStatus, type OrdersStore } from '../../storage/orders.ts';
 import { decodeCursor, nextPageLink } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
 import type { Caller } from '../../keys/caller.ts';
@@ -60,13 +60,16 @@ export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }:
   Handlers,
   'placeOrder' | 'listOrders' | 'getOrder' | 'updateOrder' | 'getInventory'
 > {
-  /** The path (400), then the order's existence and visibility (404). */
-  function target(context: ContextOf<'getOrder' | 'updateOrder'>): MaybePromise<{ orderId: bigint; order: Order }> {
+  /**
+   * The path (400), then the order's existence and visibility (404). The order as it stands at
+   * `now`: one whose hold has ended is already cancelled, whether or not the sweep has recorded it.
+   */
+  function target(context: ContextOf<'getOrder' | 'updateOrder'>, now: number): MaybePromise<{ orderId: bigint; order: Order }> {
     const { orderId } = context.path();
     return andThen(orders.get(orderId), (found) => {
       const order = visible(found, context.caller);
       if (order === null) throw orderNotFound(orderId);
-      return { orderId, order };
+      return { orderId, order: orderAt(order, now) };
     });
   }
 
@@ -94,11 +97,13 @@ export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }:
     },
 
     getOrder(context) {
-      return andThen(target(context), ({ order }) => orderReply(order));
+      return andThen(target(context, clock()), ({ order }) => orderReply(order));
     },
 
     async updateOrder(context) {
-      const { orderId, order } = await target(context);
+      // One instant for the whole request: the checks here and the store's agree on the hold.
+      const now = clock();
+      const { orderId, order } = await target(context, now);
       const condition = parseIfMatch(context.req.headers['if-match']);
       if (condition !== null && !condition.any && !ifMatchHolds(condition, orderETag(order))) throw preconditionFailed();
       const expectedVersion = condition === null || condition.any ? null : order.version;
@@ -111,7 +116,7 @@ export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }:
       if (step.manage && !canManage(caller)) throw needsManage();
       // The store checks the transition and the version again, in the transaction that makes it.
       const outcome = await changeOrder({
-        id: orderId, to, expectedVersion, manage: canManage(caller), account: canManage(caller) ? null : caller.account, now: clock(),
+        id: orderId, to, expectedVersion, manage: canManage(caller), account: canManage(caller) ? null : caller.account, now,
       });
       return stepped(outcome, orderId, to);
     },

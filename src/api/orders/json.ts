@@ -9,10 +9,11 @@ import { storedResponse } from '../idempotent-writes.ts';
 import { locationOf } from '../operation.ts';
 import { OPERATIONS } from '../operations.ts';
 
-/** `{"id":..,"petId":..,"account":..,"status":..,"placedAt":..,"updatedAt":..}`. */
+/** `{"id":..,"petId":..,"account":..,"status":..,"placedAt":..,"updatedAt":..,"expiresAt":..}`. */
 export function orderJson(order: Order): string {
+  const expiresAt = order.expiresAt === null ? 'null' : `"${new Date(order.expiresAt).toISOString()}"`;
   return `{"id":${order.id},"petId":${order.petId},"account":${JSON.stringify(order.account)},"status":"${order.status}",` +
-    `"placedAt":"${new Date(order.placedAt).toISOString()}","updatedAt":"${new Date(order.updatedAt).toISOString()}"}`;
+    `"placedAt":"${new Date(order.placedAt).toISOString()}","updatedAt":"${new Date(order.updatedAt).toISOString()}","expiresAt":${expiresAt}}`;
 }
 
 /** A JSON array of orders. */

@@ -14,6 +14,8 @@ import type { IdempotentRequest } from '../idempotency.ts';
 import { apiError } from '../errors.ts';
 import { createIdempotentWrites } from '../idempotent-writes.ts';
 import type { Caller } from '../../keys/caller.ts';
+import { allows } from '../../keys/scopes.ts';
+import { DEFAULT_HOLD_SECONDS, DEFAULT_MAX_OPEN_ORDERS } from '../../config.ts';
 import { placed, rememberedPlacement } from './json.ts';
 
 /** What the order paths report, for the metrics (src/ops/metrics.ts). */
@@ -22,9 +24,12 @@ export interface OrdersObserver {
   orderReached(status: OrderStatus): void;
   /** A placement was answered from its Idempotency-Key record. */
   idempotentReplayed(): void;
+  /** Orders whose holds had ended were cancelled by the service (a write's, or the sweep's). */
+  ordersExpired(count: number): void;
 }
 
-const NO_OBSERVER: OrdersObserver = { orderReached() {}, idempotentReplayed() {} };
+const NO_OBSERVER: OrdersObserver = { orderReached() {}, idempotentReplayed() {}, ordersExpired() {} };
+
 
 export interface OrderWritesOptions {
   orders: Pick<OrdersStore, 'placeMany' | 'changeMany' | 'findIdempotencyRecord'>;
@@ -35,11 +40,17 @@ export interface OrderWritesOptions {
   /** Batches of a kind out at once (GroupCommitOptions.maxInFlight); default the path's own. */
   maxInFlight?: number;
   observer?: OrdersObserver;
+  /** How long a placed order holds its pet (`ORDER_HOLD_SECONDS`). */
+  holdSeconds?: number;
+  /** Open orders an account may have (`MAX_OPEN_ORDERS_PER_ACCOUNT`); keys with `orders:manage` are not capped. */
+  maxOpenOrders?: number;
 }
 
 
 /** The write paths of orders: `place` answers a placement, `change` applies a step. */
-export function createOrderWrites({ orders, clock, groupCommit = true, schedule, maxInFlight, observer = NO_OBSERVER }: OrderWritesOptions) {
+export function createOrderWrites({
+  orders, clock, groupCommit = true, schedule, maxInFlight, observer = NO_OBSERVER, holdSeconds = DEFAULT_HOLD_SECONDS, maxOpenOrders = DEFAULT_MAX_OPEN_ORDERS,
+}: OrderWritesOptions) {
   const placements = createGroupCommit<OrderPlacement, PlacementResult>({
     commit: (batch) => orders.placeMany(batch),
     enabled: groupCommit,
@@ -57,8 +68,10 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
   /** The answer to a placement once made: 201, or why the pet could not be ordered. */
   function answer(petId: bigint) {
     return (result: Exclude<PlacementResult, IdempotencyConflict>): Reply => {
+      if (result.expired !== undefined) observer.ordersExpired(result.expired);
       if (result.kind === 'pet_not_found') throw apiError('pet_not_found', petId);
       if (result.kind === 'pet_not_available') throw apiError('pet_not_available', petId, result.status);
+      if (result.kind === 'too_many_open_orders') throw apiError('too_many_open_orders', result.limit);
       observer.orderReached('placed');
       return placed(result.order);
     };
@@ -66,7 +79,9 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
 
   return {
     place(petId: bigint, caller: Caller, idempotency: IdempotentRequest | null): Promise<Reply> {
-      const placement = (now: number): OrderPlacement => ({ petId, account: caller.account, now });
+      // Every open order of the account counts, whoever placed it; staff are never refused.
+      const maxOpen = allows(caller.scopes, 'orders:manage') ? null : maxOpenOrders;
+      const placement = (now: number): OrderPlacement => ({ petId, account: caller.account, now, expiresAt: now + holdSeconds * 1000, maxOpen });
       if (idempotency === null) {
         return placements.submit(placement(clock())).then((result) => answer(petId)(result as Exclude<PlacementResult, IdempotencyConflict>));
       }
@@ -82,6 +97,7 @@ export function createOrderWrites({ orders, clock, groupCommit = true, schedule,
 
     async change(change: OrderChange): Promise<OrderChangeOutcome> {
       const outcome = await changes.submit(change);
+      if (outcome.expired !== undefined) observer.ordersExpired(outcome.expired);
       if (outcome.kind === 'changed') observer.orderReached(outcome.order.status);
       return outcome;
     },

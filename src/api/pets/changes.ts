@@ -9,6 +9,7 @@
  */
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { ChangeOutcome, PetChange, PetsStore } from '../../storage/pets.ts';
+import type { OrdersObserver } from '../orders/placements.ts';
 
 export interface PetChangesOptions {
   pets: Pick<PetsStore, 'changeMany'>;
@@ -18,18 +19,24 @@ export interface PetChangesOptions {
   schedule?: (flush: () => void) => void;
   /** Batches out at once (GroupCommitOptions.maxInFlight); default the path's own. */
   maxInFlight?: number;
+  /** Told of the orders a change expired first (their holds on the pet had ended), for the metrics. */
+  observer?: Pick<OrdersObserver, 'ordersExpired'>;
 }
 
 /** Applies one change durably; resolves with its outcome once its batch is committed. */
 export type ChangePet = (change: PetChange) => Promise<ChangeOutcome>;
 
 /** Builds the change path over a pets store. */
-export function createPetChanges({ pets, groupCommit = true, schedule, maxInFlight }: PetChangesOptions): ChangePet {
+export function createPetChanges({ pets, groupCommit = true, schedule, maxInFlight, observer }: PetChangesOptions): ChangePet {
   const writer = createGroupCommit<PetChange, ChangeOutcome>({
     commit: (changes) => pets.changeMany(changes),
     enabled: groupCommit,
     ...(maxInFlight !== undefined ? { maxInFlight } : {}),
     ...(schedule ? { schedule } : {}),
   });
-  return (change) => writer.submit(change);
+  return async (change) => {
+    const outcome = await writer.submit(change);
+    if (outcome.expired !== undefined) observer?.ordersExpired(outcome.expired);
+    return outcome;
+  };
 }

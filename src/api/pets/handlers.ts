@@ -148,7 +148,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
     async updatePet(context) {
       const { petId, expectedVersion } = await changeTarget(context);
       const { value: patch } = await context.body();
-      if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion }), petId);
+      if (Object.keys(patch).length > 0) return changed(await changePet({ kind: 'update', id: petId, patch, expectedVersion, now: clock() }), petId);
       // `{}` changes nothing: the pet as it is now, held to the same conditions as a change.
       const pet = await pets.get(petId);
       if (!pet) throw petNotFound(petId);
@@ -158,7 +158,7 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
 
     async deletePet(context) {
       const { petId, expectedVersion } = await changeTarget(context);
-      return changed(await changePet({ kind: 'delete', id: petId, expectedVersion }), petId);
+      return changed(await changePet({ kind: 'delete', id: petId, expectedVersion, now: clock() }), petId);
     },
   };
 }

@@ -24,7 +24,9 @@ export function typeOf(document: Json, schema: unknown): Html {
   // A narrowed schema (`allOf` of a component and its restrictions) is that component.
   const named = arrayAt(resolved, 'allOf').filter((part) => refName(part) !== undefined);
   if (named.length > 0) return html`${named.map((part, i) => [i > 0 ? ' and ' : '', typeOf(document, part)])}`;
-  const type = stringAt(resolved, 'type');
+  // A value that may also be null (`"type": ["string", "null"]`) says so.
+  const types = arrayAt(resolved, 'type').filter((each): each is string => typeof each === 'string');
+  const type = types.length > 0 ? types.join(' or ') : stringAt(resolved, 'type');
   if (type === 'array') return html`array of ${typeOf(document, resolved.items)}`;
   const format = stringAt(resolved, 'format');
   if (type === undefined) return html`any`;

@@ -555,5 +555,17 @@ export const MIGRATIONS: readonly string[] = [
   END;
   $fn$;
   `,
+  // 6: holds that expire. A placed order holds its pet until expires_at (ms since the epoch);
+  // the service sets it at placement and clears it at every step. An order placed before has no
+  // hold time of its own: it gets the migration's time plus 48 h (ORDER_HOLD_SECONDS's default;
+  // docs/upgrading.md says so), so that an upgrade frees no animal at once. The column's default
+  // gives the same to an order that an instance of the previous version places while the
+  // instances are rolled; such an instance's steps leave the column as it was, which the service
+  // reads only while the order is placed. The sweep finds due orders by the partial index.
+  `
+  ALTER TABLE orders ADD COLUMN expires_at bigint
+    DEFAULT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + 172800000);
+  UPDATE orders SET expires_at = NULL WHERE status <> 'placed';
+  CREATE INDEX orders_placed_expires_at ON orders (expires_at) WHERE status = 'placed';
+  `,
 ];
-

@@ -10,21 +10,29 @@
  * - a step locks its order's row (`FOR UPDATE`) before it decides: of two concurrent steps of one
  *   order, the second sees the first's result (a cancel racing a complete: one wins, the other
  *   finds no transition).
+ * - a placement first takes a transaction-level advisory lock per account of its batch (all of
+ *   them, in one order, before any row lock), then counts the account's open orders: two
+ *   placements by one account, on any instances, count one after the other, so the cap is exact
+ *   (docs/decisions/0024-a-lock-per-account-for-the-cap.md);
+ * - every write first expires the due orders it reads (storage/orders.ts), locking them in id
+ *   order, orders before pets like every step; the sweep skips orders that a write holds, which
+ *   expires them itself or moves them on, so an order is expired once whichever instances sweep.
  * The inventory reads the counts and the changes not yet folded into them in one snapshot
  * (migration 4): its cost does not grow with the number of pets.
  */
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRow } from '../idempotency.ts';
 import {
-  decideStep, toOrder, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
+  decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
   type OrdersStore, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type PetRow, type PetStatus } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
+import { DUE_OF_ORDER, DUE_OF_PET_OR_ACCOUNT, expireWhere, sweepStatement } from './order-expiries.ts';
 
-const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, version';
+const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, expires_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
 
 /** The counts and the changes not yet folded into them, read in one snapshot; never the pets. */
@@ -77,9 +85,16 @@ export interface PostgresOrdersStore extends OrdersStore {
 export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
   return {
     placeMany(placements) {
+      const accounts = [...new Set(placements.map((placement) => placement.account))];
       return guard(() => togetherOrOneByOne<ItemOutcome<PlacementResult>[]>(
-        () => inTransaction(sql, (tx) => each(placements, (placement) => place(tx, placement))),
-        () => inTransaction(sql, (tx) => each(placements, (placement) => inSavepoint(tx, (sp) => place(sp, placement)))),
+        () => inTransaction(sql, async (tx) => {
+          await lockAccounts(tx, accounts);
+          return each(placements, (placement) => place(tx, placement));
+        }),
+        () => inTransaction(sql, async (tx) => {
+          await lockAccounts(tx, accounts);
+          return each(placements, (placement) => inSavepoint(tx, (sp) => place(sp, placement)));
+        }),
         'transaction',
       ));
     },
@@ -129,6 +144,11 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
       return inventory;
     },
 
+    async expireDue(now, limit) {
+      const [row] = await guard(() => sql.unsafe<{ expired: number }[]>(sweepStatement, [now, limit], { prepare: true }));
+      return row!.expired;
+    },
+
     async foldCounts(limit) {
       const [row] = await guard(() => sql.unsafe<{ folded: string }[]>(
         `WITH moved AS (
@@ -146,6 +166,21 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
 }
 
 
+/**
+ * Takes the lock of each account's open orders for the rest of the transaction, in one order
+ * (every batch sorts the same way), before any row lock: a batch never waits for one while it
+ * holds another's row. A transaction-level lock is released by its COMMIT, so it suits a pooler
+ * in transaction mode; two accounts whose names hash alike only share a lock.
+ */
+async function lockAccounts(tx: PostgresSql, accounts: readonly string[]): Promise<void> {
+  await tx.unsafe(
+    `SELECT count(pg_advisory_xact_lock(hashtextextended('open orders of ' || a, 0)))
+       FROM (SELECT DISTINCT a FROM unnest($1::text[]) AS a ORDER BY a) AS accounts`,
+    [accounts],
+    { prepare: true },
+  );
+}
+
 /** `apply` to each item in turn (statements of one transaction are sent one after another). */
 async function each<T, R>(items: readonly T[], apply: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = [];
@@ -154,12 +189,25 @@ async function each<T, R>(items: readonly T[], apply: (item: T) => Promise<R>): 
 }
 
 /** One placement, inside the batch's transaction. */
-async function place(tx: PostgresSql, { petId, account, now, idempotency }: OrderPlacement): Promise<PlacementResult> {
+async function place(tx: PostgresSql, { petId, account, now, expiresAt, maxOpen, idempotency }: OrderPlacement): Promise<PlacementResult> {
   if (idempotency) {
     const conflict = await claimKey(tx, idempotency.apiKeyId, idempotency.key, idempotency.createdAt);
     if (conflict) return conflict;
   }
   const id = petId.toString();
+  // An ended hold on the pet frees it; the account's ended holds no longer count.
+  const expired = await expireWhere(tx, DUE_OF_PET_OR_ACCOUNT, now, [id, account]);
+  if (maxOpen !== null) {
+    // The account's lock is held (lockAccounts): no other placement of it counts until this commits.
+    const [{ open }] = await tx.unsafe<[{ open: number }]>(
+      `SELECT count(*)::integer AS open FROM orders WHERE account = $1::text AND status IN ('placed', 'approved')`, [account], { prepare: true });
+    if (open >= maxOpen) {
+      const found = await tx.unsafe<{ status: PetStatus }[]>('SELECT status FROM pets WHERE id = $1::bigint', [id], { prepare: true });
+      const decided = decidePlacement(found[0]?.status ?? null, open, maxOpen);
+      // The pet's answers come first; a pet that is available is then refused for the cap.
+      return withExpiries(decided.kind === 'take' ? { kind: 'too_many_open_orders', limit: maxOpen } : decided, expired);
+    }
+  }
   const pets = await tx.unsafe<PetRow[]>(
     `UPDATE pets SET status = 'pending', version = version + 1 WHERE id = $1::bigint AND status = 'available' RETURNING ${PET_COLUMNS}`,
     [id],
@@ -167,11 +215,12 @@ async function place(tx: PostgresSql, { petId, account, now, idempotency }: Orde
   );
   if (pets.length === 0) {
     const found = await tx.unsafe<{ status: PetStatus }[]>('SELECT status FROM pets WHERE id = $1::bigint', [id], { prepare: true });
-    return found.length === 0 ? { kind: 'pet_not_found' } : { kind: 'pet_not_available', status: found[0]!.status };
+    return withExpiries(found.length === 0 ? { kind: 'pet_not_found' } : { kind: 'pet_not_available', status: found[0]!.status }, expired);
   }
   const [row] = await tx.unsafe<OrderRow[]>(
-    `INSERT INTO orders (pet_id, account, status, placed_at, updated_at) VALUES ($1::bigint, $2, 'placed', $3::bigint, $3::bigint) RETURNING ${ORDER_COLUMNS}`,
-    [id, account, now],
+    `INSERT INTO orders (pet_id, account, status, placed_at, updated_at, expires_at)
+     VALUES ($1::bigint, $2, 'placed', $3::bigint, $3::bigint, $4::bigint) RETURNING ${ORDER_COLUMNS}`,
+    [id, account, now, expiresAt],
     { prepare: true },
   );
   const order = toOrder(row!);
@@ -188,7 +237,7 @@ async function place(tx: PostgresSql, { petId, account, now, idempotency }: Orde
       { prepare: true },
     );
   }
-  return { kind: 'placed', order, pet: toPet(pets[0]!) };
+  return withExpiries({ kind: 'placed', order, pet: toPet(pets[0]!) }, expired);
 }
 
 /**
@@ -210,10 +259,18 @@ async function claimKey(tx: PostgresSql, apiKeyId: string, key: string, now: num
 async function step(tx: PostgresSql, change: OrderChange): Promise<OrderChangeOutcome> {
   const id = change.id.toString();
   const rows = await tx.unsafe<OrderRow[]>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1::bigint FOR UPDATE`, [id], { prepare: true });
-  const decided = decideStep(rows.length === 0 ? null : toOrder(rows[0]!), change);
-  if (decided.kind !== 'move') return decided;
+  let current = rows.length === 0 ? null : toOrder(rows[0]!);
+  // An order whose hold has ended is cancelled (with its pet freed) before the step is decided.
+  let expired = 0;
+  if (current !== null && isDue(current, change.now)) {
+    expired = await expireWhere(tx, DUE_OF_ORDER, change.now, [id]);
+    current = orderAt(current, change.now);
+  }
+  const decided = decideStep(current, change);
+  if (decided.kind !== 'move') return withExpiries(decided, expired);
+  // Every step leaves `placed`, and with it the hold.
   const [row] = await tx.unsafe<OrderRow[]>(
-    `UPDATE orders SET status = $2, updated_at = $3::bigint, version = version + 1 WHERE id = $1::bigint RETURNING ${ORDER_COLUMNS}`,
+    `UPDATE orders SET status = $2, updated_at = $3::bigint, expires_at = NULL, version = version + 1 WHERE id = $1::bigint RETURNING ${ORDER_COLUMNS}`,
     [id, change.to, change.now],
     { prepare: true },
   );

@@ -8,6 +8,7 @@ import { toPet } from '../pets.ts';
 import { guard } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
+import { expireOfPet } from './order-expiries.ts';
 import { PET_COLUMNS } from './pet-reads.ts';
 
 /** Applies a batch of changes; should one fail, again each in its own savepoint, so that it fails alone. */
@@ -36,8 +37,18 @@ async function applyChanges<R>(changes: readonly PetChange[], apply: (change: Pe
   return outcomes;
 }
 
-/** Applies one change; a version or an id that does not match is an outcome, not an error. */
+/**
+ * Applies one change, after expiring the order whose hold on the pet ended by the change's `now`
+ * (its row locked before the pet's, as every write of orders does).
+ */
 async function applyChange(tx: PostgresSql, change: PetChange): Promise<ChangeOutcome> {
+  const expired = await expireOfPet(tx, change.id.toString(), change.now);
+  const outcome = await applyUnheld(tx, change);
+  return expired === 0 ? outcome : { ...outcome, expired };
+}
+
+/** Applies one change; a version or an id that does not match is an outcome, not an error. */
+async function applyUnheld(tx: PostgresSql, change: PetChange): Promise<ChangeOutcome> {
   const id = change.id.toString();
   if (change.kind === 'delete' || change.patch.status !== undefined) {
     const held = await heldByOrder(tx, id);

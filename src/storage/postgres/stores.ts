@@ -46,6 +46,7 @@ export function openStores(sql: PostgresSql, options: PostgresStoresOptions): Po
     health: createHealthCheck(sql, options.clock, options.availability),
     upkeep: {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
+      expireOrders: (now, limit) => orders.expireDue(now, limit),
       purgeIdleCallers: (limit) => limiter.purgeIdle(limit),
       foldCounts: (limit) => orders.foldCounts(limit),
     },

@@ -164,5 +164,13 @@ export const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX order_idempotency_keys_created_at ON order_idempotency_keys (created_at);
   `,
+  // 7: holds that expire. A placed order holds its pet until expires_at (ms since the epoch),
+  // null in every other status. An order placed before has no hold time of its own: it gets the
+  // migration's time plus 48 h (ORDER_HOLD_SECONDS's default; docs/upgrading.md says so), so
+  // that an upgrade frees no animal at once. The sweep finds due orders by this partial index.
+  `
+  ALTER TABLE orders ADD COLUMN expires_at INTEGER;
+  UPDATE orders SET expires_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) + 172800000 WHERE status = 'placed';
+  CREATE INDEX orders_placed_expires_at ON orders (expires_at) WHERE status = 'placed';
+  `,
 ];
-

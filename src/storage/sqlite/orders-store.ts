@@ -2,10 +2,11 @@
  * Orders in SQLite: the reads on one connection, and the writes (placements and steps, each moving
  * its pet in the same transaction: order-writes.ts) made through `submit` (writes.ts), in place or
  * by the writer thread. The pets' counts by status are kept by triggers (migrations.ts), so the
- * inventory is one read of three rows.
+ * inventory is one read of three rows. The sweep of due orders is a write like the others.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import type { ItemOutcome } from '../../lib/item-outcome.ts';
+import { allSucceeded, type ItemOutcome } from '../../lib/item-outcome.ts';
+import { andThen } from '../../lib/maybe-promise.ts';
 import type { IdempotencyRecord } from '../idempotency.ts';
 import {
   toOrder, type Inventory, type Order, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement,
@@ -24,6 +25,7 @@ export interface SqliteOrdersStore extends OrdersStore {
   list(options: OrderListOptions): Order[];
   findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
   inventory(): Inventory;
+  expireDue(now: number, limit: number): number;
 }
 
 /** The counts that triggers keep in every write's transaction (migration 6); never the pets. */
@@ -39,6 +41,7 @@ function statements(db: DatabaseSync) {
     pageOfAccount: db.prepare(visible('account = ? AND')),
     pageOfAccountByStatus: db.prepare(visible('account = ? AND status = ? AND')),
     counts: db.prepare(INVENTORY_SQL),
+    anyDue: db.prepare(`SELECT 1 FROM orders WHERE status = 'placed' AND expires_at <= ? LIMIT 1`),
   };
 }
 
@@ -63,6 +66,11 @@ export function createOrdersStore(db: DatabaseSync, submit: SubmitWrites = local
       return (rows as unknown as OrderRow[]).map(toOrder);
     },
     findIdempotencyRecord: (apiKeyId, key, now) => records.recall(apiKeyId, key, now),
+    expireDue(now, limit) {
+      // Read here first (an index probe), so that a sweep with nothing due costs the writer nothing.
+      if (sql.anyDue.get(now) === undefined) return 0;
+      return andThen(submit('expireOrders', [{ now, limit }]), (outcomes) => allSucceeded(outcomes)[0]!) as number;
+    },
     inventory() {
       const inventory: Inventory = { available: 0, pending: 0, sold: 0 };
       for (const { status, pets } of sql.counts.all() as unknown as { status: PetStatus; pets: number }[]) inventory[status] = pets;

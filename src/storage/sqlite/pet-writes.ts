@@ -2,7 +2,7 @@
  * The writes to pets on SQLite, made inside a transaction that the caller holds (writes.ts runs
  * every write of a group in one): inserts with their Idempotency-Key records, changes and
  * deletions. Each item goes through `isolate`, so that it can fail alone (item-savepoints.ts), and
- * the database itself logs which pets each write touched, for the journal (touched-pets.ts).
+ * the database itself logs which pets each write touched, for the journal (writer/touched-pets.ts).
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
@@ -11,6 +11,7 @@ import type { ChangeOutcome, CreationResult, Pet, PetChange, PetCreation, PetRow
 import { toPet } from '../pets.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
 import type { IsolateItem } from './item-savepoints.ts';
+import { createOrderExpiries } from './order-expiries.ts';
 
 /** category_id is read as text so that int64 values above 2^53 keep their exact digits. */
 export const PET_COLUMNS = 'id, name, CAST(category_id AS TEXT) AS category_id, status, version';
@@ -44,6 +45,14 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
     SELECT status, version, EXISTS (SELECT 1 FROM orders WHERE pet_id = pets.id AND status IN ('placed', 'approved')) AS held
       FROM pets WHERE id = ?`);
   const records = createIdempotencyRecords(db, 'createPet');
+  const expiries = createOrderExpiries(db);
+
+  /** An order whose hold ended by the change's `now` no longer holds the pet: it is expired first. */
+  function applyAfterExpiry(change: PetChange): ChangeOutcome {
+    const expired = expiries.ofPet(change.id, change.now);
+    const outcome = apply(change);
+    return expired === 0 ? outcome : { ...outcome, expired };
+  }
 
   function apply(change: PetChange): ChangeOutcome {
     const target = { id: change.id, expected: change.expectedVersion };
@@ -79,7 +88,7 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
         return pet;
       }));
     },
-    change: (changes, isolate) => changes.map((change) => isolate(() => apply(change))),
+    change: (changes, isolate) => changes.map((change) => isolate(() => applyAfterExpiry(change))),
     recall: (apiKeyId, key, now) => records.recall(apiKeyId, key, now),
   };
 }

@@ -87,12 +87,16 @@ const sqliteOrWriterErrorOf = (error: unknown) => sqliteErrorOf(error) ?? databa
 /** Opens the stores over `db` (open and migrated), which makes its own writes; the limiter's saved state is loaded first. */
 export function openStores(db: DatabaseSync, options: SqliteStoresOptions): SqliteStores {
   const pets = createPetsStore(db);
+  const orders = createOrdersStore(db);
   return {
     keys: createKeysStore(db, { appEnv: options.appEnv }),
     pets,
-    orders: createOrdersStore(db),
+    orders,
     databaseErrorOf: sqliteErrorOf,
-    ...limiterAndUpkeep(createLimiterStore(db), options, (now, limit) => pets.purgeIdempotencyRecords(now, limit)),
+    ...limiterAndUpkeep(createLimiterStore(db), options, {
+      purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
+      expireOrders: (now, limit) => orders.expireDue(now, limit),
+    }),
   };
 }
 
@@ -105,22 +109,26 @@ export function openReaderStores(db: DatabaseSync, writer: WriterLink, options: 
   const writes = writesOf(db, writer);
   const { external } = writes;
   const pets = createPetsStore(db, writes);
+  const orders = createOrdersStore(db, writer.submit);
   const save = (changes: Parameters<LimiterStore['save']>[0]) => andThen(writer.submit('saveLimiter', [changes]), (outcomes) => void allSucceeded(outcomes));
   return {
     keys: createKeysStore(db, { appEnv: options.appEnv, external }),
     pets,
-    orders: createOrdersStore(db, writer.submit),
+    orders,
     databaseErrorOf: sqliteOrWriterErrorOf,
     // The writer takes every batch as it comes, in order, and commits those that arrive while it
     // commits as one group: a path need not hold one back while another is out.
     writeBatching: { maxInFlight: Infinity },
-    ...limiterAndUpkeep(createLimiterStore(db, save), options, (now, limit) => pets.purgeIdempotencyRecords(now, limit)),
+    ...limiterAndUpkeep(createLimiterStore(db, save), options, {
+      purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
+      expireOrders: (now, limit) => orders.expireDue(now, limit),
+    }),
   };
 }
 
 /** The limiter (restored from `store`, unless held elsewhere) and the upkeep that goes with it. */
-function limiterAndUpkeep(store: LimiterStore, options: SqliteStoresOptions, purgeExpiredRecords: Stores['upkeep']['purgeExpiredRecords']) {
-  if (options.limiter !== undefined) return { limiter: options.limiter, upkeep: { purgeExpiredRecords } };
+function limiterAndUpkeep(store: LimiterStore, options: SqliteStoresOptions, purges: Pick<Stores['upkeep'], 'purgeExpiredRecords' | 'expireOrders'>) {
+  if (options.limiter !== undefined) return { limiter: options.limiter, upkeep: purges };
   const limiter = createLimiter({
     clock: options.clock,
     banThreshold: options.banThreshold,
@@ -129,5 +137,5 @@ function limiterAndUpkeep(store: LimiterStore, options: SqliteStoresOptions, pur
   });
   const persistence = createLimiterPersistence({ limiter, store });
   persistence.load();
-  return { limiter, upkeep: { purgeExpiredRecords, saveLimiterState: () => persistence.flush() } };
+  return { limiter, upkeep: { ...purges, saveLimiterState: () => persistence.flush() } };
 }

@@ -60,8 +60,8 @@ test('the validator is not a rubber stamp: it rejects a broken reference and a d
   assert.equal((await validate(noVersion)).valid, false);
 });
 
-test('info.version is the interface version, 1.2.0', () => {
-  assert.equal(served().info.version, '1.2.0');
+test('info.version is the interface version, 1.3.0', () => {
+  assert.equal(served().info.version, '1.3.0');
 });
 
 test('servers list only the environment\'s own base address: production PUBLIC_BASE_URL, staging STAGING_BASE_URL', () => {
@@ -154,7 +154,9 @@ test('every parameter carries its constraints', () => {
 test('components: the pets\', the orders\' and the inventory\'s schemas and Error, with int64 ids and Error.code the contract codes', () => {
   const { schemas } = served().components;
   assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Inventory', 'NewOrder', 'NewPet', 'Order', 'OrderPatch', 'OrderStatus', 'Orders', 'Pet', 'PetPatch', 'PetStatus', 'Pets']);
-  assert.deepEqual(Object.keys(schemas.Order.properties), ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt']);
+  assert.deepEqual(Object.keys(schemas.Order.properties), ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt']);
+  assert.deepEqual(schemas.Order.required, ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt']);
+  assert.deepEqual(schemas.Order.properties.expiresAt.type, ['string', 'null'], 'null once the order is no longer placed');
   assert.equal(schemas.Order.properties.status.$ref, '#/components/schemas/OrderStatus');
   assert.deepEqual(schemas.OrderStatus.enum, ['placed', 'approved', 'completed', 'cancelled']);
   assert.deepEqual(schemas.NewOrder.required, ['petId']);
@@ -171,7 +173,7 @@ test('components: the pets\', the orders\' and the inventory\'s schemas and Erro
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 29, 'the 29 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2)');
+  assert.equal(schemas.Error.properties.code.enum.length, 30, 'the 30 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2; the cap\'s since 1.3)');
 });
 
 test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {

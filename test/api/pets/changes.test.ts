@@ -15,12 +15,12 @@ function changes(wrap: (real: PetsStore) => Pick<PetsStore, 'changeMany'> = (rea
   return { db, real, change, flush: () => flushes.shift()!() };
 }
 
-const rename = (id: bigint, name: string, expectedVersion: number | null = null): PetChange => ({ kind: 'update', id, patch: { name }, expectedVersion });
+const rename = (id: bigint, name: string, expectedVersion: number | null = null): PetChange => ({ kind: 'update', id, patch: { name }, expectedVersion, now: 0 });
 
 test('the changes submitted in one turn are written in one transaction, each answered with its own outcome', async () => {
   const batches: number[] = [];
   const { real, change, flush } = changes((store) => ({ changeMany: (list) => (batches.push(list.length), store.changeMany(list)) }));
-  const pending = [change(rename(1n, 'x', 1)), change(rename(1n, 'y', 1)), change({ kind: 'delete', id: 2n, expectedVersion: null }), change(rename(9n, 'z'))];
+  const pending = [change(rename(1n, 'x', 1)), change(rename(1n, 'y', 1)), change({ kind: 'delete', id: 2n, expectedVersion: null , now: 0}), change(rename(9n, 'z'))];
   flush();
   assert.deepEqual((await Promise.all(pending)).map((outcome) => outcome.kind), ['updated', 'version_mismatch', 'deleted', 'not_found']);
   assert.deepEqual(batches, [4]);
@@ -32,7 +32,7 @@ test('a failed batch answers each of its changes with the error and stores none 
   const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
   let fail = true;
   const { real, change, flush } = changes((store) => ({ changeMany: (list) => (fail ? (() => { throw full; })() : store.changeMany(list)) }));
-  const pending = [change(rename(1n, 'x')), change({ kind: 'delete', id: 2n, expectedVersion: null })].map((promise) => promise.catch((error: unknown) => error));
+  const pending = [change(rename(1n, 'x')), change({ kind: 'delete', id: 2n, expectedVersion: null , now: 0})].map((promise) => promise.catch((error: unknown) => error));
   flush();
   assert.deepEqual(await Promise.all(pending), [full, full]);
   assert.equal(real.get(1n)!.name, 'a');

@@ -15,7 +15,7 @@ function setup(count = 10) {
   return { pets, cache: createReplyCache(10, pets) };
 }
 
-const update = (id: number) => ({ kind: 'update' as const, id: BigInt(id), patch: { name: 'changed' }, expectedVersion: null });
+const update = (id: number) => ({ kind: 'update' as const, id: BigInt(id), patch: { name: 'changed' }, expectedVersion: null , now: 0});
 
 test('an answer survives writes outside its range and is dropped by a write inside it', () => {
   const { pets, cache } = setup();
@@ -39,9 +39,9 @@ test('the lower end is exclusive: the cursor position itself is not part of the 
 test('a deletion inside the range drops the answer', () => {
   const { pets, cache } = setup();
   cache.set('pet 4', reply('pet 4'), { after: 3, through: 4 }, pets.revision());
-  pets.changeMany([{ kind: 'delete', id: 5n, expectedVersion: null }]);
+  pets.changeMany([{ kind: 'delete', id: 5n, expectedVersion: null , now: 0}]);
   assert.equal(cache.get('pet 4', pets.revision())?.body, 'pet 4');
-  pets.changeMany([{ kind: 'delete', id: 4n, expectedVersion: null }]);
+  pets.changeMany([{ kind: 'delete', id: 4n, expectedVersion: null , now: 0}]);
   assert.equal(cache.get('pet 4', pets.revision()), undefined);
 });
 
@@ -59,15 +59,15 @@ test('an answer about one status survives the writes to pets that neither had no
   const sold = { after: 0n, through: Infinity, statuses: statusBit('sold') };
   cache.set('sold', reply('the sold pets'), sold, pets.revision());
   pets.insertMany([pet('new')]);
-  pets.changeMany([update(3), { kind: 'update', id: 4n, patch: { status: 'pending' }, expectedVersion: null }, { kind: 'delete', id: 5n, expectedVersion: null }]);
+  pets.changeMany([update(3), { kind: 'update', id: 4n, patch: { status: 'pending' }, expectedVersion: null , now: 0}, { kind: 'delete', id: 5n, expectedVersion: null , now: 0}]);
   assert.equal(cache.get('sold', pets.revision())?.body, 'the sold pets', 'available pets created, renamed, made pending, deleted');
-  pets.changeMany([{ kind: 'update', id: 6n, patch: { status: 'sold' }, expectedVersion: null }]);
+  pets.changeMany([{ kind: 'update', id: 6n, patch: { status: 'sold' }, expectedVersion: null , now: 0}]);
   assert.equal(cache.get('sold', pets.revision()), undefined, 'a pet that becomes sold');
   cache.set('sold', reply('the sold pets'), sold, pets.revision());
-  pets.changeMany([{ kind: 'update', id: 6n, patch: { name: 'renamed' }, expectedVersion: null }]);
+  pets.changeMany([{ kind: 'update', id: 6n, patch: { name: 'renamed' }, expectedVersion: null , now: 0}]);
   assert.equal(cache.get('sold', pets.revision()), undefined, 'a sold pet renamed');
   cache.set('sold', reply('the sold pets'), sold, pets.revision());
-  pets.changeMany([{ kind: 'update', id: 6n, patch: { status: 'available' }, expectedVersion: null }]);
+  pets.changeMany([{ kind: 'update', id: 6n, patch: { status: 'available' }, expectedVersion: null , now: 0}]);
   assert.equal(cache.get('sold', pets.revision()), undefined, 'a pet that stops being sold');
   cache.set('sold', reply('the sold pets'), sold, pets.revision());
   pets.insertMany([{ ...pet('sold one'), status: 'sold' }]);
@@ -77,7 +77,7 @@ test('an answer about one status survives the writes to pets that neither had no
 test('a change or delete that did not happen (wrong version, no such pet) drops nothing', () => {
   const { pets, cache } = setup();
   cache.set('pet 4', reply('pet 4'), { after: 3, through: 4 }, pets.revision());
-  pets.changeMany([{ ...update(4), expectedVersion: 9 }, { kind: 'delete', id: 4n, expectedVersion: 9 }, update(99)]);
+  pets.changeMany([{ ...update(4), expectedVersion: 9 }, { kind: 'delete', id: 4n, expectedVersion: 9 , now: 0}, update(99)]);
   assert.equal(cache.get('pet 4', pets.revision())?.body, 'pet 4');
 });
 

@@ -173,7 +173,7 @@ describeWithPostgres('PostgreSQL: instances of 1.1 beside 1.2 while instances ar
       [['key_a'], [key], ['fp'], [201], ['{}'], [body], [1]]);
     await upsert('k1', '{"id":1}');
     // A 1.2 instance places an order with the same Idempotency-Key: another request, another record.
-    const [placed] = await orders.placeMany([{ petId: 1n, account: owner.account, now: 2, idempotency: {
+    const [placed] = await orders.placeMany([{ petId: 1n, account: owner.account, now: 2, expiresAt: 3_600_002, maxOpen: null, idempotency: {
       apiKeyId: 'key_a', key: 'k1', fingerprint: 'fp-order', createdAt: 2, respond: () => ({ status: 201, headers: {}, body: '{"order":1}' }),
     } }]);
     assert.equal((placed as { kind: string }).kind, 'placed');
@@ -184,5 +184,40 @@ describeWithPostgres('PostgreSQL: instances of 1.1 beside 1.2 while instances ar
     assert.equal(old!.n, '1', '1.1 still finds exactly its own record');
     assert.deepEqual(await orders.inventory(), { available: 0, pending: 2, sold: 0 });
     assert.equal(await pets.purgeIdempotencyRecords(86_400_000 + 10, 10), 2, 'expired records of both operations are purged');
+  });
+});
+
+describeWithPostgres('PostgreSQL: a 1.2 schema migrated to holds, and 1.2 instances beside 1.3 while instances are rolled', (cluster) => {
+  /** The schema version of 1.2: its last migration was take_tokens' fifth. */
+  const VERSION_1_2 = 5;
+  const HOLD_MS = 172_800_000;
+
+  test('placed orders get expiresAt = the migration\'s time + 48 h, the others none; an order a 1.2 instance places gets the same from the default; the sweep expires them then', async (t) => {
+    const url = await cluster().createDatabase();
+    const sql = await connectPostgres(url, { poolSize: 2 });
+    t.after(() => sql.end({ timeout: 1 }));
+    await migratePostgres(sql, MIGRATIONS.slice(0, VERSION_1_2));
+    const owner = (await createKeysStore(sql, { appEnv: 'development' }).create({ plan: 'free', now: 1 })).record;
+    await sql.unsafe(`INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'pending'), ('Tom', 1, 'pending'), ('Kit', 1, 'pending')`);
+    // 1.2's INSERT of an order, as it sends it (no expires_at), and an approved one.
+    const placeAs12 = (petId: string) => sql.unsafe(
+      `INSERT INTO orders (pet_id, account, status, placed_at, updated_at) VALUES ($1::bigint, $2, 'placed', $3::bigint, $3::bigint) RETURNING id`, [petId, owner.account, 1]);
+    await placeAs12('1');
+    await sql.unsafe(`INSERT INTO orders (pet_id, account, status, placed_at, updated_at) VALUES (2, $1, 'approved', 1, 2)`, [owner.account]);
+    const before = Date.now();
+    await migratePostgres(sql);
+    await placeAs12('3');
+    const after = Date.now();
+    const rows = await sql<{ status: string; expires_at: string | null }[]>`SELECT status, expires_at::text FROM orders ORDER BY id`;
+    assert.deepEqual(rows.map((row) => [row.status, row.expires_at === null ? null : 'set']), [['placed', 'set'], ['approved', null], ['placed', 'set']]);
+    for (const row of [rows[0]!, rows[2]!]) {
+      const end = Number(row.expires_at);
+      assert.ok(end >= before + HOLD_MS - 1 && end <= after + HOLD_MS, `${end - before - HOLD_MS} ms from the migration's time + 48 h`);
+    }
+    const orders = createOrdersStore(sql);
+    assert.equal(await orders.expireDue(Number(rows[0]!.expires_at) - 1, 10), 0);
+    assert.equal(await orders.expireDue(after + HOLD_MS, 10), 2);
+    assert.deepEqual((await sql<{ status: string }[]>`SELECT status FROM pets ORDER BY id`).map((row) => row.status), ['available', 'pending', 'available']);
+    assert.equal((await orders.get(2n))?.expiresAt, null);
   });
 });

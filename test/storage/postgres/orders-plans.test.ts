@@ -45,8 +45,9 @@ async function database(t: { after(fn: () => Promise<void>): void }, cluster: Po
   t.after(() => sql.end({ timeout: 1 }));
   await sql.unsafe(`
     INSERT INTO accounts (id, created_at) VALUES ('acct_busy', 0), ('acct_empty', 0);
-    INSERT INTO orders (pet_id, account, status, placed_at, updated_at)
-      SELECT n, 'acct_busy', (ARRAY['placed', 'completed', 'cancelled'])[1 + n % 3], 0, 0 FROM generate_series(1, ${ORDERS}) AS n;
+    INSERT INTO orders (pet_id, account, status, placed_at, updated_at, expires_at)
+      SELECT n, 'acct_busy', s, 0, 0, CASE WHEN s = 'placed' THEN 3600000 END
+        FROM generate_series(1, ${ORDERS}) AS n, LATERAL (SELECT (ARRAY['placed', 'completed', 'cancelled'])[1 + n % 3] AS s) AS status;
     ANALYZE orders`);
   return sql;
 }
@@ -128,6 +129,6 @@ describeWithPostgres('the plans of a page of orders', (cluster) => {
     assert.deepEqual(await ids({ account: 'acct_empty', status: 'placed' }), []);
     assert.deepEqual(await ids({ status: 'approved' }), []);
     const [order] = await page({ account: 'acct_busy', status: 'placed', limit: 1 });
-    assert.deepEqual(order, { id: 3, petId: 3n, account: 'acct_busy', status: 'placed', placedAt: 0, updatedAt: 0, version: 1 });
+    assert.deepEqual(order, { id: 3, petId: 3n, account: 'acct_busy', status: 'placed', placedAt: 0, updatedAt: 0, expiresAt: 3_600_000, version: 1 });
   });
 });

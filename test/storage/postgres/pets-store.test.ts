@@ -96,7 +96,7 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances, and batches
     const [pet] = (await stores[0]!.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available' }])) as Pet[];
     for (let version = 1; version <= 10; version++) {
       const outcomes = allSucceeded((await Promise.all(stores.map((store, i) =>
-        store.changeMany([{ kind: 'update', id: BigInt(pet!.id), patch: { name: `by ${i}` }, expectedVersion: version }])))).flat());
+        store.changeMany([{ kind: 'update', id: BigInt(pet!.id), patch: { name: `by ${i}` }, expectedVersion: version, now: 0 }])))).flat());
       assert.equal(outcomes.filter((outcome) => outcome.kind === 'updated').length, 1, `version ${version}`);
       assert.equal(outcomes.filter((outcome) => outcome.kind === 'version_mismatch').length, 2);
     }

@@ -3,7 +3,7 @@
  * keeps working as it did: each gets an account of its own and the pet scopes, all that a 1.1 key
  * could do, never an order scope. The 1.1 database is made the way 1.1 made it: its migrations
  * (they are append-only) and its own INSERT of a key. A database that 1.2 migrated already is
- * left as it is.
+ * left as it is, but for the holds of its placed orders.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,6 +13,7 @@ import { generateApiKey, hashApiKey } from '../../../src/keys/api-keys.ts';
 import { closeDatabase, migrate, openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { MIGRATIONS } from '../../../src/storage/sqlite/migrations.ts';
 import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
+import { createOrdersStore } from '../../../src/storage/sqlite/orders-store.ts';
 import { runKeysCli } from '../../../src/cli/keys.ts';
 import { tempDir } from '../../support/main-process.ts';
 import { errorBody, startTestServer } from '../../support/test-server.ts';
@@ -143,4 +144,31 @@ test('1.1 still runs on a migrated file (its statements on pets and Idempotency-
   const before = db.prepare("SELECT pets FROM pet_counts WHERE status = 'sold'").get() as { pets: number };
   db.prepare("INSERT INTO pets (name, category_id, status) VALUES ('Tom', 1, 'sold')").run();
   assert.equal((db.prepare("SELECT pets FROM pet_counts WHERE status = 'sold'").get() as { pets: number }).pets, before.pets + 1);
+});
+
+/** The schema version of 1.2: its last migration added orders. */
+const VERSION_1_2 = 6;
+const HOLD_MS = 172_800_000;
+
+test('a 1.2 database is migrated to holds: its placed orders get expiresAt = the migration\'s time + 48 h, the others none, and the sweep finds them then', (t) => {
+  const dir = tempDir(t, 'pets-holds-');
+  const path = join(dir, 'pets.db');
+  const by12 = new DatabaseSync(path);
+  migrate(by12, MIGRATIONS.slice(0, VERSION_1_2));
+  by12.exec(`INSERT INTO accounts (id, created_at) VALUES ('acct_aa', 1);
+    INSERT INTO pets (name, category_id, status) VALUES ('Rex', 1, 'pending'), ('Tom', 1, 'pending'), ('Kit', 1, 'available');
+    INSERT INTO orders (pet_id, account, status, placed_at, updated_at) VALUES (1, 'acct_aa', 'placed', 1, 1), (2, 'acct_aa', 'approved', 1, 2), (3, 'acct_aa', 'cancelled', 1, 3);`);
+  by12.close();
+  const before = Date.now();
+  const db = openDatabase(path);
+  t.after(() => closeDatabase(db));
+  const after = Date.now();
+  const rows = db.prepare('SELECT status, expires_at FROM orders ORDER BY id').all() as { status: string; expires_at: number | null }[];
+  assert.deepEqual(rows.map((row) => [row.status, row.expires_at === null ? null : 'set']), [['placed', 'set'], ['approved', null], ['cancelled', null]]);
+  const end = rows[0]!.expires_at!;
+  assert.ok(end >= before + HOLD_MS - 1 && end <= after + HOLD_MS, `${end - before - HOLD_MS} ms from the migration's time + 48 h`);
+  const orders = createOrdersStore(db);
+  assert.equal(orders.expireDue(end - 1, 10), 0);
+  assert.equal(orders.expireDue(end, 10), 1);
+  assert.deepEqual(db.prepare('SELECT status FROM pets ORDER BY id').all().map((row) => row.status), ['available', 'pending', 'available']);
 });

@@ -157,8 +157,8 @@ test('purgeIdempotencyRecords deletes expired records only, oldest first, at mos
 
 // --- changes and deletions (contract 1.1) -----------------------------------------------------
 
-const update = (id: bigint, patch: PetPatch, expectedVersion: number | null = null): PetChange => ({ kind: 'update', id, patch, expectedVersion });
-const remove = (id: bigint, expectedVersion: number | null = null): PetChange => ({ kind: 'delete', id, expectedVersion });
+const update = (id: bigint, patch: PetPatch, expectedVersion: number | null = null): PetChange => ({ kind: 'update', id, patch, expectedVersion, now: 0 });
+const remove = (id: bigint, expectedVersion: number | null = null): PetChange => ({ kind: 'delete', id, expectedVersion, now: 0 });
 
 function withPets(count = 3) {
   const { db, pets } = store();

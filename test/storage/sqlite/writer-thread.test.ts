@@ -61,7 +61,7 @@ function commitsOf(path: string): number {
 
 const insert = (client: WriterClient, pets: readonly PetCreation[]) => client.submit('insertPets', pets) as Promise<ItemOutcome<CreationResult>[]>;
 const rename = (client: WriterClient, id: number, name: string, expectedVersion: number | null) =>
-  client.submit('changePets', [{ kind: 'update', id: BigInt(id), patch: { name }, expectedVersion }]) as Promise<ItemOutcome<ChangeOutcome>[]>;
+  client.submit('changePets', [{ kind: 'update', id: BigInt(id), patch: { name }, expectedVersion, now: 0 }]) as Promise<ItemOutcome<ChangeOutcome>[]>;
 const remembering = (key: string, createdAt = T0) => ({ apiKeyId: 'key_a', key, fingerprint: `fp-${key}`, createdAt, respond: REMEMBERED.createPet });
 
 test('the batches of one port commit in the order it sent them, each seeing the one before', async (t) => {
@@ -93,7 +93,7 @@ test('batches that arrive while the writer commits, from every port and of every
     return [
       insert(client, [pet(`new ${i}`)]),
       rename(client, each.id, `renamed ${i}`, 1),
-      client.submit('placeOrders', [{ petId: BigInt(each.id), account, now: T0 }]),
+      client.submit('placeOrders', [{ petId: BigInt(each.id), account, now: T0, expiresAt: T0 + 3_600_000, maxOpen: null }]),
       rename(client, each.id, `again ${i}`, 3), // the placement bumped the version too
     ];
   }));
@@ -113,7 +113,7 @@ test('a group the database refuses (its write lock held elsewhere) answers every
   const refused = await Promise.allSettled([
     insert(first!, [{ ...pet('Tom'), idempotency: remembering('k1') }, pet('Kit')]),
     rename(second!, rex!.id, 'Rex II', null),
-    second!.submit('placeOrders', [{ petId: BigInt(rex!.id), account, now: T0 }]),
+    second!.submit('placeOrders', [{ petId: BigInt(rex!.id), account, now: T0, expiresAt: T0 + 3_600_000, maxOpen: null }]),
   ]);
   for (const answer of refused) {
     assert.equal(answer.status, 'rejected');

@@ -30,6 +30,8 @@ export interface WriteOps {
   changePets: { item: PetChange; result: ChangeOutcome };
   placeOrders: { item: OrderPlacement; result: PlacementResult };
   changeOrders: { item: OrderChange; result: OrderChangeOutcome };
+  /** The sweep: expires up to `limit` orders due at `now`; the result is how many. */
+  expireOrders: { item: { now: number; limit: number }; result: number };
   /** The limiter's changes since its last save (the chores' flush); the result is the rows written. */
   saveLimiter: { item: LimiterChanges; result: number };
   /** Deletes up to `limit` Idempotency-Key records expired at `now`; the result is how many. */
@@ -75,6 +77,7 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
     changePets: pets.change,
     placeOrders: orders.place,
     changeOrders: orders.change,
+    expireOrders: orders.expire,
     saveLimiter: (items, isolate) => items.map((changes) => isolate(() => {
       limiter(changes);
       return changes.saved.length + changes.removed.length;

@@ -37,6 +37,7 @@ interface SentItems {
   changePets: PetChange;
   placeOrders: WithSentRecord<OrderPlacement>;
   changeOrders: OrderChange;
+  expireOrders: WriteItem<'expireOrders'>;
   saveLimiter: LimiterChanges;
   purgeRecords: WriteItem<'purgeRecords'>;
 }
@@ -100,6 +101,7 @@ const CARRIERS: { [Op in WriteOp]: Carrier<Op> } = {
   },
   changePets: asTheyAre<PetChange>(),
   changeOrders: asTheyAre<OrderChange>(),
+  expireOrders: asTheyAre<WriteItem<'expireOrders'>>(),
   saveLimiter: asTheyAre<LimiterChanges>(),
   purgeRecords: asTheyAre<WriteItem<'purgeRecords'>>(),
 };
