@@ -164,7 +164,7 @@ async function startRepeatedly(
   const startToFirstOkMs: number[] = [];
   for (let start = 1; ; start++) {
     const kept = start === STARTS;
-    const server = await startServer({ name, args: args(), env, timeoutMs: 10_000, cpus: load.pinning?.server ?? null });
+    const server = await startServer({ name, args: args(), env, timeoutMs: 10_000, cpus: load.pinning?.server ?? null, cpuGroup: context.cpuGroup });
     context.children.push(server);
     const first = await firstOk(server, FIRST_PATH, headers, 10_000);
     startToFirstOkMs.push(first.startToFirstOkMs);

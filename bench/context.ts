@@ -21,6 +21,8 @@ export interface BenchContext {
   cpus: number[];
   /** Removed at the end of the run. */
   workDir: string;
+  /** The cgroup of `--cpu-quota` the servers run in, or null. */
+  cpuGroup: string | null;
   database: { path: string; key: string; seedMs: number; deepSoldAfterId: number };
   /** Every server running now; the run kills them when it is interrupted. */
   children: ServerProcess[];

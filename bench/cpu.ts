@@ -4,7 +4,8 @@
  * the load generator others, so that the generator's cores show whether it was the limit.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** One `cpu` or `cpuN` line of /proc/stat, in clock ticks since boot. */
 export interface CpuTimes {
@@ -99,6 +100,25 @@ export function choosePinning(
     return { pinning: { server, generator: server }, note: `servers on CPU ${server.join(',')}, the generator SHARES them (no core left for it)`, shared: true };
   }
   return { pinning: { server, generator: rest }, note: `servers on CPU ${server.join(',')}, generator on CPU ${rest.join(',')}`, shared: false };
+}
+
+/**
+ * A cgroup v1 `cpu` group whose processes get `cores` cores' time between them (cfs_quota_us =
+ * cores × cfs_period_us), as a container started with `--cpus` has: `--cpu-quota`. Needs the
+ * right to make a group under `root` (root, on this machine).
+ */
+export function createCpuQuotaGroup(cores: number, root = '/sys/fs/cgroup/cpu'): { dir: string; remove(): void } {
+  const dir = join(root, `pets-bench-${process.pid}`);
+  mkdirSync(dir);
+  const period = Number(readFileSync(join(dir, 'cpu.cfs_period_us'), 'utf8'));
+  writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(Math.round(cores * period)));
+  // A group is removed once empty (its servers stopped); rmdir, not rm: its files are the kernel's.
+  return { dir, remove: () => rmdirSync(dir) };
+}
+
+/** The command that runs `command args...` inside the cgroup `dir` (the shell moves itself in, then execs it: same pid), or as is. */
+export function inCpuGroup(dir: string | null, command: string, args: readonly string[]): [string, string[]] {
+  return dir === null ? [command, [...args]] : ['sh', ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', dir, command, ...args]];
 }
 
 /** The command that runs `command args...` on `cpus` only (taskset execs it: same pid), or as is. */

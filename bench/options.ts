@@ -20,6 +20,8 @@ export interface BenchOptions {
   only: WorkloadName[] | null;
   /** false with --no-pin: no core of its own for the server nor for the generator. */
   pin: boolean;
+  /** `--cpu-quota`: the cores' time the servers get (a cgroup's CPU quota), or null for no quota. */
+  cpuQuota: number | null;
   /** How long, in all, the comparison may wait for other processes to quieten before its rounds. */
   quietWaitSeconds: number;
   /** --cores: the WORKERS counts to measure on SQLite, or null. */
@@ -57,6 +59,8 @@ Options:
   --only A,B        only these workloads: ${WORKLOAD_NAMES.join(', ')}
                     (default: all in the comparison; ${SCALING_WORKLOADS.join(', ')} otherwise)
   --no-pin          run the servers and the generator on any core (taskset not used)
+  --cpu-quota N     run the servers in a cgroup (v1 cpu) that gives them N cores' time, as a
+                    container's --cpus=N does (with --no-pin: every core visible, N cores' time)
   --quiet-wait S    wait at most S seconds in all for other processes to quieten (default 180)
   --out DIR         where to write latest.json (default bench/results)
   --help            this text
@@ -76,6 +80,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       connections: { type: 'string' },
       only: { type: 'string' },
       'no-pin': { type: 'boolean' },
+      'cpu-quota': { type: 'string' },
       'quiet-wait': { type: 'string' },
       cores: { type: 'string' },
       'scale-out': { type: 'boolean' },
@@ -103,12 +108,20 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     connections: integer(values.connections, '--connections', 50, 1, 1000),
     only,
     pin: !(values['no-pin'] ?? false),
+    cpuQuota: values['cpu-quota'] === undefined ? null : cores(values['cpu-quota']),
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
     cores: values.cores === undefined ? null : counts(values.cores, '--cores', 256),
     scaleOut: values['scale-out'] ? counts(values.instances ?? '1,2', '--instances', 16) : null,
     out: values.out ?? null,
     help: values.help ?? false,
   };
+}
+
+/** `--cpu-quota`: cores, a fraction allowed (0.5), at most 256. */
+function cores(raw: string): number {
+  const value = /^[0-9]+(\.[0-9]+)?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value > 0 && value <= 256)) throw new Error(`--cpu-quota must be a number of cores above 0, got ${JSON.stringify(raw)}`);
+  return value;
 }
 
 /** A list such as 1,2,4: distinct counts from 1 to `max`, in increasing order. */

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { onCpus, readProcStat, type CpuTimes } from './cpu.ts';
+import { inCpuGroup, onCpus, readProcStat, type CpuTimes } from './cpu.ts';
 
 /** Linux reports CPU times in clock ticks of 1/100 s (USER_HZ is 100 on every mainstream arch). */
 export const TICKS_PER_SECOND = 100;
@@ -21,6 +21,8 @@ export interface StartOptions {
   timeoutMs: number;
   /** The only CPUs it may run on (taskset), or null for any. */
   cpus?: readonly number[] | null;
+  /** The cgroup whose CPU quota it runs under (`--cpu-quota`), or null for none. */
+  cpuGroup?: string | null;
 }
 
 export interface ServerProcess {
@@ -44,8 +46,8 @@ export interface ServerProcess {
  * Spawns `process.execPath args...` (on `cpus` only, when given) with stdout piped and drained by this process, as a log
  * collector would, and resolves once the child has printed its listening line.
  */
-export function startServer({ name, args, env, timeoutMs, cpus = null }: StartOptions): Promise<ServerProcess> {
-  const [command, commandArgs] = onCpus(cpus, process.execPath, args);
+export function startServer({ name, args, env, timeoutMs, cpus = null, cpuGroup = null }: StartOptions): Promise<ServerProcess> {
+  const [command, commandArgs] = inCpuGroup(cpuGroup, ...onCpus(cpus, process.execPath, args));
   const spawnedAt = performance.now();
   const child: ChildProcess = spawn(command, commandArgs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let bytes = 0;

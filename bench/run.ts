@@ -17,7 +17,7 @@ import { join, relative, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { runCompare } from './compare.ts';
 import type { BenchContext } from './context.ts';
-import { allowedCpus, choosePinning, installed, pinProcess } from './cpu.ts';
+import { allowedCpus, choosePinning, createCpuQuotaGroup, installed, pinProcess } from './cpu.ts';
 import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
 import { quietWaiter } from './measure.ts';
 import { formatText, NOISE_CORES, type CompareReport, type LoadFacts } from './report.ts';
@@ -48,8 +48,19 @@ const configurations = configurationsFor(options);
 const compare = configurations.length === 0;
 const workloadNames = options.only ?? (compare ? WORKLOAD_NAMES : SCALING_WORKLOADS);
 const workDir = mkdtempSync(join(tmpdir(), 'pets-bench-'));
-const context: BenchContext = { options, cpus: allowedCpus(), workDir, database: { path: join(workDir, 'pets.db'), key: '', seedMs: 0, deepSoldAfterId: 0 }, children: [], progress,
+// --cpu-quota: the servers' cgroup, made before they start and removed once they have stopped.
+const cpuGroup = options.cpuQuota === null ? null : createCpuQuotaGroup(options.cpuQuota);
+const context: BenchContext = { options, cpus: allowedCpus(), workDir, cpuGroup: cpuGroup?.dir ?? null, database: { path: join(workDir, 'pets.db'), key: '', seedMs: 0, deepSoldAfterId: 0 }, children: [], progress,
   quiet: quietWaiter(options.quietWaitSeconds, NOISE_CORES) };
+
+/** Removes the cgroup of --cpu-quota, once its servers are gone (a group with processes stays). */
+function removeCpuGroup(): void {
+  try {
+    cpuGroup?.remove();
+  } catch {
+    progress(`could not remove the cgroup ${cpuGroup?.dir}: remove it with rmdir once its processes are gone`);
+  }
+}
 
 /** Ends the run at once: servers killed, temporary files removed. */
 function abort(message: string, code = 1): never {
@@ -62,6 +73,7 @@ function abort(message: string, code = 1): never {
     }
   }
   rmSync(workDir, { recursive: true, force: true });
+  removeCpuGroup();
   process.exit(code);
 }
 process.on('SIGINT', () => abort('interrupted', 130));
@@ -120,6 +132,7 @@ async function main(): Promise<void> {
   writeFileSync(join(results, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
   progress(`\nwrote ${relative(process.cwd(), join(results, 'latest.json'))}`);
   rmSync(workDir, { recursive: true, force: true });
+  removeCpuGroup();
   process.exitCode = verdict(comparison, scaling) ? 0 : 1;
 }
 

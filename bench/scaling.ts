@@ -111,7 +111,7 @@ async function startServers(context: BenchContext, configuration: Configuration,
   const servers: ServerProcess[] = [];
   for (let i = 0; i < configuration.instances; i++) {
     const args = [...npmStart.nodeOptions, npmStart.entry];
-    servers.push(await startServer({ name: 'service', args, env: serviceEnv(context, connections, database), timeoutMs: 30_000, cpus }));
+    servers.push(await startServer({ name: 'service', args, env: serviceEnv(context, connections, database), timeoutMs: 30_000, cpus, cpuGroup: context.cpuGroup }));
     context.children.push(servers.at(-1)!);
   }
   return servers;

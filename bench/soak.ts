@@ -29,13 +29,10 @@ import { parseArgs } from 'node:util';
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { AddressInfo } from 'node:net';
-import { closeDatabase, openDatabase, readOnly } from '../src/storage/sqlite/database.ts';
 import { createLogger } from '../src/http/access-log.ts';
 import { createService } from '../src/service/service.ts';
 import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
-import { openReaderStores } from '../src/storage/sqlite/stores.ts';
-import { startWriterThread } from '../src/storage/sqlite/writer-host.ts';
-import { createWriterClient } from '../src/storage/sqlite/writer-client.ts';
+import { openSqliteEngine } from '../src/storage/sqlite/engine.ts';
 import { systemClock } from '../src/clock.ts';
 import { LIMITER_SAVE_INTERVAL_MS } from '../src/service/chores.ts';
 import { installed } from './cpu.ts';
@@ -55,13 +52,17 @@ try {
 
 const directory = mkdtempSync(join(tmpdir(), 'pets-soak-'));
 const databasePath = join(directory, 'soak.db');
-const db = openDatabase(databasePath);
-// The keys first, on the connection that then only reads; every later write goes to the writer.
-const keys = createKeysStore(db, { appEnv: 'development' });
-const roomy = keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() });
-const free = keys.create({ plan: 'free', label: 'soak-free', now: systemClock() });
-const writer = startWriterThread({ entry: new URL('../src/writer.ts', import.meta.url), path: databasePath });
-const writerClient = createWriterClient(writer.connect());
+// Opened as main.ts opens it, with the writer thread; the keys first, before any writer starts.
+const { engine, seeded: { roomy, free } } = await openSqliteEngine({
+  path: databasePath, writer: 'thread', threadEntry: new URL('../src/writer.ts', import.meta.url), log: () => {},
+  stores: { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 },
+}, (db) => {
+  const keys = createKeysStore(db, { appEnv: 'development' });
+  return {
+    roomy: keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() }),
+    free: keys.create({ plan: 'free', label: 'soak-free', now: systemClock() }),
+  };
+});
 let loggedBytes = 0;
 let requestsSoFar = 0;
 // Access lines are built exactly as in production, then counted instead of printed: one a request.
@@ -76,7 +77,7 @@ const logger = createLogger({
 const service = createService({
   // TRUST_PROXY lets the load speak for 512 client addresses from one loopback socket.
   config: { appEnv: 'development', trustProxy: true, rateLimitBanThreshold: 30, rateLimitBanSeconds: 900, publicBaseUrl: null, stagingBaseUrl: null },
-  stores: openReaderStores(readOnly(db), { submit: writerClient.submit, memory: writer.memory }, { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 }),
+  stores: engine.stores,
   clock: systemClock, logger,
 });
 const flushTimer = setInterval(() => service.stores.upkeep.saveLimiterState!(), LIMITER_SAVE_INTERVAL_MS);
@@ -156,9 +157,7 @@ await new Promise((resolve) => server.close(resolve));
 await service.stores.upkeep.saveLimiterState!();
 logger.flush();
 const databaseBytes = statSync(databasePath).size + (statSync(`${databasePath}-wal`, { throwIfNoEntry: false })?.size ?? 0);
-closeDatabase(db);
-writerClient.close();
-await writer.close();
+await engine.close();
 rmSync(directory, { recursive: true, force: true });
 
 // The first and last minute (or half, for a short run), leaving out the first sample: their

@@ -4,6 +4,7 @@
  * the variable, not run it with a surprising default.
  */
 import { availableParallelism } from 'node:os';
+import { cgroupCpuQuota } from './lib/cpu-quota.ts';
 import { parseIp, parseRange, type RangeProblem } from './lib/ip-address.ts';
 import { HOST_NAME, parsePostgresUrl } from './lib/postgres-url.ts';
 
@@ -21,6 +22,9 @@ export type AppEnv = (typeof APP_ENVS)[number];
 
 export const DATABASE_POOLERS = ['none', 'transaction'] as const;
 export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
+
+export const WRITER_MODES = ['auto', 'inline', 'thread'] as const;
+export type WriterMode = Exclude<(typeof WRITER_MODES)[number], 'auto'>;
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -73,6 +77,14 @@ export interface Config {
    * single process (see src/cluster/). `auto` is resolved here to the cores the process may use.
    */
   workers: number;
+  /**
+   * `WRITER`: how the writes to a SQLite file are made. `thread`: by a writer thread, which
+   * commits while the request threads go on serving (with two cores or more, and always with
+   * WORKERS above 1); `inline`: on the request thread's own connection, made durable by an
+   * `fdatasync` in libuv's thread pool (one core: no thread to hand messages to and wake).
+   * `auto` is resolved here from the cores and the CPU quota.
+   */
+  writer: WriterMode;
   /**
    * `WEBHOOK_ALLOWED_NETWORKS`: the IP addresses and CIDR ranges, as written and without
    * repeats, that a webhook URL may point into although they are not public; inside them
@@ -131,16 +143,20 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** What `WORKERS=auto` reads of the machine; tests pass their own. */
+/** What `WORKERS=auto` and `WRITER=auto` read of the machine; tests pass their own. */
 export interface Machine {
   availableParallelism(): number;
+  /** The CPU quota of the process's cgroup in cores (1.5 for one and a half), or null for none. */
+  cpuQuota(): number | null;
 }
+
+const THIS_MACHINE: Machine = { availableParallelism, cpuQuota: () => cgroupCpuQuota() };
 
 /**
  * Reads and validates the configuration. Throws `ConfigError` (one line, naming the variable) on
  * the first invalid value. An empty variable counts as unset, so `PORT= npm start` means the default.
  */
-export function loadConfig(env: Env, machine: Machine = { availableParallelism }): Config {
+export function loadConfig(env: Env, machine: Machine = THIS_MACHINE): Config {
   const appEnv = oneOf(env, 'APP_ENV', APP_ENVS, 'development');
   const port = integer(env, 'PORT', 0, 65_535, 8080);
   const databaseUrl = postgresUrl(env, 'DATABASE_URL');
@@ -149,6 +165,7 @@ export function loadConfig(env: Env, machine: Machine = { availableParallelism }
     throw new ConfigError('DATABASE_URL', 'DATABASE_URL and DATABASE_PATH are both set; set DATABASE_URL for PostgreSQL or DATABASE_PATH for SQLite, not both');
   }
   const databasePath = read(env, 'DATABASE_PATH') ?? `data/${appEnv}.db`;
+  const workerCount = workers(env, machine, { databaseUrl, databasePath });
   return {
     port,
     host: host(env, 'HOST', '127.0.0.1'),
@@ -168,7 +185,8 @@ export function loadConfig(env: Env, machine: Machine = { availableParallelism }
     metricsPort: metricsPort(env, port),
     allowedHosts: hostNames(env, 'ALLOWED_HOSTS'),
     corsAllowedOrigins: allowedOrigins(env, 'CORS_ALLOWED_ORIGINS'),
-    workers: workers(env, machine, { databaseUrl, databasePath }),
+    workers: workerCount,
+    writer: writerMode(env, machine, workerCount),
     webhookAllowedNetworks: webhookAllowedNetworks(env, 'WEBHOOK_ALLOWED_NETWORKS'),
     webhookRetrySchedule: retrySchedule(env, 'WEBHOOK_RETRY_SCHEDULE'),
     orderHoldSeconds: integer(env, 'ORDER_HOLD_SECONDS', 1, MAX_HOLD_SECONDS, DEFAULT_HOLD_SECONDS),
@@ -198,6 +216,23 @@ function workers(env: Env, machine: Machine, engine: { databaseUrl: string | nul
     throw new ConfigError('WORKERS', 'WORKERS above 1 needs a database file: every worker opens DATABASE_PATH, and :memory: is a separate database per connection');
   }
   return value;
+}
+
+/**
+ * `WRITER`: `auto` (the default) is `inline` where the process gets less than two cores (the cores
+ * it may run on, or its cgroup's CPU quota, whichever is smaller) and `thread` otherwise. WORKERS
+ * above 1 share one writer thread, so they need `thread`.
+ */
+function writerMode(env: Env, machine: Machine, workerCount: number): WriterMode {
+  const chosen = oneOf(env, 'WRITER', WRITER_MODES, 'auto');
+  if (workerCount > 1) {
+    if (chosen === 'inline') throw new ConfigError('WRITER', 'WRITER must be thread or auto with WORKERS above 1 (its workers share one writer thread), got "inline"');
+    return 'thread';
+  }
+  if (chosen !== 'auto') return chosen;
+  const quota = machine.cpuQuota();
+  const cores = Math.min(machine.availableParallelism(), quota === null ? Infinity : quota);
+  return cores < 2 ? 'inline' : 'thread';
 }
 
 /** Unset: no metrics listener. 0, like PORT=0, takes any free port, so 0 for both is no clash. */
@@ -340,7 +375,7 @@ const KNOWN_VARIABLES: ReadonlySet<string> = (() => {
       return undefined;
     },
   });
-  loadConfig(recording, { availableParallelism: () => 1 });
+  loadConfig(recording, { availableParallelism: () => 1, cpuQuota: () => null });
   return names;
 })();
 

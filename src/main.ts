@@ -10,6 +10,7 @@
  * - a worker thread of that primary: this same file is its entry (src/cluster/worker.ts).
  * The first two share everything else: the engine, the development key, the chores, the
  * metrics listener, the `listening` line and the shutdown. On a SQLite file either starts the
+ * writer (storage/sqlite/engine.ts): with one core inline on its own connection, otherwise the
  * writer thread (src/writer.ts), the only connection that writes the file, for every thread.
  */
 import type { AddressInfo } from 'node:net';
@@ -25,11 +26,10 @@ import { allowedHosts } from './http/allowed-hosts.ts';
 import type { App } from './http/server.ts';
 import { ensureDevelopmentKey } from './storage/keys.ts';
 import type { Stores } from './storage/stores.ts';
-import { closeDatabase, openReaderDatabase, openServerDatabase, readOnly } from './storage/sqlite/database.ts';
-import { openReaderStores, openStores as openSqliteStores } from './storage/sqlite/stores.ts';
+import { closeDatabase, openReaderDatabase } from './storage/sqlite/database.ts';
+import { openSqliteEngine } from './storage/sqlite/engine.ts';
 import { createKeysStore } from './storage/sqlite/keys-store.ts';
-import { startWriterThread, type WriterHost } from './storage/sqlite/writer-host.ts';
-import { createWriterClient } from './storage/sqlite/writer-client.ts';
+import { createWriterClient, type WriterHost } from './storage/sqlite/writer.ts';
 import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
 import { startChores, type Chores } from './service/chores.ts';
@@ -69,6 +69,8 @@ interface Engine {
   memoryLimiter: Limiter | null;
   /** The writer thread of a SQLite file, which every worker of WORKERS writes through too. */
   writer: WriterHost | null;
+  /** Resolves, with one line saying why, if the engine's writer fails (the server then stops). */
+  failed: Promise<string>;
   /** The key `ensureDevelopmentKey` created, to be shown once. */
   developmentKey: string | null;
   close(): Promise<void>;
@@ -77,26 +79,14 @@ interface Engine {
 async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   const options = { appEnv: config.appEnv, clock: systemClock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds };
   if (config.databaseUrl === null) {
-    // This connection migrates the file and makes the development key, then only reads: from
-    // then on the writer thread is the only connection that writes (a file; `:memory:` is one
-    // connection, which writes itself).
-    const db = openServerDatabase(config.databasePath, (fields) => logger.event(fields), { ownFolder: config.databasePathIsDefault });
-    const developmentKey = await ensureDevelopmentKey(createKeysStore(db, { appEnv: config.appEnv }), config.appEnv, systemClock());
-    if (config.databasePath === ':memory:') {
-      const stores = openSqliteStores(db, options);
-      return { name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, writer: null, developmentKey, close: async () => closeDatabase(db) };
-    }
-    const writer = startWriterThread({ entry: new URL('./writer.ts', import.meta.url), path: config.databasePath });
-    const client = createWriterClient(writer.connect());
-    const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, options);
+    // The first connection migrates the file and makes the development key; then the writer
+    // starts: inline on that connection (one core), or a thread, for which it then only reads.
+    const { engine, seeded: developmentKey } = await openSqliteEngine({
+      path: config.databasePath, writer: config.writer, threadEntry: new URL('./writer.ts', import.meta.url), log: (fields) => logger.event(fields), ownFolder: config.databasePathIsDefault, stores: options,
+    }, (db) => ensureDevelopmentKey(createKeysStore(db, { appEnv: config.appEnv }), config.appEnv, systemClock()));
     return {
-      name: 'sqlite', stores, memoryLimiter: stores.limiter as Limiter, writer, developmentKey,
-      // The readers first, so that the writer is the last connection: it checkpoints the WAL as it closes.
-      close: async () => {
-        closeDatabase(db);
-        client.close();
-        await writer.close();
-      },
+      name: 'sqlite', stores: engine.stores, memoryLimiter: engine.limiter, writer: engine.kind === 'thread' ? engine.writer : null,
+      failed: engine.failed, developmentKey, close: engine.close,
     };
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
@@ -126,6 +116,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
       stores,
       memoryLimiter: null,
       writer: null,
+      failed: new Promise<string>(() => {}),
       developmentKey: await ensureDevelopmentKey(stores.keys, config.appEnv, systemClock()),
       close: () => availability.end({ timeout: 5 }),
     };
@@ -240,7 +231,7 @@ async function runProcess(config: Config): Promise<void> {
   });
   // A worker or the writer thread that dies stops the process, once the limiter is saved (or,
   // without a writer, has failed to be).
-  void Promise.race([serving.failed, engine.writer?.failed ?? new Promise<string>(() => {})]).then(async (line) => {
+  void Promise.race([serving.failed, engine.failed]).then(async (line) => {
     process.stderr.write(`${line}\n`);
     await chores.stop();
     logger.flush();

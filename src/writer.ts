@@ -1,7 +1,7 @@
 /**
  * The entry of SQLite's writer thread, which main.ts starts on a database file (through
- * storage/sqlite/writer-host.ts): it opens the one connection of the server that writes the file
- * and serves the writes of every other thread on it (storage/sqlite/writer-thread.ts) until told
+ * storage/sqlite/writer/host.ts): it opens the one connection of the server that writes the file
+ * and serves the writes of every other thread on it (storage/sqlite/writer/thread.ts) until told
  * to close. Like main.ts, an edge: the file is opened here and handed down.
  *
  * Not main.ts itself: a thread that ran main.ts would load the whole service to use none of it,
@@ -10,8 +10,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { REMEMBERED } from './service/remembered.ts';
 import { closeDatabase, openWriterDatabase } from './storage/sqlite/database.ts';
-import type { WriterStart } from './storage/sqlite/writer-host.ts';
-import { runWriter } from './storage/sqlite/writer-thread.ts';
+import { runWriter, type WriterStart } from './storage/sqlite/writer.ts';
 
 const { path, memory } = workerData as WriterStart;
 // The server's first connection migrated the file before starting this thread.

@@ -17,7 +17,7 @@ function assertRefused(env: Record<string, string>, variable: string): void {
 }
 
 test('an empty environment gives every default of the contract', () => {
-  assert.deepEqual(loadConfig({}), {
+  assert.deepEqual(loadConfig({}, { availableParallelism: () => 2, cpuQuota: () => null }), {
     port: 8080,
     host: '127.0.0.1',
     appEnv: 'development',
@@ -37,6 +37,7 @@ test('an empty environment gives every default of the contract', () => {
     allowedHosts: null,
     corsAllowedOrigins: null,
     workers: 1,
+    writer: 'thread',
     webhookAllowedNetworks: [],
     webhookRetrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000],
     orderHoldSeconds: 172800,
@@ -257,8 +258,8 @@ test('WORKERS is 1 by default, an integer from 1 to 256, or auto (the cores this
   assert.equal(loadConfig({ ...file, WORKERS: '1' }).workers, 1);
   assert.equal(loadConfig({ ...file, WORKERS: '4' }).workers, 4);
   assert.equal(loadConfig({ ...file, WORKERS: '256' }).workers, 256);
-  assert.equal(loadConfig({ ...file, WORKERS: 'auto' }, { availableParallelism: () => 6 }).workers, 6);
-  assert.equal(loadConfig({ ...file, WORKERS: 'auto' }, { availableParallelism: () => 1 }).workers, 1);
+  assert.equal(loadConfig({ ...file, WORKERS: 'auto' }, { availableParallelism: () => 6, cpuQuota: () => null }).workers, 6);
+  assert.equal(loadConfig({ ...file, WORKERS: 'auto' }, { availableParallelism: () => 1, cpuQuota: () => null }).workers, 1);
   for (const value of ['0', '257', '-1', '2.5', 'all', 'AUTO', ' 2']) assertRefused({ ...file, WORKERS: value }, 'WORKERS');
 });
 
@@ -267,7 +268,29 @@ test('WORKERS above 1 needs a SQLite file: refused with :memory: and with DATABA
   assertRefused({ DATABASE_URL: 'postgres://localhost/pets', WORKERS: '2' }, 'WORKERS');
   // One worker is the plain single process, which runs on either.
   assert.equal(loadConfig({ DATABASE_PATH: ':memory:', WORKERS: '1' }).workers, 1);
-  assert.equal(loadConfig({ DATABASE_URL: 'postgres://localhost/pets', WORKERS: 'auto' }, { availableParallelism: () => 1 }).workers, 1);
+  assert.equal(loadConfig({ DATABASE_URL: 'postgres://localhost/pets', WORKERS: 'auto' }, { availableParallelism: () => 1, cpuQuota: () => null }).workers, 1);
+});
+
+test('WRITER=auto is inline where the process gets at most one core (cores or CPU quota), a thread otherwise', () => {
+  const machine = (cores: number, quota: number | null) => ({ availableParallelism: () => cores, cpuQuota: () => quota });
+  assert.equal(loadConfig({}, machine(1, null)).writer, 'inline');
+  assert.equal(loadConfig({}, machine(2, null)).writer, 'thread');
+  assert.equal(loadConfig({}, machine(8, 1)).writer, 'inline');
+  assert.equal(loadConfig({}, machine(8, 1.5)).writer, 'inline');
+  assert.equal(loadConfig({}, machine(8, 2)).writer, 'thread');
+  assert.equal(loadConfig({}, machine(1, 4)).writer, 'inline');
+  assert.equal(loadConfig({ WRITER: 'auto' }, machine(1, null)).writer, 'inline');
+  // Set, it wins over the machine.
+  assert.equal(loadConfig({ WRITER: 'thread' }, machine(1, 1)).writer, 'thread');
+  assert.equal(loadConfig({ WRITER: 'inline' }, machine(8, null)).writer, 'inline');
+  for (const value of ['Inline', 'threads', 'none']) assertRefused({ WRITER: value }, 'WRITER');
+});
+
+test('WORKERS above 1 share one writer thread: WRITER=inline is refused, auto is the thread', () => {
+  const file = { DATABASE_PATH: 'data/x.db', WORKERS: '2' };
+  assert.equal(loadConfig(file, { availableParallelism: () => 1, cpuQuota: () => 1 }).writer, 'thread');
+  assert.equal(loadConfig({ ...file, WRITER: 'thread' }).writer, 'thread');
+  assertRefused({ ...file, WRITER: 'inline' }, 'WRITER');
 });
 
 test('LOG_LEVEL is one of the five levels', () => {

@@ -5,7 +5,7 @@
  * - N worker threads (worker.ts) each run the whole HTTP service on their own connection to the
  *   file, which only reads, and listen on the same HOST:PORT with SO_REUSEPORT; the kernel
  *   spreads new connections over them. Every write of every worker goes to the one writer thread
- *   (src/storage/sqlite/writer-thread.ts), which main.ts started: no two connections ever wait
+ *   (src/storage/sqlite/writer/thread.ts), which main.ts started: no two connections ever wait
  *   for each other's write lock. Reads stay exact across workers: the writer journals what each
  *   write touched in memory every worker shares, and publishes each commit before answering it,
  *   so the next request on any worker drops exactly the cached answers the write touched; a
@@ -21,7 +21,7 @@ import type { Config } from '../config.ts';
 import { createConnectionGate } from '../http/connection-gate.ts';
 import { SERVER_LIMITS } from '../http/server.ts';
 import type { Limiter } from '../limits/limiter.ts';
-import type { WriterHost } from '../storage/sqlite/writer-host.ts';
+import type { WriterHost } from '../storage/sqlite/writer.ts';
 import { listen, listenFailure } from '../service/serving.ts';
 import { createLimiterHost } from './limiter-host.ts';
 import { createWorkerPool, type WorkerCounts } from './worker-pool.ts';

@@ -8,7 +8,7 @@
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { Decision } from '../limits/buckets.ts';
-import type { WriterMemory } from '../storage/sqlite/writer-protocol.ts';
+import type { WriterMemory } from '../storage/sqlite/writer.ts';
 import type { ConnectionRefusal } from '../http/connection-gate.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
 

@@ -9,7 +9,7 @@ import { errorName } from '../http/access-log.ts';
 import { listenFailure } from '../service/serving.ts';
 import type { Config } from '../config.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
-import type { WriterHost } from '../storage/sqlite/writer-host.ts';
+import type { WriterHost } from '../storage/sqlite/writer.ts';
 import type { PrimaryMessage, WorkerMessage, WorkerWriter } from './protocol.ts';
 
 /** What one worker counted, for a scrape of /metrics. */

@@ -1,6 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { busiestShare, busyShare, choosePinning, installed, onCpus, parseCpuList, parseProcStat } from '../../bench/cpu.ts';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { busiestShare, busyShare, choosePinning, createCpuQuotaGroup, inCpuGroup, installed, onCpus, parseCpuList, parseProcStat } from '../../bench/cpu.ts';
 
 /** /proc/stat as Linux prints it, with the per-core lines of a 2-core machine. */
 function procStat(cpu0: number[], cpu1: number[]): string {
@@ -79,4 +83,37 @@ test('a pinned command runs through taskset, which keeps the process id', () => 
 test('a command is installed when it runs, and not when it is not on the PATH', () => {
   assert.equal(installed('node'), true);
   assert.equal(installed('no-such-command-of-the-bench'), false);
+});
+
+test('a command in a cpu group: its shell writes its own pid to cgroup.procs, then execs the command with that pid', (t) => {
+  assert.deepEqual(inCpuGroup(null, 'node', ['main.ts']), ['node', ['main.ts']]);
+  // A plain folder stands for the group: the kernel would move the writer of the pid into it.
+  const dir = mkdtempSync(join(tmpdir(), 'pets-cpu-group-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const [command, args] = inCpuGroup(dir, ...onCpus(null, process.execPath, ['-e', 'process.stdout.write(String(process.pid))']));
+  const run = spawnSync(command, args, { encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  assert.equal(readFileSync(join(dir, 'cgroup.procs'), 'utf8').trim(), run.stdout, 'the pid the group got is the command\'s own');
+});
+
+test('a cpu group gives its processes the cores asked for, where this process may make one', (t) => {
+  let group: ReturnType<typeof createCpuQuotaGroup>;
+  try {
+    group = createCpuQuotaGroup(1.5);
+  } catch {
+    t.skip('no cgroup v1 cpu controller this process may write to');
+    return;
+  }
+  t.after(() => group.remove());
+  const period = Number(readFileSync(join(group.dir, 'cpu.cfs_period_us'), 'utf8'));
+  assert.equal(Number(readFileSync(join(group.dir, 'cpu.cfs_quota_us'), 'utf8')), 1.5 * period);
+  // The service's probe (WRITER=auto) reads the quota inside the group.
+  const probe = new URL('../../src/lib/cpu-quota.ts', import.meta.url).href;
+  const script = `const { cgroupCpuQuota } = await import(${JSON.stringify(probe)}); process.stdout.write(JSON.stringify({ quota: cgroupCpuQuota(), groups: (await import('node:fs')).readFileSync('/proc/self/cgroup', 'utf8') }));`;
+  const [command, args] = inCpuGroup(group.dir, process.execPath, ['--input-type=module', '-e', script]);
+  const run = spawnSync(command, args, { encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  const seen = JSON.parse(run.stdout) as { quota: number; groups: string };
+  assert.match(seen.groups, new RegExp(`:cpu[^:]*:/${basename(group.dir)}$`, 'm'));
+  assert.equal(seen.quota, 1.5);
 });

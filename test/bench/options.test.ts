@@ -5,9 +5,15 @@ import { parseBenchOptions } from '../../bench/options.ts';
 test('with no options the bench runs the comparison of every workload with the default settings, pinned', () => {
   assert.deepEqual(parseBenchOptions([]), {
     pets: 10_000, seconds: 5, warmup: 3, rounds: 3, connections: 50, only: null,
-    pin: true, quietWaitSeconds: 180, cores: null, scaleOut: null, out: null,
+    pin: true, cpuQuota: null, quietWaitSeconds: 180, cores: null, scaleOut: null, out: null,
     help: false,
   });
+});
+
+test('--cpu-quota is a number of cores above 0, a fraction allowed', () => {
+  assert.equal(parseBenchOptions(['--cpu-quota', '1']).cpuQuota, 1);
+  assert.equal(parseBenchOptions(['--cpu-quota', '1.5']).cpuQuota, 1.5);
+  for (const bad of ['0', '-1', 'one', '1e3', '']) assert.throws(() => parseBenchOptions(['--cpu-quota', bad]), /--cpu-quota/);
 });
 
 test('--only keeps the standard order and refuses an unknown workload', () => {

@@ -126,8 +126,10 @@ function killTestDatabase(t: TestContext, prefix: string): { databasePath: strin
   return { databasePath, children, key, setup };
 }
 
-for (const workers of ['1', '2']) test(`SIGKILL during concurrent creates loses no acknowledged pet, and retries replay instead of creating (WORKERS=${workers})`, async (t) => {
-  const env = { WORKERS: workers };
+/** Every way the writes are made: the writer thread, inline (one core), and two workers on the thread. */
+const WRITERS = [{ WORKERS: '1', WRITER: 'thread' }, { WORKERS: '1', WRITER: 'inline' }, { WORKERS: '2', WRITER: 'thread' }];
+
+for (const env of WRITERS) test(`SIGKILL during concurrent creates loses no acknowledged pet, and retries replay instead of creating (WORKERS=${env.WORKERS}, WRITER=${env.WRITER})`, async (t) => {
   const { databasePath, children, key, setup } = killTestDatabase(t, 'pets-kill-');
   setup.close();
 
@@ -182,14 +184,15 @@ for (const workers of ['1', '2']) test(`SIGKILL during concurrent creates loses 
   await once(second.child, 'exit');
 });
 
-test('SIGKILL during concurrent orders loses no acknowledged order, retries replay, and every pet agrees with its order', async (t) => {
+for (const writer of ['thread', 'inline']) test(`SIGKILL during concurrent orders loses no acknowledged order, retries replay, and every pet agrees with its order (WRITER=${writer})`, async (t) => {
+  const env = { WRITER: writer };
   const { databasePath, children, key, setup } = killTestDatabase(t, 'pets-kill-orders-');
   const PETS = 200;
   createPetsStore(setup).insertMany(Array.from({ length: PETS }, (_, i) => ({ name: `held ${i}`, categoryId: 1n, status: 'available' as const })));
   setup.close();
   const orderOf = (i: number) => `{"petId":${i + 1}}`;
 
-  const first = await startServer(databasePath);
+  const first = await startServer(databasePath, { env });
   children.push(first.child);
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   let acknowledgedCount = 0;
@@ -217,7 +220,7 @@ test('SIGKILL during concurrent orders loses no acknowledged order, retries repl
      WHERE (p.status = 'pending') <> EXISTS (SELECT 1 FROM orders o WHERE o.pet_id = p.id AND o.status IN ('placed', 'approved'))`).get() as { n: number };
   assert.equal(disagreements().n, 0);
 
-  const second = await startServer(databasePath);
+  const second = await startServer(databasePath, { env });
   children.push(second.child);
   const again = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   t.after(() => again.destroy());
@@ -238,15 +241,15 @@ test('SIGKILL during concurrent orders loses no acknowledged order, retries repl
 });
 
 /**
- * Preloaded into every thread of the server: in the writer thread (the one started with the
- * writer's shared memory), once COMMIT has returned for the group holding a pet named 'hold',
+ * Preloaded into every thread of the server: in the thread that writes (the writer thread, the
+ * one started with the writer's shared memory; with WRITER=inline, the main thread), once COMMIT has returned for the group holding a pet named 'hold',
  * it says so on stderr and holds the thread before the group is answered.
  */
 const HOLD_AFTER_COMMIT = 'data:text/javascript,' + encodeURIComponent(`
   import { isMainThread, workerData } from 'node:worker_threads';
   import { writeSync } from 'node:fs';
   import { DatabaseSync, StatementSync } from 'node:sqlite';
-  if (!isMainThread && workerData?.memory?.journal) {
+  if (isMainThread ? process.env.WRITER === 'inline' : workerData?.memory?.journal) {
     let holding = false;
     const get = StatementSync.prototype.get;
     StatementSync.prototype.get = function (...values) {
@@ -265,12 +268,13 @@ const HOLD_AFTER_COMMIT = 'data:text/javascript,' + encodeURIComponent(`
   }
 `);
 
-test('SIGKILL while the writer thread holds a group it has committed but not answered: the group is stored, and its retries replay it', async (t) => {
+for (const writer of ['thread', 'inline']) test(`SIGKILL while the writer holds a group it has committed but not answered: the group is stored, and its retries replay it (WRITER=${writer})`, async (t) => {
+  const env = { WRITER: writer };
   const { databasePath, children, key, setup } = killTestDatabase(t, 'pets-kill-writer-');
   setup.close();
 
   const held = Promise.withResolvers<void>();
-  const first = await startServer(databasePath, { nodeOptions: ['--import', HOLD_AFTER_COMMIT], stderr: (line) => line === 'committed, not answered' && held.resolve() });
+  const first = await startServer(databasePath, { env, nodeOptions: ['--import', HOLD_AFTER_COMMIT], stderr: (line) => line === 'committed, not answered' && held.resolve() });
   children.push(first.child);
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   // Acknowledged creates first, then a burst around the one named 'hold'.
@@ -289,7 +293,7 @@ test('SIGKILL while the writer thread holds a group it has committed but not ans
   t.after(() => check.close());
   assert.equal((check.prepare("SELECT count(*) AS n FROM pets WHERE name = 'hold'").get() as { n: number }).n, 1, 'committed before the kill: on disk');
 
-  const second = await startServer(databasePath);
+  const second = await startServer(databasePath, { env });
   children.push(second.child);
   const again = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   t.after(() => again.destroy());

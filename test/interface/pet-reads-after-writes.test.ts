@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DatabaseSync } from 'node:sqlite';
-import { json, startTestServer, startWriterTestServer, type TestServer } from '../support/test-server.ts';
+import { json, startInlineTestServer, startTestServer, startWriterTestServer, type TestServer } from '../support/test-server.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { openRaw } from '../support/raw-http.ts';
 
@@ -62,17 +62,24 @@ function sharedFile(t: { after(fn: () => void): void }) {
   return { db, other };
 }
 
-/** The two ways the server writes: in place (`:memory:`), and through the writer thread (a file). */
+/** The ways the server writes: in place (`:memory:`), through the writer thread and inline (a file). */
 const MODES = [
-  { name: 'writes in place', writerThread: false },
-  { name: 'writes through the writer thread', writerThread: true },
+  { name: 'writes in place', writerThread: false, inlineWriter: false },
+  { name: 'writes through the writer thread', writerThread: true, inlineWriter: false },
+  { name: 'writes inline on a file', writerThread: false, inlineWriter: true },
 ] as const;
 
-for (const { name, writerThread } of MODES) describe(name, () => {
-  const start = (t: TestContext) => startTestServer(t, { writerThread });
+for (const { name, writerThread, inlineWriter } of MODES) describe(name, () => {
+  const start = (t: TestContext) => startTestServer(t, { writerThread, inlineWriter });
 
   /** The server, and another connection on its file, as another process would have. */
   async function withOther(t: TestContext): Promise<{ server: TestServer; other: DatabaseSync }> {
+    if (inlineWriter) {
+      const server = await startInlineTestServer(t);
+      const other = openDatabase(server.path);
+      t.after(() => other.close());
+      return { server, other };
+    }
     if (!writerThread) {
       const { db, other } = sharedFile(t);
       return { server: await startTestServer(t, { db }), other };

@@ -10,11 +10,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BroadcastChannel } from 'node:worker_threads';
-import { closeDatabase, openDatabase, readOnly } from '../../src/storage/sqlite/database.ts';
+import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { openSqliteEngine } from '../../src/storage/sqlite/engine.ts';
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
-import { openReaderStores, type ReaderStores } from '../../src/storage/sqlite/stores.ts';
-import { startWriterThread, type WriterHost } from '../../src/storage/sqlite/writer-host.ts';
-import { createWriterClient, type WriterClient } from '../../src/storage/sqlite/writer-client.ts';
+import type { ReaderStores } from '../../src/storage/sqlite/stores.ts';
+import type { WriterClient, WriterHost } from '../../src/storage/sqlite/writer.ts';
 import { createLogger } from '../../src/http/access-log.ts';
 import { createService, type Service, type ServiceConfig, type ServiceDeps } from '../../src/service/service.ts';
 import { openStores as openSqliteStores, type SqliteStores } from '../../src/storage/sqlite/stores.ts';
@@ -69,6 +69,11 @@ export interface TestServerOptions {
    * (test/support/writer-thread.ts), read on a connection of this thread. See startWriterTestServer.
    */
   writerThread?: boolean;
+  /**
+   * Serve as the server does on a file with one core: a temporary database written inline on the
+   * connection that reads it (storage/sqlite/writer/inline.ts). See startInlineTestServer.
+   */
+  inlineWriter?: boolean;
   /** An open database to use (and leave open); default a fresh `:memory:` one. */
   db?: DatabaseSync;
   config?: Partial<ServiceConfig>;
@@ -83,6 +88,7 @@ export interface TestServerOptions {
 /** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
 export async function startTestServer(t: TestContext, options: TestServerOptions = {}): Promise<TestServer> {
   if (options.writerThread) return startWriterTestServer(t, options) as unknown as Promise<TestServer>;
+  if (options.inlineWriter) return startInlineTestServer(t, options);
   const db = options.db ?? openDatabase(':memory:');
   const clock = options.clock ?? fakeClock();
   const { logger, logs } = captureLogs(clock);
@@ -156,29 +162,57 @@ export const TEST_WRITER_ENTRY = new URL('./writer-thread.ts', import.meta.url);
 export async function startWriterTestServer(t: TestContext, options: Omit<TestServerOptions, 'db' | 'writerThread'> = {}): Promise<WriterTestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'pets-writer-'));
   const path = join(dir, 'pets.db');
-  const db = openDatabase(path);
   const clock = options.clock ?? fakeClock();
-  const issued = await testKeys(createKeysStore(db, { appEnv: 'development' }), clock);
-  const writer = startWriterThread({ entry: TEST_WRITER_ENTRY, path });
-  const client = createWriterClient(writer.connect());
-  await writerReady(client);
+  const config = testConfig(options);
+  // Opened as the server opens its file (storage/sqlite/engine.ts), with the thread of this folder.
+  const { engine, seeded: issued } = await openSqliteEngine({
+    path, writer: 'thread', threadEntry: TEST_WRITER_ENTRY, log: () => {}, stores: storesOptions(config, clock, options),
+  }, (db) => testKeys(createKeysStore(db, { appEnv: 'development' }), clock));
+  if (engine.kind !== 'thread') throw new Error('a writer thread was asked for');
   const cleanUp = async () => {
-    closeDatabase(db);
-    client.close();
-    await writer.close();
+    await engine.close();
     rmSync(dir, { recursive: true, force: true });
   };
+  // Once the writer answers a write (one that deletes nothing), its module has loaded, so its
+  // BroadcastChannel exists (a message posted before that is lost).
+  await engine.stores.upkeep.purgeExpiredRecords(0, 0);
   const { logger, logs } = captureLogs(clock);
-  const config = testConfig(options);
-  const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, storesOptions(config, clock, options));
-  const service = serviceOver(stores, config, clock, logger, options);
+  const service = serviceOver(engine.stores, config, clock, logger, options);
   const served = await serve(t, service, clock, logger, logs, Promise.resolve(issued)).catch(async (error: unknown) => {
     await cleanUp();
     throw error;
   });
   // After the server has closed (hooks run in the order they were added).
   t.after(cleanUp);
-  return { ...served, db, service, path, writer, writerExec: writerFaults(path), pauseWriter: writerPause(path) };
+  return { ...served, db: engine.db, service, path, writer: engine.writer, writerExec: writerFaults(path), pauseWriter: writerPause(path) };
+}
+
+/**
+ * The service as it runs on a file with one core: a temporary database, migrated and given the
+ * two keys, whose connection writes inline (`inlineWriter: true`). `server.db` is that connection,
+ * `server.path` its file.
+ */
+export async function startInlineTestServer(t: TestContext, options: Omit<TestServerOptions, 'db' | 'writerThread' | 'inlineWriter'> = {}): Promise<TestServer & { path: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-inline-'));
+  const path = join(dir, 'pets.db');
+  const clock = options.clock ?? fakeClock();
+  const config = testConfig(options);
+  const { engine, seeded: issued } = await openSqliteEngine({
+    path, writer: 'inline', threadEntry: TEST_WRITER_ENTRY, log: () => {}, stores: storesOptions(config, clock, options),
+  }, (db) => testKeys(createKeysStore(db, { appEnv: 'development' }), clock));
+  const cleanUp = async () => {
+    await engine.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const { logger, logs } = captureLogs(clock);
+  const service = serviceOver(engine.stores, config, clock, logger, options);
+  const served = await serve(t, service, clock, logger, logs, Promise.resolve(issued)).catch(async (error: unknown) => {
+    await cleanUp();
+    throw error;
+  });
+  // After the server has closed (hooks run in the order they were added).
+  t.after(cleanUp);
+  return { ...served, db: engine.db, service: service as unknown as TestServer['service'], path };
 }
 
 /** A test server on PostgreSQL: the same service, over a pool on a migrated database. */

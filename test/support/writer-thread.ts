@@ -6,8 +6,7 @@
  */
 import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { closeDatabase, openWriterDatabase } from '../../src/storage/sqlite/database.ts';
-import { runWriter } from '../../src/storage/sqlite/writer-thread.ts';
-import type { WriterStart } from '../../src/storage/sqlite/writer-host.ts';
+import { runWriter, type WriterStart } from '../../src/storage/sqlite/writer.ts';
 import { REMEMBERED } from '../../src/service/remembered.ts';
 
 const { path, memory } = workerData as WriterStart;

@@ -3,6 +3,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { closeSync, openSync, readSync } from 'node:fs';
+import { endianness } from 'node:os';
 
 const watchers = new WeakMap<DatabaseSync, () => number>();
 
@@ -85,13 +86,36 @@ function walIndexHeader(db: DatabaseSync): { changed: () => boolean } {
   };
 }
 
+/** The WAL-index format SQLite has written since 3.7.0 (the header's iVersion). */
+const WAL_INDEX_VERSION = 3_007_000;
+
+/**
+ * Whether the start of a `-shm` file (two copies of the header, 96 bytes) is laid out as this
+ * module reads it (https://sqlite.org/walformat.html, 2.1), for a database of `pageSize` bytes a
+ * page: iVersion 3007000 and isInit 1 in the machine's byte order, szPage the page size (1 for
+ * 65536), and the two copies equal. A SQLite that changed the layout fails it, and the callers
+ * fall back to asking `PRAGMA data_version` each time.
+ */
+export function walIndexLayoutMatches(start: Buffer, pageSize: number): boolean {
+  if (start.length < 2 * WAL_INDEX_HEADER_BYTES) return false;
+  const view = new DataView(start.buffer, start.byteOffset, 2 * WAL_INDEX_HEADER_BYTES);
+  const little = endianness() === 'LE';
+  return view.getUint32(0, little) === WAL_INDEX_VERSION && view.getUint8(12) === 1 &&
+    view.getUint16(14, little) === (pageSize === 65_536 ? 1 : pageSize) &&
+    start.subarray(0, WAL_INDEX_HEADER_BYTES).equals(start.subarray(WAL_INDEX_HEADER_BYTES, 2 * WAL_INDEX_HEADER_BYTES));
+}
+
+/** Checks the layout of a connection's `-shm`; tests pass one that refuses. */
+export type LayoutCheck = (start: Buffer, pageSize: number) => boolean;
+
 /**
  * Reads the WAL index header of `db`'s file into a buffer of WAL_INDEX_HEADER_BYTES, saying
- * whether it could; null where there is no `-shm` file. One descriptor per connection, whoever
+ * whether it could; null where there is no `-shm` file, or where its layout is not the one this
+ * module reads (checked once, when the file is opened). One descriptor per connection, whoever
  * asks: the connection keeps the database open, so the file is never removed under it, and
  * `closeDatabase` closes the descriptor.
  */
-function headerReader(db: DatabaseSync): ((into: Buffer) => boolean) | null {
+function headerReader(db: DatabaseSync, layoutMatches: LayoutCheck = walIndexLayoutMatches): ((into: Buffer) => boolean) | null {
   let fd = walIndexFiles.get(db);
   if (fd === undefined) {
     const path = db.location();
@@ -101,10 +125,24 @@ function headerReader(db: DatabaseSync): ((into: Buffer) => boolean) | null {
     } catch {
       return null;
     }
+    if (!layoutChecked(db, fd, layoutMatches)) {
+      closeSync(fd);
+      return null;
+    }
     walIndexFiles.set(db, fd);
   }
   const opened = fd;
   return (into) => readSync(opened, into, 0, WAL_INDEX_HEADER_BYTES, 0) === WAL_INDEX_HEADER_BYTES;
+}
+
+/** Whether `-shm` (open as `fd`) has the layout expected; a few reads, should a commit rewrite it meanwhile. */
+function layoutChecked(db: DatabaseSync, fd: number, layoutMatches: LayoutCheck): boolean {
+  const pageSize = (db.prepare('PRAGMA page_size').get() as { page_size: number }).page_size;
+  const start = Buffer.alloc(2 * WAL_INDEX_HEADER_BYTES);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    if (readSync(fd, start, 0, start.length, 0) === start.length && layoutMatches(start, pageSize)) return true;
+  }
+  return false;
 }
 
 // --- the writer thread's commits, told apart from everybody else's ------------------------------
@@ -112,8 +150,7 @@ function headerReader(db: DatabaseSync): ((into: Buffer) => boolean) | null {
 /**
  * What the writer thread tells the readers about its commits, in memory they share: the WAL
  * index header as its last commit left it, a count of the commits by other connections it has
- * noticed (`epoch`), and whether it is between a BEGIN and that publication (`pending`). `seq`
- * is odd while the header is being copied.
+ * noticed (`epoch`). `seq` is odd while the header is being copied.
  */
 export interface CommitPublication {
   readonly buffer: SharedArrayBuffer;
@@ -122,12 +159,8 @@ export interface CommitPublication {
 }
 
 const SEQ = 0;
-const PENDING = 1;
 const EPOCH = 2;
 const STATE_BYTES = 16;
-
-/** How long a reader waits for the writer to publish a commit it sees, before assuming the worst. */
-const PUBLICATION_WAIT_MS = 20;
 
 /** A publication over `buffer`, which another thread may have made: both then see the same one. */
 export function publicationIn(buffer = new SharedArrayBuffer(STATE_BYTES + WAL_INDEX_HEADER_BYTES)): CommitPublication {
@@ -135,8 +168,6 @@ export function publicationIn(buffer = new SharedArrayBuffer(STATE_BYTES + WAL_I
 }
 
 export interface CommitPublisher {
-  /** Called once the write lock is held: a change of the file from now on is the writer's. */
-  begin(): void;
   /**
    * Called after the transaction, committed or not, and before anybody is answered: publishes
    * the header as it now is, with the epoch raised if any other connection committed since the
@@ -147,9 +178,14 @@ export interface CommitPublisher {
 }
 
 /** The writer thread's side, over its own connection `db` (a file in WAL mode). */
-export function createCommitPublisher(db: DatabaseSync, { state, header }: CommitPublication): CommitPublisher {
-  const read = headerReader(db);
-  if (read === null) throw new Error('the writer thread needs a database file in WAL mode');
+export function createCommitPublisher(db: DatabaseSync, { state, header }: CommitPublication, layoutMatches?: LayoutCheck): CommitPublisher {
+  const read = headerReader(db, layoutMatches);
+  if (read === null) {
+    // A `-shm` this module cannot read: the readers ask `PRAGMA data_version` instead (see
+    // foreignCommits), and SQLite checkpoints by itself, inside COMMIT, as before the writer.
+    db.exec('PRAGMA wal_autocheckpoint = 1000');
+    return { publish: () => 0 };
+  }
   const statement = db.prepare('PRAGMA data_version');
   statement.setReturnArrays(true);
   const current = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
@@ -176,35 +212,32 @@ export function createCommitPublisher(db: DatabaseSync, { state, header }: Commi
     Atomics.add(state, SEQ, 1);
     header.set(current);
     Atomics.add(state, SEQ, 1);
-    Atomics.store(state, PENDING, 0);
-    Atomics.notify(state, PENDING);
     return frames[0]!;
   };
   // Another connection's commits before the writer started are nobody's concern: the readers'
   // first look comes after this.
   publish();
-  return {
-    begin: () => void Atomics.store(state, PENDING, 1),
-    publish,
-  };
+  return { publish };
 }
 
 /**
  * The `external` of a reading connection whose writes the writer thread makes: a number that
  * changes when, and only when, a connection other than the writer may have committed since the
  * previous call (the keys command, another process). The writer's own commits are journaled
- * (write-journal.ts) and leave it as it is. Read at most once per callback, like `dataVersion`.
+ * (writer/journal.ts) and leave it as it is. Read at most once per callback, like `dataVersion`.
  *
  * The WAL index header moves with every commit. When it moved since the last look, the change
  * was the writer's alone if the header is now exactly the one the writer published after its
  * last commit, and the writer noticed no other commit meanwhile (the epoch is the one seen at the
- * last look). Otherwise the number changes. A reader that looks between the writer's COMMIT and
- * its publication (microseconds) finds the writer `pending` and waits for the publication,
- * rather than dropping every cached answer for nothing.
+ * last look). Otherwise the number changes: also when a reader looks between the writer's COMMIT
+ * and its publication (microseconds), which drops every cached answer once rather than make a
+ * request thread wait for another thread.
  */
-export function foreignCommits(db: DatabaseSync, { state, header: published }: CommitPublication): () => number {
-  const read = headerReader(db);
-  if (read === null) throw new Error('a reader of the writer thread needs a database file in WAL mode');
+export function foreignCommits(db: DatabaseSync, { state, header: published }: CommitPublication, layoutMatches?: LayoutCheck): () => number {
+  const read = headerReader(db, layoutMatches);
+  // A `-shm` this module cannot read: every commit but this connection's own counts, the
+  // writer's too. Exact, and every cached answer goes at each write.
+  if (read === null) return dataVersion(db);
   const current = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
   const seen = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
   const copy = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
@@ -236,13 +269,11 @@ export function foreignCommits(db: DatabaseSync, { state, header: published }: C
     if (!known) {
       epoch = Atomics.load(state, EPOCH);
     } else if (!current.equals(seen)) {
-      let now = publishedEpoch();
-      // Between the writer's COMMIT and its publication: wait for it, then look again.
-      if (now === null && Atomics.load(state, PENDING) === 1) {
-        Atomics.wait(state, PENDING, 1, PUBLICATION_WAIT_MS);
-        now = read!(current) ? publishedEpoch() : null;
-      }
-      if (now !== epoch) {
+      // Between the writer's COMMIT and its publication (microseconds), the change cannot be told
+      // apart: assumed foreign, so every cached answer goes. A request thread never waits for the
+      // writer: its event loop serves everyone.
+      const now = publishedEpoch();
+      if (now === null || now !== epoch) {
         version++;
         epoch = Atomics.load(state, EPOCH);
       }

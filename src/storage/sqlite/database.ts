@@ -55,7 +55,7 @@ export function openServerDatabase(path: string, log: (fields: Record<string, un
 }
 
 /**
- * The writer thread's connection (writer-thread.ts): the only one of the server that writes the
+ * The writer thread's connection (writer/thread.ts): the only one of the server that writes the
  * file. WAL and synchronous=FULL as every connection; SQLite's automatic checkpoint is off, since
  * it would run inside a COMMIT, before the group is answered: the writer checkpoints after.
  * Waiting for another process's write lock blocks only the writer, and still at most 250 ms.

@@ -1,12 +1,14 @@
 /**
  * The event log on SQLite (the rules are storage/events.ts's): the writes append their events in
- * their own transaction (writes.ts), and the feed reads them on any connection (events-store.ts).
+ * their own transaction (writer/executor.ts), and the feed reads them on any connection (events-store.ts).
  *
  * Ids are visible in commit order: one connection writes the file (the writer thread, or a
  * connection that makes its own writes), so ids are handed out in the order the transactions
  * commit, and AUTOINCREMENT never hands out an id again, even once retention deleted every event.
- * A reader sees a group once its commit is in the WAL index, which SQLite updates only after the
- * commit's frames are synced (synchronous=FULL, database.ts): a reader can never see an event of
+ * With the writer thread, a reader sees a group once its commit is in the WAL index, which SQLite
+ * updates only after the commit's frames are synced (synchronous=FULL, database.ts). The inline
+ * writer commits with synchronous=NORMAL and syncs afterwards, so the feed reads no further than
+ * its `durableEventId` (writer/inline.ts, events-store.ts): either way no reader sees an event of
  * a group that a crash could still take back.
  */
 import type { DatabaseSync } from 'node:sqlite';

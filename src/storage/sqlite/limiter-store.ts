@@ -16,7 +16,7 @@ export interface LimiterStore {
   load(): SavedCaller[];
   /**
    * Upserts `changes.saved` and deletes `changes.removed`, in one transaction: at once on this
-   * connection, or later through the writer thread (writes.ts).
+   * connection, or later through the writer thread (writer/executor.ts).
    */
   save(changes: LimiterChanges): MaybePromise<void>;
 }

@@ -15,7 +15,7 @@ import {
 import type { PetStatus } from '../pets.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
 import { ORDER_COLUMNS } from './order-writes.ts';
-import { localWrites, type SubmitWrites } from './writes.ts';
+import { localWrites, type SubmitWrites } from './writer.ts';
 
 /** The SQLite orders store answers synchronously. */
 export interface SqliteOrdersStore extends OrdersStore {

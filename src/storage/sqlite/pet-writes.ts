@@ -2,27 +2,26 @@
  * The writes to pets on SQLite, made inside a transaction that the caller holds (writes.ts runs
  * every write of a group in one): inserts with their Idempotency-Key records, changes and
  * deletions. Each item goes through `isolate`, so that it can fail alone (item-savepoints.ts), and
- * each write that happened says which pets it touched, for the journal (write-journal.ts).
+ * the database itself logs which pets each write touched, for the journal (writer/touched-pets.ts).
  */
 import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import type { IdempotencyRecord } from '../idempotency.ts';
 import type { ChangeOutcome, CreationResult, Pet, PetChange, PetCreation, PetRow, PetStatus } from '../pets.ts';
-import { statusBit, toPet } from '../pets.ts';
+import { toPet } from '../pets.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
 import type { IsolateItem } from './item-savepoints.ts';
 import { createOrderExpiries } from './order-expiries.ts';
-import type { Touch } from './write-journal.ts';
 
 import { PET_COLUMNS } from './columns.ts';
 
 export { PET_COLUMNS };
 
 export interface PetWrites {
-  /** Inserts the pets (and records), each through `isolate`; the new ids are one touch. */
-  insert(creations: readonly PetCreation[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<CreationResult>[];
-  /** Applies the changes in order, each through `isolate`; each change made is a touch. */
-  change(changes: readonly PetChange[], isolate: IsolateItem, touched: Touch[]): ItemOutcome<ChangeOutcome>[];
+  /** Inserts the pets (and records), each through `isolate`. */
+  insert(creations: readonly PetCreation[], isolate: IsolateItem): ItemOutcome<CreationResult>[];
+  /** Applies the changes in order, each through `isolate`. */
+  change(changes: readonly PetChange[], isolate: IsolateItem): ItemOutcome<ChangeOutcome>[];
   /** The live record of an API key's Idempotency-Key for createPet, or null. */
   recall(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
 }
@@ -41,8 +40,8 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
     WHERE id = :id AND version = coalesce(:expected, version)
     RETURNING ${PET_COLUMNS}`);
   const remove = db.prepare('DELETE FROM pets WHERE id = :id AND version = coalesce(:expected, version) RETURNING status');
-  // The pet's status before a change of status (for the journal), and whether an open order holds
-  // it: while one does, its status and its existence belong to the order.
+  // Whether an open order holds the pet: while one does, its status and its existence belong to
+  // the order.
   const before = db.prepare(`
     SELECT status, version, EXISTS (SELECT 1 FROM orders WHERE pet_id = pets.id AND status IN ('placed', 'approved')) AS held
       FROM pets WHERE id = ?`);
@@ -52,49 +51,38 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
   const expiries = createOrderExpiries(db);
 
   /** An order whose hold ended by the change's `now` no longer holds the pet: it is expired first. */
-  function applyAfterExpiry(change: PetChange, touched: Touch[]): ChangeOutcome {
-    const expired = expiries.ofPet(change.id, change.now, touched);
-    const outcome = apply(change, touched);
+  function applyAfterExpiry(change: PetChange): ChangeOutcome {
+    const expired = expiries.ofPet(change.id, change.now);
+    const outcome = apply(change);
     return expired.length === 0 ? outcome : { ...outcome, expired };
   }
 
-  function apply(change: PetChange, touched: Touch[]): ChangeOutcome {
+  function apply(change: PetChange): ChangeOutcome {
     const target = { id: change.id, expected: change.expectedVersion };
-    const id = Number(change.id);
-    let was = 0;
     // A change of status, or a deletion, of a pet that an open order holds: refused, after the
     // checks of existence and version.
     if (change.kind === 'delete' || change.patch.status !== undefined) {
       const found = before.get(change.id) as { status: PetStatus; version: number; held: number } | undefined;
       if (found?.held) return change.expectedVersion !== null && found.version !== change.expectedVersion ? { kind: 'version_mismatch' } : { kind: 'has_open_order' };
-      if (found) was = statusBit(found.status);
     }
     if (change.kind === 'update') {
       const { name = null, categoryId = null, status = null } = change.patch;
       const old = current.get(change.id) as Pick<PetRow, 'name' | 'category_id' | 'status'> | undefined;
       const row = update.get({ ...target, name, categoryId, status }) as PetRow | undefined;
       if (row) {
-        touched.push({ from: id, to: id, statuses: was | statusBit(row.status) });
         const changed = old === undefined || old.name !== row.name || old.category_id !== row.category_id || old.status !== row.status;
         return { kind: 'updated', pet: toPet(row), changed };
       }
     } else {
-      const row = remove.get(target) as { status: PetStatus } | undefined;
-      if (row) {
-        touched.push({ from: id, to: id, statuses: statusBit(row.status) });
-        return { kind: 'deleted' };
-      }
+      if (remove.get(target)) return { kind: 'deleted' };
     }
     // Nothing was changed: either there is no such pet, or it has another version.
     return exists.get(change.id) ? { kind: 'version_mismatch' } : { kind: 'not_found' };
   }
 
   return {
-    insert(creations, isolate, touched) {
-      let first = 0;
-      let last = 0;
-      let statuses = 0;
-      const results = creations.map((creation) => isolate((): CreationResult => {
+    insert(creations, isolate) {
+      return creations.map((creation) => isolate((): CreationResult => {
         const record = creation.idempotency;
         // Another request may have stored this key since the caller's lookup (on another worker,
         // or earlier in this very group). The write lock is held, so this second lookup is the
@@ -103,17 +91,11 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
         if (taken) return { conflict: 'recorded', record: taken };
         const { id, version } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number; version: number };
         const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status, version };
-        if (first === 0) first = id;
-        last = id;
-        statuses |= statusBit(creation.status);
         if (record) records.remember(record, record.respond(pet));
         return pet;
       }));
-      // AUTOINCREMENT ids are above every id ever used, so the inserts are one range.
-      if (first !== 0) touched.push({ from: first, to: last, statuses });
-      return results;
     },
-    change: (changes, isolate, touched) => changes.map((change) => isolate(() => applyAfterExpiry(change, touched))),
+    change: (changes, isolate) => changes.map((change) => isolate(() => applyAfterExpiry(change))),
     recall: (apiKeyId, key, now) => records.recall(apiKeyId, key, now),
   };
 }

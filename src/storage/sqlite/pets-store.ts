@@ -1,5 +1,5 @@
 /**
- * Pets in SQLite: the reads on one connection, and the writes made through `submit` (writes.ts),
+ * Pets in SQLite: the reads on one connection, and the writes made through `submit` (writer/executor.ts),
  * in place on this connection or by the writer thread. All SQL about pets lives here and in
  * pet-writes.ts, behind plain functions that take and return domain values, so another storage
  * engine can stand behind the same functions.
@@ -11,8 +11,7 @@ import { andThen } from '../../lib/maybe-promise.ts';
 import type { IdempotencyRecord } from '../idempotency.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
 import { PET_COLUMNS } from './pet-writes.ts';
-import { localWrites, type SubmitWrites } from './writes.ts';
-import { journalOf, writesRecorded, writtenSince, type WriteJournal } from './write-journal.ts';
+import { journalOf, localWrites, type SubmitWrites, type WriteJournal, writesRecorded, writtenSince } from './writer.ts';
 import type { ChangeOutcome, CreationResult, ListOptions, NewPet, Pet, PetChange, PetCreation, PetRow, PetsRevision, PetsStore } from '../pets.ts';
 import { toPet } from '../pets.ts';
 
@@ -31,7 +30,7 @@ export interface SqlitePetsStore extends PetsStore {
 
 /** Where the writes of a reading connection go, and how it learns of them. */
 export interface WritesElsewhere {
-  /** The writer thread's writes (writer-client.ts). */
+  /** The writer thread's writes (writer/client.ts). */
   submit: SubmitWrites;
   /** The journal the writer records into, shared with it. */
   journal: WriteJournal;

@@ -3,7 +3,7 @@
  * - `openStores(db)`: over one connection that makes its own writes, at once (`:memory:`, tests,
  *   seeding);
  * - `openReaderStores(db, writer)`: over a connection that only reads, whose writes go to the
- *   writer thread (writer-thread.ts): the server's way on a file, in the single process and in
+ *   writer thread (writer/thread.ts): the server's way on a file, in the single process and in
  *   each worker of WORKERS.
  *
  * The rate limiter lives in memory, restored from the file here and saved every second by the
@@ -19,16 +19,14 @@ import { andThen } from '../../lib/maybe-promise.ts';
 import { createLimiter, type Limiter, type RateLimiter } from '../../limits/limiter.ts';
 import { databaseUnavailableOf } from '../errors.ts';
 import type { Stores } from '../stores.ts';
-import { foreignCommits, publicationIn } from './data-version.ts';
+import { dataVersion, foreignCommits, publicationIn } from './data-version.ts';
 import { sqliteErrorOf } from './errors.ts';
 import { createKeysStore, type SqliteKeysStore } from './keys-store.ts';
 import { createLimiterPersistence, createLimiterStore, type LimiterStore } from './limiter-store.ts';
-import { createPetsStore, type SqlitePetsStore } from './pets-store.ts';
+import { createPetsStore, type SqlitePetsStore, type WritesElsewhere } from './pets-store.ts';
 import { createOrdersStore, type SqliteOrdersStore } from './orders-store.ts';
 import { createEventsStore } from './events-store.ts';
-import { journalIn } from './write-journal.ts';
-import type { SubmitWrites } from './writes.ts';
-import type { WriterMemory } from './writer-protocol.ts';
+import { journalIn, type SubmitWrites, type WriteJournal, type WriterMemory } from './writer.ts';
 
 export interface SqliteStoresOptions {
   appEnv: AppEnv;
@@ -57,12 +55,33 @@ export interface ReaderStores extends Stores {
   limiter: Limiter | RateLimiter;
 }
 
-/** The writer thread as a reading connection's stores see it. */
-export interface WriterLink {
-  /** Sends writes to the writer thread (writer-client.ts). */
-  submit: SubmitWrites;
-  /** The writer's shared memory: its journal and its publication. */
-  memory: WriterMemory;
+/**
+ * The writer as a reading connection's stores see it: the writer thread, whose journal and
+ * publication are in shared memory; or the inline writer (writer/inline.ts), which writes on
+ * this very connection and records into a journal of this thread.
+ */
+export type WriterLink =
+  | {
+    /** Sends writes to the writer thread (writer/client.ts). */
+    submit: SubmitWrites;
+    /** The writer's shared memory: its journal and its publication. */
+    memory: WriterMemory;
+  }
+  | {
+    /** The inline writer's writes, on the stores' own connection. */
+    submit: SubmitWrites;
+    journal: WriteJournal;
+    /** The highest event id made durable: the feed reads no further (writer/inline.ts). */
+    durableEventId(): number;
+  };
+
+/** Where the writes of the stores over `db` go, and how their caches learn of them. */
+function writesOf(db: DatabaseSync, writer: WriterLink): WritesElsewhere {
+  if ('memory' in writer) {
+    return { submit: writer.submit, journal: journalIn(writer.memory.journal), external: foreignCommits(db, publicationIn(writer.memory.publication)) };
+  }
+  // The connection's own commits leave data_version as it is: only another connection's move it.
+  return { submit: writer.submit, journal: writer.journal, external: dataVersion(db) };
 }
 
 /** A failure of the database itself (node:sqlite's codes), or the writer thread gone. */
@@ -93,10 +112,11 @@ export function openStores(db: DatabaseSync, options: SqliteStoresOptions): Sqli
  * only the cached answers it touched; a commit by any other connection drops them all.
  */
 export function openReaderStores(db: DatabaseSync, writer: WriterLink, options: SqliteStoresOptions): ReaderStores {
-  const external = foreignCommits(db, publicationIn(writer.memory.publication));
-  const pets = createPetsStore(db, { submit: writer.submit, journal: journalIn(writer.memory.journal), external });
+  const writes = writesOf(db, writer);
+  const { external } = writes;
+  const pets = createPetsStore(db, writes);
   const orders = createOrdersStore(db, writer.submit);
-  const events = createEventsStore(db, writer.submit);
+  const events = createEventsStore(db, writer.submit, 'memory' in writer ? undefined : writer.durableEventId);
   const save = (changes: Parameters<LimiterStore['save']>[0]) => andThen(writer.submit('saveLimiter', [changes]), (outcomes) => void allSucceeded(outcomes));
   return {
     keys: createKeysStore(db, { appEnv: options.appEnv, external }),

@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { migrate, openDatabase } from '../../../src/storage/sqlite/database.ts';
 import { MIGRATIONS } from '../../../src/storage/sqlite/migrations.ts';
 import { createPetsStore } from '../../../src/storage/sqlite/pets-store.ts';
-import { JOURNAL_LENGTH } from '../../../src/storage/sqlite/write-journal.ts';
+import { JOURNAL_LENGTH } from '../../../src/storage/sqlite/writer.ts';
 import { isConflict, type Pet, type PetChange, type PetPatch } from '../../../src/storage/pets.ts';
 import { allSucceeded, isItemFailure } from '../../../src/lib/item-outcome.ts';
 import type { IdempotencyWrite } from '../../../src/storage/idempotency.ts';

@@ -1,12 +1,12 @@
 /**
- * Starting and stopping the writer thread (writer-thread.ts), from the thread that owns the
+ * Starting and stopping the writer thread (thread.ts), from the thread that owns the
  * database: the single process, or the primary of WORKERS. It hands each request thread a port
  * of its own, and the shared memory in which the writer journals and publishes its commits.
  */
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import type { WriterControl, WriterMemory } from './writer-protocol.ts';
-import { JOURNAL_BYTES } from './write-journal.ts';
-import { publicationIn } from './data-version.ts';
+import type { WriterControl, WriterMemory } from './protocol.ts';
+import { JOURNAL_BYTES } from './journal.ts';
+import { publicationIn } from '../data-version.ts';
 
 /** What the writer thread is started with (`workerData`). */
 export interface WriterStart {
@@ -37,7 +37,7 @@ export function startWriterThread({ entry, path, execArgv }: { entry: URL; path:
   const memory = createWriterMemory();
   const workerData: WriterStart = { path, memory };
   const thread = new Worker(entry, { workerData, ...(execArgv ? { execArgv } : {}) });
-  // The thread keeps nothing alive by itself: a client waiting for an answer does (writer-client.ts).
+  // The thread keeps nothing alive by itself: a client waiting for an answer does (client.ts).
   thread.unref();
   const failure = Promise.withResolvers<string>();
   const exited = Promise.withResolvers<void>();

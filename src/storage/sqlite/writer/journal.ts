@@ -14,27 +14,27 @@
  * journal's length while it read assumes the worst.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { ANY_STATUS } from '../pets.ts';
+import { ANY_STATUS } from '../../pets.ts';
 
 /** How many writes the journal remembers; a cache entry last checked longer ago is dropped. */
 export const JOURNAL_LENGTH = 1024;
 
-/** Bytes of a journal: the count, then from, to (ids as doubles) and the statuses. */
+/** Bytes of a journal: the count, then from, to (ids as 64-bit integers, exact) and the statuses. */
 export const JOURNAL_BYTES = 8 + JOURNAL_LENGTH * (8 + 8 + 1);
 
 export interface WriteJournal {
   /** The memory the journal is kept in: pass it to another thread to share the journal. */
   readonly buffer: SharedArrayBuffer | ArrayBuffer;
   readonly count: BigInt64Array;
-  readonly from: Float64Array;
-  readonly to: Float64Array;
+  readonly from: BigInt64Array;
+  readonly to: BigInt64Array;
   readonly statuses: Uint8Array;
 }
 
 /** One write's reach: the pets with ids in [from, to] whose status, before or after, has a bit in `statuses`. */
 export interface Touch {
-  from: number;
-  to: number;
+  from: bigint;
+  to: bigint;
   statuses: number;
 }
 
@@ -43,8 +43,8 @@ export function journalIn(buffer: SharedArrayBuffer | ArrayBuffer = new SharedAr
   return {
     buffer,
     count: new BigInt64Array(buffer, 0, 1),
-    from: new Float64Array(buffer, 8, JOURNAL_LENGTH),
-    to: new Float64Array(buffer, 8 + 8 * JOURNAL_LENGTH, JOURNAL_LENGTH),
+    from: new BigInt64Array(buffer, 8, JOURNAL_LENGTH),
+    to: new BigInt64Array(buffer, 8 + 8 * JOURNAL_LENGTH, JOURNAL_LENGTH),
     statuses: new Uint8Array(buffer, 8 + 16 * JOURNAL_LENGTH, JOURNAL_LENGTH),
   };
 }

@@ -3,26 +3,28 @@
  * items, and `createWriteExecutor` runs any number of requests, of every kind and from every
  * thread, in one transaction (one fsync), each item its own unit of success or failure
  * (item-savepoints.ts). The writer thread runs it over the one writable connection
- * (writer-thread.ts); a connection that makes its own writes (`:memory:`, tests, seeding) runs it
+ * (thread.ts); a connection that makes its own writes (`:memory:`, tests, seeding) runs it
  * in place, one request per transaction (`localWrites`).
  *
- * The pets each write touched are recorded in the journal once the transaction has committed
- * (write-journal.ts), and not before, so that no thread reads the record before the rows.
+ * The pets each group touched, as the database logged them (touched-pets.ts), are recorded in the
+ * journal once the transaction has committed (journal.ts), and not before, so that no thread
+ * reads the record before the rows.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import type { MaybePromise } from '../../lib/maybe-promise.ts';
-import type { LimiterChanges } from '../../limits/limiter.ts';
-import type { OrderChange, OrderChangeOutcome, OrderPlacement, PlacementResult } from '../orders.ts';
-import type { ChangeOutcome, CreationResult, Expiry, PetChange, PetCreation } from '../pets.ts';
-import { eventsOfBatch, type LoggedOp } from '../events.ts';
-import { createEventAppender, createEventPurge } from './event-log.ts';
-import { purgeExpiredRecords } from './idempotency-records.ts';
-import { createBatchRunner, type IsolateItem } from './item-savepoints.ts';
-import { limiterRows } from './limiter-store.ts';
-import { createOrderWrites } from './order-writes.ts';
-import { createPetWrites } from './pet-writes.ts';
-import { journalOf, recordWrites, type Touch, type WriteJournal } from './write-journal.ts';
+import type { ItemOutcome } from '../../../lib/item-outcome.ts';
+import type { MaybePromise } from '../../../lib/maybe-promise.ts';
+import type { LimiterChanges } from '../../../limits/limiter.ts';
+import type { OrderChange, OrderChangeOutcome, OrderPlacement, PlacementResult } from '../../orders.ts';
+import type { ChangeOutcome, CreationResult, Expiry, PetChange, PetCreation } from '../../pets.ts';
+import { eventsOfBatch, type LoggedOp } from '../../events.ts';
+import { createEventAppender, createEventPurge } from '../event-log.ts';
+import { purgeExpiredRecords } from '../idempotency-records.ts';
+import { createBatchRunner, type IsolateItem } from '../item-savepoints.ts';
+import { limiterRows } from '../limiter-store.ts';
+import { createOrderWrites } from '../order-writes.ts';
+import { createPetWrites } from '../pet-writes.ts';
+import { touchedPets } from './touched-pets.ts';
+import { journalOf, recordWrites, type Touch, type WriteJournal } from './journal.ts';
 
 /** Each operation's item and the result of one item. */
 export interface WriteOps {
@@ -59,16 +61,15 @@ export type SubmitWrites = <Op extends WriteOp>(op: Op, items: readonly WriteIte
 export interface WriteExecutor {
   /**
    * Runs the requests in one transaction, in order, and returns one list of outcomes per request.
-   * Throws only when the database failed and nothing was written. `began` is called once the
-   * transaction holds the write lock.
+   * Throws only when the database failed and nothing was written.
    */
-  run(requests: readonly WriteRequest[], began?: () => void): ItemOutcome<unknown>[][];
+  run(requests: readonly WriteRequest[]): ItemOutcome<WriteResult<WriteOp>>[][];
 }
 
 /** The operations that change pets or orders, whose results the event log records. */
 const LOGGED: Readonly<Record<LoggedOp, true>> = { insertPets: true, changePets: true, placeOrders: true, changeOrders: true, expireOrders: true };
 
-type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem, touched: Touch[]) => ItemOutcome<WriteResult<Op>>[];
+type Operation<Op extends WriteOp> = (items: readonly WriteItem<Op>[], isolate: IsolateItem) => ItemOutcome<WriteResult<Op>>[];
 
 /** The executor over `db`, a connection that may write, recording into `journal`. */
 export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): WriteExecutor {
@@ -79,6 +80,7 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
   const batch = createBatchRunner(db);
   const appendEvents = createEventAppender(db);
   const purgeEvents = createEventPurge(db);
+  const takeTouched = touchedPets(db);
   const operations: { [Op in WriteOp]: Operation<Op> } = {
     insertPets: pets.insert,
     changePets: pets.change,
@@ -93,18 +95,19 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
     purgeRecords: (items, isolate) => items.map(({ now, limit }) => isolate(() => purge(now, limit))),
   };
   return {
-    run(requests, began) {
+    run(requests) {
       let touched: Touch[] = [];
       const outcomes = batch((isolate) => {
-        began?.();
-        // Run again one by one after a failed item: only the second run's touches count.
-        touched = [];
-        return requests.map(({ op, items }) => {
-          const outcomes = (operations[op] as Operation<WriteOp>)(items, isolate, touched) as ItemOutcome<unknown>[];
+        const done = requests.map(({ op, items }) => {
+          const outcomes = (operations[op] as Operation<WriteOp>)(items, isolate);
           // The events of what the items did, in their transaction: the one place every write passes.
-          if (op in LOGGED) appendEvents(eventsOfBatch(op as LoggedOp, items, outcomes));
+          if (op in LOGGED) appendEvents(eventsOfBatch(op as LoggedOp, items, outcomes as ItemOutcome<unknown>[]));
           return outcomes;
         });
+        // What the database logged, inside the transaction (a run rolled back left none of its
+        // rows); recorded once it has committed.
+        touched = takeTouched();
+        return done;
       });
       recordWrites(journal, touched);
       return outcomes;

@@ -1,14 +1,14 @@
 /**
  * A request thread's side of the writer thread: `submit` sends one batch on this thread's port
- * and resolves with its outcomes once the writer's group is on disk (writer-thread.ts). Batches
+ * and resolves with its outcomes once the writer's group is on disk (thread.ts). Batches
  * leave at once, in order; the writer puts every batch that arrives while it commits into its
  * next group, so a thread never holds a batch back while another is out.
  */
 import type { MessagePort } from 'node:worker_threads';
-import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import { DatabaseUnavailableError } from '../errors.ts';
-import { receivedError, receivedOutcomes, sendableItems, type WriteAnswer, type WriteMessage } from './writer-protocol.ts';
-import type { SubmitWrites, WriteResult } from './writes.ts';
+import type { ItemOutcome } from '../../../lib/item-outcome.ts';
+import { DatabaseUnavailableError } from '../../errors.ts';
+import { messageOf, receivedError, receivedOutcomes, type WriteAnswer, type WriteOutcomes } from './protocol.ts';
+import type { SubmitWrites, WriteResult } from './executor.ts';
 
 export interface WriterClient {
   submit: SubmitWrites;
@@ -17,7 +17,7 @@ export interface WriterClient {
 }
 
 interface Waiting {
-  resolve(outcomes: ItemOutcome<unknown>[]): void;
+  resolve(answer: WriteOutcomes): void;
   reject(error: unknown): void;
 }
 
@@ -40,7 +40,7 @@ export function createWriterClient(port: MessagePort): WriterClient {
     if (each === undefined) return;
     waiting.delete(answer.id);
     if ('error' in answer) each.reject(receivedError(answer.error));
-    else each.resolve(receivedOutcomes(answer));
+    else each.resolve(answer);
     // Nothing waiting: the port must not keep the thread alive.
     if (waiting.size === 0) port.unref();
   });
@@ -51,9 +51,11 @@ export function createWriterClient(port: MessagePort): WriterClient {
     submit(op, items) {
       if (closed) return Promise.reject(new DatabaseUnavailableError('writer_stopped'));
       const id = next++;
-      const message: WriteMessage = { id, op, items: sendableItems(op, items) };
+      const message = messageOf(id, op, items);
       return new Promise<ItemOutcome<WriteResult<typeof op>>[]>((resolve, reject) => {
-        waiting.set(id, { resolve: resolve as Waiting['resolve'], reject });
+        // The answer to this message is of its operation (the writer answers each message with its op).
+        const answered = (answer: WriteOutcomes) => (answer.op === op ? resolve(receivedOutcomes(answer as WriteOutcomes<typeof op>)) : reject(new Error(`the writer answered ${answer.op} to ${op}`)));
+        waiting.set(id, { resolve: answered, reject });
         if (waiting.size === 1) port.ref();
         port.postMessage(message);
       });

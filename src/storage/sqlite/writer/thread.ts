@@ -16,11 +16,11 @@
  */
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
-import { createCommitPublisher, publicationIn } from './data-version.ts';
-import { journalIn } from './write-journal.ts';
-import { createWriteExecutor, type WriteRequest } from './writes.ts';
-import type { Responders } from '../stores.ts';
-import { receivedItems, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './writer-protocol.ts';
+import { createCommitPublisher, publicationIn } from '../data-version.ts';
+import { journalIn } from './journal.ts';
+import { createWriteExecutor, type WriteRequest } from './executor.ts';
+import type { Responders } from '../../stores.ts';
+import { requestOf, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './protocol.ts';
 
 export interface WriterDeps {
   /** The writable connection (openWriterDatabase): WAL, synchronous=FULL, no auto-checkpoint. */
@@ -73,12 +73,12 @@ export function runWriter({ db, memory, control, responders }: WriterDeps): Prom
   }
 
   function commit(group: readonly Received[]): void {
-    const requests: WriteRequest[] = group.map(({ message }) => ({ op: message.op, items: receivedItems(message.op, message.items, responders) }));
+    const requests: WriteRequest[] = group.map(({ message }) => requestOf(message, responders));
     let answers: WriteAnswer[];
     let frames = 0;
     try {
-      const outcomes = executor.run(requests, publisher.begin);
-      answers = group.map(({ message }, index) => sendOutcomes(message.id, outcomes[index]!));
+      const outcomes = executor.run(requests);
+      answers = group.map(({ message }, index) => sendOutcomes(message.id, message.op, outcomes[index]!));
     } catch (error) {
       const sent = sendError(error);
       answers = group.map(({ message }) => ({ id: message.id, error: sent }));

@@ -1,0 +1,164 @@
+/**
+ * The inline writer: the writes of a SQLite file made on the request thread's own connection, for
+ * a process that has one core (config.ts's `WRITER`). There a writer thread only costs: each
+ * batch is structured-cloned twice, and the woken thread takes the core from the requests. Here
+ * a batch costs a promise.
+ *
+ * The batches that arrive within one turn of the event loop form a group, committed in one
+ * transaction with `synchronous=NORMAL`: COMMIT appends the group to the WAL and returns without
+ * waiting for the disk. The group is then made durable by an `fdatasync` of the `-wal` file in
+ * libuv's thread pool, and no batch of it is answered before that returns; the event loop serves
+ * reads meanwhile, and the groups committed while one `fdatasync` runs share the next one.
+ * Why no answered write can be lost on power failure: docs/decisions/0023-inline-writer-on-one-core.md.
+ *
+ * An `fdatasync` that fails means the kernel may have dropped the group's pages: nothing committed
+ * since can be promised, so every waiting batch fails (503) and `failed` tells the owner to stop
+ * the server, as a crashed writer thread does.
+ */
+import { close as closeFd, fdatasync, openSync } from 'node:fs';
+import type { DatabaseSync } from 'node:sqlite';
+import type { ItemOutcome } from '../../../lib/item-outcome.ts';
+import { DatabaseUnavailableError } from '../../errors.ts';
+import { JOURNAL_BYTES, journalIn, type WriteJournal } from './journal.ts';
+import { createWriteExecutor, type SubmitWrites, type WriteRequest, type WriteResult } from './executor.ts';
+
+/** Most items in one group, so that one transaction cannot hold the event loop for long. */
+const MAX_GROUP_ITEMS = 4000;
+
+export interface InlineWriter {
+  submit: SubmitWrites;
+  /** The journal the writes are recorded in, for the stores' caches (journal.ts). */
+  journal: WriteJournal;
+  /** Resolves, with one line saying why, if the WAL could not be made durable. */
+  failed: Promise<string>;
+  /**
+   * The highest event id whose group is durable. Another request on this connection may read a
+   * group between its COMMIT and its `fdatasync`; the event feed reads no further than this, so
+   * that no consumer is shown an event that a power failure could still take back (and whose id
+   * would then be given again).
+   */
+  durableEventId(): number;
+  /** Answers what was submitted, then stops; later batches fail. The connection stays open. */
+  close(): Promise<void>;
+}
+
+interface Waiting {
+  request: WriteRequest;
+  resolve(outcomes: ItemOutcome<unknown>[]): void;
+  reject(error: unknown): void;
+}
+
+/** Syncs the file of a descriptor's data to the disk; tests pass a failing one. */
+export type DataSync = (fd: number, done: (error: Error | null) => void) => void;
+
+/**
+ * Writes on `db`, a connection to a file in WAL mode that nothing else of this server writes.
+ * Sets it to `synchronous=NORMAL`: the `fdatasync` here is what makes each group durable.
+ */
+export function startInlineWriter(db: DatabaseSync, { sync = fdatasync }: { sync?: DataSync } = {}): InlineWriter {
+  const path = db.location();
+  if (path === null || path === '') throw new Error('the inline writer needs a database file');
+  db.exec('PRAGMA synchronous = NORMAL');
+  // The connection has read the file in WAL mode (migrations), so the WAL exists; it stays while
+  // the connection is open.
+  const wal = openSync(`${path}-wal`, 'r');
+  const journal = journalIn(new ArrayBuffer(JOURNAL_BYTES));
+  const executor = createWriteExecutor(db, journal);
+  const failure = Promise.withResolvers<string>();
+  const idle = Promise.withResolvers<void>();
+  let queue: Waiting[] = [];
+  /** Committed, waiting for an `fdatasync` that starts after their commit. */
+  let unsynced: { answer(): void; reject(error: unknown): void }[] = [];
+  const lastEventId = db.prepare('SELECT coalesce(max(id), 0) AS id FROM events');
+  const latestEventId = () => (lastEventId.get() as { id: number }).id;
+  /** The highest event id committed (once per group, an index's last entry), and the highest made durable. */
+  let committedEventId = latestEventId();
+  let durableEventId = committedEventId;
+  let scheduled = false;
+  let syncing = false;
+  let stopped: DatabaseUnavailableError | null = null;
+  let closing = false;
+
+  const schedule = () => {
+    if (!scheduled && queue.length > 0) {
+      scheduled = true;
+      // After the requests already read this turn: their batches join this group.
+      setImmediate(commit);
+    }
+  };
+
+  function commit(): void {
+    scheduled = false;
+    let items = 0;
+    let taken = 0;
+    while (taken < queue.length && (taken === 0 || items + queue[taken]!.request.items.length <= MAX_GROUP_ITEMS)) items += queue[taken++]!.request.items.length;
+    const group = queue.slice(0, taken);
+    queue = queue.slice(taken);
+    try {
+      const outcomes = executor.run(group.map((each) => each.request));
+      committedEventId = latestEventId();
+      group.forEach((each, index) => unsynced.push({ answer: () => each.resolve(outcomes[index]!), reject: each.reject }));
+      startSync();
+    } catch (error) {
+      // Nothing of the group was written: nothing to make durable.
+      for (const each of group) each.reject(error);
+    }
+    schedule();
+    settled();
+  }
+
+  function startSync(): void {
+    if (syncing || unsynced.length === 0) return;
+    syncing = true;
+    const synced = unsynced;
+    unsynced = [];
+    // Every group committed so far is in the WAL this sync flushes.
+    const covered = committedEventId;
+    sync(wal, (error) => {
+      syncing = false;
+      if (error !== null) {
+        stop(new DatabaseUnavailableError(error instanceof Error && 'code' in error ? String(error.code) : 'fdatasync'));
+        for (const each of synced) each.reject(stopped);
+        failure.resolve('the database file could not be made durable (fdatasync failed); stopping the server');
+      } else {
+        durableEventId = covered;
+        for (const each of synced) each.answer();
+        startSync();
+      }
+      settled();
+    });
+  }
+
+  /** From now on every batch fails with `error`, those waiting too. */
+  function stop(error: DatabaseUnavailableError): void {
+    stopped = error;
+    for (const each of queue) each.reject(error);
+    queue = [];
+    for (const each of unsynced) each.reject(error);
+    unsynced = [];
+  }
+
+  function settled(): void {
+    if (closing && queue.length === 0 && !syncing && unsynced.length === 0) idle.resolve();
+  }
+
+  return {
+    submit(op, items) {
+      if (stopped !== null) return Promise.reject(stopped);
+      if (closing) return Promise.reject(new DatabaseUnavailableError('writer_stopped'));
+      return new Promise<ItemOutcome<WriteResult<typeof op>>[]>((resolve, reject) => {
+        queue.push({ request: { op, items }, resolve: resolve as Waiting['resolve'], reject });
+        schedule();
+      });
+    },
+    journal,
+    failed: failure.promise,
+    durableEventId: () => durableEventId,
+    async close() {
+      closing = true;
+      settled();
+      await idle.promise;
+      await new Promise<void>((resolve) => closeFd(wal, () => resolve()));
+    },
+  };
+}

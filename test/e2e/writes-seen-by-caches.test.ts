@@ -1,0 +1,117 @@
+/**
+ * Every kind of write (test/support/write-kinds.ts), made once every answer it can change has
+ * been cached, is seen by the next request: the pet by id, every page of every list by status and
+ * of the list of all pets (a small `limit`, so that the pet sits behind a cursor), and the order
+ * it moved. Run on the server as it runs on a file (src/main.ts in a child process): with the
+ * writer thread, with the inline writer, and with two workers on the thread, where each read is
+ * made on a new connection, so that both workers fill their caches and both must see the write.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { request } from 'node:http';
+import { openDatabase } from '../../src/storage/sqlite/database.ts';
+import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
+import { startMain, tempDir } from '../support/main-process.ts';
+import { createPet, WRITE_KINDS, type Answer, type Call, type PetSeen, type PetStatus, type Touched } from '../support/write-kinds.ts';
+
+const STATUSES: readonly PetStatus[] = ['available', 'pending', 'sold'];
+/** Pets before the rows' own, so that theirs are behind a cursor. */
+const FILLERS = 9;
+const PAGE = 4;
+/** Each read made this many times, each on a new connection: with two workers, both answer. */
+const CONNECTIONS = 6;
+
+const MODES: { name: string; env: Record<string, string> }[] = [
+  { name: 'the writer thread', env: { WRITER: 'thread' } },
+  { name: 'the inline writer', env: { WRITER: 'inline' } },
+  { name: 'two workers on the writer thread', env: { WORKERS: '2' } },
+];
+
+/** Calls over a new connection each time (no keep-alive). */
+function caller(url: string, key: string): Call {
+  return (method, path, body) => new Promise<Answer>((resolve, reject) => {
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string | number> = { authorization: `Bearer ${key}`, connection: 'close' };
+    if (text !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    const sent = request(`${url}${path}`, { method, agent: false, headers }, (response) => {
+      let received = '';
+      response.setEncoding('utf8').on('data', (chunk: string) => (received += chunk)).on('end', () => {
+        resolve({ status: response.statusCode!, body: received === '' ? null : JSON.parse(received), link: (response.headers.link as string | undefined) ?? null });
+      });
+    });
+    sent.on('error', reject);
+    sent.end(text);
+  });
+}
+
+/** Every page of a list, following its Link header. */
+async function allPages(call: Call, first: string): Promise<PetSeen[]> {
+  const pets: PetSeen[] = [];
+  for (let path: string | undefined = first; path !== undefined; ) {
+    const answer = await call('GET', path);
+    assert.equal(answer.status, 200, path);
+    pets.push(...(answer.body as PetSeen[]));
+    path = answer.link === null ? undefined : /^<([^>]+)>; rel="next"$/.exec(answer.link)![1];
+  }
+  return pets;
+}
+
+/** The lists a pet may be in: by each status, and all pets. */
+const LISTS = [...STATUSES.map((status) => `/v1/pets?status=${status}&limit=${PAGE}`), `/v1/pets?limit=${PAGE}`];
+
+/** Reads everything a write to these pets (and this order) can change, on as many connections. */
+async function readAll(call: Call, petIds: readonly number[], orderId?: number) {
+  const rounds = await Promise.all(Array.from({ length: CONNECTIONS }, async () => ({
+    byId: await Promise.all(petIds.map((id) => call('GET', `/v1/pets/${id}`))),
+    lists: await Promise.all(LISTS.map((path) => allPages(call, path))),
+    order: orderId === undefined ? null : await call('GET', `/v1/store/orders/${orderId}`),
+  })));
+  return rounds;
+}
+
+/** Asserts that every read shows `touched`. */
+function assertSeen(rounds: Awaited<ReturnType<typeof readAll>>, touched: Touched, kind: string): void {
+  for (const [index, round] of rounds.entries()) {
+    const where = `${kind}, connection ${index + 1}`;
+    const byId = round.byId.at(-1)!;
+    if (touched.pet === null) assert.equal(byId.status, 404, `${where}: get by id`);
+    else {
+      assert.equal(byId.status, 200, `${where}: get by id`);
+      const pet = byId.body as PetSeen;
+      assert.deepEqual({ name: pet.name, status: pet.status }, touched.pet, `${where}: get by id`);
+    }
+    for (const [at, path] of LISTS.entries()) {
+      const found = round.lists[at]!.filter((pet) => pet.id === touched.petId);
+      const status = /status=(\w+)/.exec(path)?.[1];
+      const expected = touched.pet !== null && (status === undefined || status === touched.pet.status) ? [touched.pet] : [];
+      assert.deepEqual(found.map((pet) => ({ name: pet.name, status: pet.status })), expected, `${where}: ${path}`);
+    }
+    if (touched.order !== undefined) {
+      assert.equal((round.order!.body as { status: string }).status, touched.order.status, `${where}: the order`);
+    }
+  }
+}
+
+for (const { name, env } of MODES) test(`every kind of write is seen by the next request through every cached answer it can change (${name})`, async (t) => {
+  const databasePath = join(tempDir(t, 'pets-write-kinds-'), 'pets.db');
+  const setup = openDatabase(databasePath);
+  const { key } = createKeysStore(setup, { appEnv: 'development' }).create({ plan: 'enterprise', perMinute: 1_000_000, perDay: 100_000_000, label: 'write kinds', now: Date.now() });
+  setup.close();
+  const server = await startMain({ DATABASE_PATH: databasePath, HOST: '127.0.0.1', APP_ENV: 'development', LOG_LEVEL: 'info', ...env });
+  t.after(async () => {
+    server.child.kill('SIGTERM');
+    if (server.child.exitCode === null) await once(server.child, 'exit');
+  });
+  const call = caller(server.url, key);
+  for (let i = 0; i < FILLERS; i++) await createPet(call, `filler ${i}`, STATUSES[i % STATUSES.length]!);
+
+  for (const kind of WRITE_KINDS) {
+    const { petIds, make } = await kind.arrange(call);
+    // Fill every cache, on every worker, with the answers as they are before the write.
+    await readAll(call, petIds);
+    const touched = await make(call);
+    assertSeen(await readAll(call, [touched.petId], touched.order?.id), touched, kind.name);
+  }
+});
