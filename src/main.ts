@@ -73,6 +73,8 @@ interface Engine {
   failed: Promise<string>;
   /** The key `ensureDevelopmentKey` created, to be shown once. */
   developmentKey: string | null;
+  /** How a SQLite file is written (`WRITER`, as `auto` resolved it), for the listening line. */
+  fields: { writer?: 'inline' | 'thread' };
   close(): Promise<void>;
 }
 
@@ -86,7 +88,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
     }, (db) => ensureDevelopmentKey(createKeysStore(db, { appEnv: config.appEnv }), config.appEnv, systemClock()));
     return {
       name: 'sqlite', stores: engine.stores, memoryLimiter: engine.limiter, writer: engine.kind === 'thread' ? engine.writer : null,
-      failed: engine.failed, developmentKey, close: engine.close,
+      failed: engine.failed, developmentKey, close: engine.close, fields: engine.kind === 'memory' ? {} : { writer: engine.kind },
     };
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
@@ -116,6 +118,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
       stores,
       memoryLimiter: null,
       writer: null,
+      fields: {},
       failed: new Promise<string>(() => {}),
       developmentKey: await ensureDevelopmentKey(stores.keys, config.appEnv, systemClock()),
       close: () => availability.end({ timeout: 5 }),
@@ -254,6 +257,7 @@ async function runProcess(config: Config): Promise<void> {
     level: 'info', event: 'listening', url: urlOf(bound), appEnv: config.appEnv, database: engine.name,
     // Which database: a mistyped variable name would otherwise go unnoticed (the default is used).
     ...(config.databaseUrl === null ? { databasePath: config.databasePath } : { databaseUrl: withoutPassword(config.databaseUrl) }),
+    ...engine.fields,
     ...serving.fields,
     // The compile cache's folder, or null when it is off (src/start.js): a start without it is slower.
     compileCache: getCompileCacheDir() ?? null,

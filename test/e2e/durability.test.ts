@@ -47,9 +47,11 @@ async function startServer(databasePath: string, { env = {}, nodeOptions = [], s
     child.once('exit', (code) => reject(new Error(`the server exited with ${code} before listening`)));
     lines.on('line', (line) => {
       if (!line.includes('"listening"')) return;
-      const entry = JSON.parse(line) as { event?: string; url?: string };
+      const entry = JSON.parse(line) as { event?: string; url?: string; writer?: string };
       if (entry.event === 'listening') {
         clearTimeout(timer);
+        // The mode asked for is the one that runs (WORKERS above 1 always write through the thread).
+        if (env.WRITER !== undefined && entry.writer !== env.WRITER) reject(new Error(`asked for WRITER=${env.WRITER}, the server writes ${entry.writer}`));
         resolve(entry.url!);
       }
     });

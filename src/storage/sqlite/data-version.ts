@@ -93,15 +93,17 @@ const WAL_INDEX_VERSION = 3_007_000;
  * Whether the start of a `-shm` file (two copies of the header, 96 bytes) is laid out as this
  * module reads it (https://sqlite.org/walformat.html, 2.1), for a database of `pageSize` bytes a
  * page: iVersion 3007000 and isInit 1 in the machine's byte order, szPage the page size (1 for
- * 65536), and the two copies equal. A SQLite that changed the layout fails it, and the callers
+ * 65536; 0 while the WAL is empty), and the two copies equal. A SQLite that changed the layout fails it, and the callers
  * fall back to asking `PRAGMA data_version` each time.
  */
 export function walIndexLayoutMatches(start: Buffer, pageSize: number): boolean {
   if (start.length < 2 * WAL_INDEX_HEADER_BYTES) return false;
   const view = new DataView(start.buffer, start.byteOffset, 2 * WAL_INDEX_HEADER_BYTES);
   const little = endianness() === 'LE';
+  const szPage = view.getUint16(14, little);
+  // szPage is 0 while the WAL holds no frame (a new file, or one a checkpoint has just reset).
   return view.getUint32(0, little) === WAL_INDEX_VERSION && view.getUint8(12) === 1 &&
-    view.getUint16(14, little) === (pageSize === 65_536 ? 1 : pageSize) &&
+    (szPage === 0 || szPage === (pageSize === 65_536 ? 1 : pageSize)) &&
     start.subarray(0, WAL_INDEX_HEADER_BYTES).equals(start.subarray(WAL_INDEX_HEADER_BYTES, 2 * WAL_INDEX_HEADER_BYTES));
 }
 
@@ -126,7 +128,11 @@ function headerReader(db: DatabaseSync, layoutMatches: LayoutCheck = walIndexLay
       return null;
     }
     if (!layoutChecked(db, fd, layoutMatches)) {
-      closeSync(fd);
+      // Kept open, unused, until the connection closes: closing a descriptor of a file drops
+      // every POSIX lock this process holds on it, SQLite's own on `-shm` included, and another
+      // process (a backup) would then take the file for unused and reset it under this
+      // process's mapping (SIGBUS).
+      walIndexFiles.set(db, fd);
       return null;
     }
     walIndexFiles.set(db, fd);

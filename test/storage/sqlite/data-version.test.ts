@@ -130,6 +130,22 @@ test('the WAL-index header of the running SQLite has the layout read here; a cha
   assert.equal(walIndexLayoutMatches(start.subarray(0, 48), pageSize), false, 'too short');
 });
 
+test('a WAL that holds no frame yet (szPage 0 in its header, as a server finds a file whose last connection closed) has the layout read here too', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-empty-wal-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'pets.db');
+  const first = openDatabase(path);
+  first.exec("INSERT INTO pets (name, category_id, status) VALUES ('x', 1, 'sold')");
+  first.close();
+  const db = openDatabase(path);
+  t.after(() => db.close());
+  db.prepare('SELECT count(*) FROM pets').get();
+  const start = readFileSync(`${path}-shm`).subarray(0, 96);
+  const pageSize = (db.prepare('PRAGMA page_size').get() as { page_size: number }).page_size;
+  assert.equal(endianness() === 'LE' ? start.readUInt16LE(14) : start.readUInt16BE(14), 0, 'an empty WAL\'s header has no page size');
+  assert.equal(walIndexLayoutMatches(start, pageSize), true);
+});
+
 test('where the layout is not the one expected, the reader falls back to PRAGMA data_version: every commit but its own counts, the writer\'s too', async (t) => {
   const { writer, publisher, external, insert, other, group } = connections(t, () => false);
   assert.equal(publisher.publish(), 0);
