@@ -115,6 +115,20 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
   };
 }
 
+/** Most items in one group, so that one transaction cannot hold its thread for long. */
+const MAX_GROUP_ITEMS = 4000;
+
+/**
+ * The next group of the batches waiting in `queue`, oldest first: as many as fit in
+ * MAX_GROUP_ITEMS items (always one, however large), and the batches left for the next.
+ */
+export function nextGroup<T>(queue: readonly T[], itemsOf: (batch: T) => number): { group: T[]; rest: T[] } {
+  let items = 0;
+  let taken = 0;
+  while (taken < queue.length && (taken === 0 || items + itemsOf(queue[taken]!) <= MAX_GROUP_ITEMS)) items += itemsOf(queue[taken++]!);
+  return { group: queue.slice(0, taken), rest: queue.slice(taken) };
+}
+
 const local = new WeakMap<DatabaseSync, SubmitWrites>();
 
 /**

@@ -20,10 +20,7 @@ import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../../lib/item-outcome.ts';
 import { DatabaseUnavailableError } from '../../errors.ts';
 import { JOURNAL_BYTES, journalIn, type WriteJournal } from './journal.ts';
-import { createWriteExecutor, type SubmitWrites, type WriteRequest, type WriteResult } from './executor.ts';
-
-/** Most items in one group, so that one transaction cannot hold the event loop for long. */
-const MAX_GROUP_ITEMS = 4000;
+import { createWriteExecutor, nextGroup, type SubmitWrites, type WriteRequest, type WriteResult } from './executor.ts';
 
 export interface InlineWriter {
   submit: SubmitWrites;
@@ -89,11 +86,8 @@ export function startInlineWriter(db: DatabaseSync, { sync = fdatasync }: { sync
 
   function commit(): void {
     scheduled = false;
-    let items = 0;
-    let taken = 0;
-    while (taken < queue.length && (taken === 0 || items + queue[taken]!.request.items.length <= MAX_GROUP_ITEMS)) items += queue[taken++]!.request.items.length;
-    const group = queue.slice(0, taken);
-    queue = queue.slice(taken);
+    const { group, rest } = nextGroup(queue, (each) => each.request.items.length);
+    queue = rest;
     try {
       const outcomes = executor.run(group.map((each) => each.request));
       committedEventId = latestEventId();

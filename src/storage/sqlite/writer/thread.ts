@@ -18,7 +18,7 @@ import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import type { DatabaseSync } from 'node:sqlite';
 import { createCommitPublisher, publicationIn } from '../data-version.ts';
 import { journalIn } from './journal.ts';
-import { createWriteExecutor, type WriteRequest } from './executor.ts';
+import { createWriteExecutor, nextGroup, type WriteRequest } from './executor.ts';
 import type { Responders } from '../../stores.ts';
 import { requestOf, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './protocol.ts';
 
@@ -31,8 +31,6 @@ export interface WriterDeps {
   responders: Responders;
 }
 
-/** Most items in one group, so that one transaction cannot hold the writer for long. */
-const MAX_GROUP_ITEMS = 4000;
 /** WAL frames after which the writer checkpoints, once its group is answered (SQLite's default). */
 const CHECKPOINT_FRAMES = 1000;
 
@@ -62,11 +60,8 @@ export function runWriter({ db, memory, control, responders }: WriterDeps): Prom
 
   function flush(): void {
     scheduled = false;
-    let items = 0;
-    let taken = 0;
-    while (taken < queue.length && (taken === 0 || items + queue[taken]!.message.items.length <= MAX_GROUP_ITEMS)) items += queue[taken++]!.message.items.length;
-    const group = queue.slice(0, taken);
-    queue = queue.slice(taken);
+    const { group, rest } = nextGroup(queue, (each) => each.message.items.length);
+    queue = rest;
     commit(group);
     request();
     if (closing && queue.length === 0) close();
