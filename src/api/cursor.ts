@@ -1,7 +1,8 @@
 /**
  * The opaque `cursor` of the lists (`GET /v1/pets`, `GET /v1/store/orders`): only a position (the
  * last id of the previous page), so it combines with any `limit` and `status`. Opaque to clients,
- * not secret. Also the `Link` to the next page that carries it.
+ * not secret. Also the `Link` to the next page that carries it, and the one every list's next page
+ * is built with (the event feed's too).
  */
 import { apiError } from './errors.ts';
 import { BASE_PATH, type OperationSpec } from './operation.ts';
@@ -31,5 +32,16 @@ export function decodeCursor(cursor: string): bigint {
  * effective `limit` and the `status` filter, as the document's `NextLink` header describes it.
  */
 export function nextPageLink(operation: Pick<OperationSpec, 'path'>, { limit, status, afterId }: { limit: number; status: string | undefined; afterId: number | bigint }): string {
-  return `<${BASE_PATH}${operation.path}?limit=${limit}${status ? `&status=${status}` : ''}&cursor=${encodeCursor(afterId)}>; rel="next"`;
+  return nextLink(operation, { limit, status: status || undefined, cursor: encodeCursor(afterId) });
+}
+
+/**
+ * The RFC 8288 `Link` to the next page of `operation`, on its own path under BASE_PATH, with the
+ * query parameters given, in their order, those undefined left out. The values are the
+ * operation's own validated ones (digits, names of a schema's enum, a cursor in base64url), so
+ * none needs escaping.
+ */
+export function nextLink(operation: Pick<OperationSpec, 'path'>, query: Record<string, string | number | bigint | undefined>): string {
+  const pairs = Object.entries(query).flatMap(([name, value]) => (value === undefined ? [] : [`${name}=${value}`]));
+  return `<${BASE_PATH}${operation.path}?${pairs.join('&')}>; rel="next"`;
 }

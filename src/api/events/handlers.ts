@@ -7,7 +7,7 @@ import type { Clock } from '../../clock.ts';
 import { allows } from '../../keys/scopes.ts';
 import { EVENT_TYPES, type EventLog, type EventPageOptions, type StoredEvent } from '../../storage/events.ts';
 import { apiError } from '../errors.ts';
-import { BASE_PATH } from '../operation.ts';
+import { nextLink } from '../cursor.ts';
 import type { Handlers } from '../operations.ts';
 import type { CommitWaiter } from './commit-waiter.ts';
 import { eventsJson } from './json.ts';
@@ -16,11 +16,6 @@ export interface EventsHandlersDeps {
   events: EventLog;
   waiter: CommitWaiter;
   clock: Clock;
-}
-
-/** The `Link` to the page after this one, with what the request gave of `types` and `wait`. */
-function nextLink(path: string, after: bigint | number, limit: number, types: readonly string[] | undefined, wait: number | undefined): string {
-  return `<${BASE_PATH}${path}?after=${after}&limit=${limit}${types ? `&types=${types.join(',')}` : ''}${wait !== undefined ? `&wait=${wait}` : ''}>; rel="next"`;
 }
 
 /** Builds the feed's handler over the log and the process's waiter. */
@@ -56,7 +51,8 @@ export function createEventsHandlers({ events, waiter, clock }: EventsHandlersDe
       return {
         status: 200,
         body: eventsJson(page, { account: caller.account, manage }),
-        headers: { Link: nextLink(context.operation.path, last, limit, types, given.has('wait') ? wait : undefined) },
+        // The next page keeps `types` and `wait` only where the request gave them.
+        headers: { Link: nextLink(context.operation, { after: last, limit, types: types?.join(','), wait: given.has('wait') ? wait : undefined }) },
       };
     },
   };
