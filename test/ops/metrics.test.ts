@@ -24,6 +24,7 @@ test('an empty registry exposes every family the contract lists, each with HELP 
     idempotent_replays_total: 'counter',
     orders_total: 'counter',
     events_total: 'counter',
+    event_streams_open: 'gauge',
     orders_expired_total: 'counter',
     database_errors_total: 'counter',
     process_resident_memory_bytes: 'gauge',
@@ -137,6 +138,7 @@ test('promtool check metrics accepts the exposition with every kind of series in
   metrics.responded('DELETE', '/v1/pets/{petId}', 204, 0.002);
   metrics.responded('GET', null, 404, 0.0001);
   metrics.rateLimitRejected('rate_limited');
+  metrics.eventStreamOpened();
   const verdict = promtoolCheckMetrics(t, metrics.render());
   if (verdict === null) return;
   assert.deepEqual(verdict, { status: 0, output: '' });
@@ -158,6 +160,11 @@ test('counts of several registries (WORKERS) merge into what one registry that s
   feed(1, (m) => m.petCreated());
   feed(0, (m) => m.idempotentReplayed());
   feed(1, (m) => m.databaseError());
+  // A gauge adds up across workers like the counters: 2 + 1 streams open, one closed since.
+  feed(0, (m) => m.eventStreamOpened());
+  feed(0, (m) => m.eventStreamOpened());
+  feed(1, (m) => m.eventStreamOpened());
+  feed(0, (m) => m.eventStreamClosed());
   // Through a structured clone, as the counts cross threads.
   const counts = workers.map((metrics) => structuredClone(metrics.counts()));
   const merged = renderCounts(mergeCounts(counts), fixedProbe, counts.map(requestCount));
@@ -166,6 +173,7 @@ test('counts of several registries (WORKERS) merge into what one registry that s
   const exposition = parseExposition(merged);
   assert.equal(valueOf(exposition, 'worker_requests_total', { worker: '1' }), 2);
   assert.equal(valueOf(exposition, 'worker_requests_total', { worker: '2' }), 2);
+  assert.equal(valueOf(exposition, 'event_streams_open', {}), 2);
 });
 
 test('the event-loop delay of several workers is the slowest worker\'s, counts added', () => {
