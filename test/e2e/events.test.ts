@@ -2,8 +2,10 @@
  * The event feed across real processes: three instances on one PostgreSQL database, and one
  * process with WORKERS=2 on a SQLite file. A long poll on one server is woken by a commit made on
  * another (within the second the interface allows), and under random concurrent writes on every
- * server, consumers that follow `next` on every server each see exactly the events they may see,
- * once, in id order; the events replayed rebuild the pets and orders the database holds.
+ * server, consumers that follow `next` on every server, and consumers of the stream that resume
+ * with `Last-Event-ID` on every server, each see exactly the events they may see, once, in id
+ * order; the events replayed rebuild the pets and orders the database holds. The caps on streams
+ * hold across the workers of one instance.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,6 +21,7 @@ import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { createKeysStore as createPostgresKeys } from '../../src/storage/postgres/keys-store.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore as createSqliteKeys } from '../../src/storage/sqlite/keys-store.ts';
+import { openStream } from '../support/event-stream.ts';
 import { followWhileWriting, seeded, type LoadKey, type LoggedEvent } from '../support/event-followers.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
 import { openTestDatabase, postgresSkip, startPostgres, type PostgresCluster } from '../support/postgres.ts';
@@ -112,7 +115,7 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     assert.ok(woken.afterWrite < 1000, `answered ${woken.afterWrite} ms after the write`);
   });
 
-  test('random concurrent writes on three instances, consumers following next on all three: each sees its events once, in order; the replay rebuilds the store', async (t) => {
+  test('random concurrent writes on three instances, consumers following next and the stream on all three: each sees its events once, in order; the replay rebuilds the store', async (t) => {
     const { staff, adopters, reader } = await loadKeys(createPostgresKeys(sql, { appEnv: 'staging' }));
     const figures = await followWhileWriting({
       urls: instances.map((instance) => instance.url), staff, adopters, consumers: [staff, ...adopters, reader],
@@ -155,7 +158,7 @@ describe('WORKERS=2 on one SQLite file', () => {
     worker2.close();
   });
 
-  test('random concurrent writes on two workers, consumers following next: each sees its events once, in order; the replay rebuilds the store', async (t) => {
+  test('random concurrent writes on two workers, consumers following next and the stream: each sees its events once, in order; the replay rebuilds the store', async (t) => {
     const { staff, adopters, reader } = await loadKeys(createSqliteKeys(db, { appEnv: 'staging' }));
     const figures = await followWhileWriting({
       urls: [instance.url], staff, adopters, consumers: [staff, ...adopters, reader],
@@ -164,5 +167,22 @@ describe('WORKERS=2 on one SQLite file', () => {
     t.diagnostic(`SQLite, WORKERS=2: ${JSON.stringify(figures)}`);
     assert.deepEqual([figures.duplicates, figures.misses, figures.outOfOrder], [0, 0, 0]);
     assert.ok(figures.writes > 300, `${figures.writes} writes made`);
+  });
+
+  test('five streams per key hold across the workers, and event_streams_open sums them', async () => {
+    const { reader } = await loadKeys(createSqliteKeys(db, { appEnv: 'staging' }));
+    // Each stream on a connection of its own, known to reach its worker: three on 1, two on 2.
+    const connections = await Promise.all([1, 1, 1, 2, 2, 1, 2].map((worker) => connectionTo(instance, worker)));
+    const streams = await Promise.all(connections.slice(0, 5).map((connection) => openStream(`${connection.url}/v1/events`, { key: reader.key })));
+    assert.deepEqual(streams.map((each) => each.response.status), [200, 200, 200, 200, 200]);
+    for (const connection of connections.slice(5)) {
+      const refused = await fetch(`${connection.url}/v1/events`, { headers: { authorization: `Bearer ${reader.key}`, accept: 'text/event-stream' } });
+      assert.equal(refused.status, 429, 'a sixth, on either worker');
+      assert.equal(((await refused.json()) as { code: string }).code, 'too_many_streams');
+    }
+    const metrics = /"event":"metrics_listening","url":"([^"]+)"/.exec(instance.stdout.join('\n'))![1]!;
+    assert.equal(valueOf(parseExposition(await (await fetch(`${metrics}/metrics`)).text()), 'event_streams_open'), 5);
+    for (const each of streams) each.close();
+    for (const connection of connections) connection.close();
   });
 });
