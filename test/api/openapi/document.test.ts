@@ -359,4 +359,11 @@ test('Event is a oneOf discriminated by type, one schema per type, each with its
   const feed = operation(served(), 'listEvents');
   assert.deepEqual(feed.responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/Event' });
   assert.deepEqual(feed.parameters.map((parameter: { name: string }) => parameter.name), ['after', 'limit', 'types', 'wait']);
+  assert.deepEqual(Object.keys(feed.responses['200'].content), ['application/json', 'text/event-stream'], 'the stream, a second media type of the 200');
+  assert.match(feed.responses['200'].content['text/event-stream'].schema.description, /`id: <id>`, `event: <type>`, `data: /);
+  const tooMany = feed.responses['429'];
+  assert.deepEqual(tooMany.content['application/json'].schema.allOf[1].properties.code.enum, ['rate_limited', 'temporarily_banned', 'too_many_streams']);
+  assert.ok('Retry-After' in tooMany.headers);
+  const listPets = operation(served(), 'listPets');
+  assert.equal(listPets.responses['429'].$ref, '#/components/responses/TooManyRequests', 'the other operations keep the shared 429, without the streams\' code');
 });
