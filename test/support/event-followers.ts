@@ -161,13 +161,16 @@ async function write(options: LoadOptions, pets: number[], orders: { id: number;
   }
 }
 
-/** Every page of a list, by `staff`, following its `Link`. */
+/** Every page of a list, following its `Link` until there is none (a list) or a page is empty (the feed). */
 async function readAll(url: string, path: string, key: string): Promise<{ id: number }[]> {
   const all: { id: number }[] = [];
   let next: string | undefined = `${path}?limit=100`;
   while (next !== undefined) {
     const response = await call(url + next, key);
-    all.push(...((await response.json()) as { id: number }[]));
+    assert.equal(response.status, 200);
+    const page = (await response.json()) as { id: number }[];
+    if (page.length === 0) break;
+    all.push(...page);
     next = /<([^>]+)>; rel="next"/.exec(response.headers.get('link') ?? '')?.[1];
   }
   return all;
@@ -211,18 +214,30 @@ export async function followWhileWriting(options: LoadOptions, logged: () => Pro
   });
 
   // Replayed in order, the staff's events (it sees them all) rebuild the pets and the orders.
-  const staffSeen = seenBy[options.consumers.indexOf(options.staff)]!;
+  await assertReplayRebuilds(seenBy[options.consumers.indexOf(options.staff)]!, options.urls[0]!, options.staff.key);
+  return figures;
+}
+
+/**
+ * Checks that `events` (every event, in id order), applied in order, rebuild exactly the pets and
+ * the orders that the server at `url` serves to `staffKey` (a key with `orders:manage`).
+ */
+export async function assertReplayRebuilds(events: readonly FeedEvent[], url: string, staffKey: string): Promise<void> {
   const petsReplayed = new Map<number, unknown>();
   const ordersReplayed = new Map<number, unknown>();
-  for (const event of staffSeen) {
+  for (const event of events) {
     if (event.type === 'pet.deleted') petsReplayed.delete(event.data.id);
     else if (event.type.startsWith('pet.')) petsReplayed.set(event.data.id, event.data);
     else ordersReplayed.set(event.data.id, event.data);
   }
-  const url = options.urls[0]!;
-  assert.deepEqual([...petsReplayed.values()].sort((a, b) => (a as { id: number }).id - (b as { id: number }).id), await readAll(url, '/v1/pets', options.staff.key));
-  assert.deepEqual([...ordersReplayed.values()].sort((a, b) => (a as { id: number }).id - (b as { id: number }).id), await readAll(url, '/v1/store/orders', options.staff.key));
-  return figures;
+  const byId = (a: unknown, b: unknown) => (a as { id: number }).id - (b as { id: number }).id;
+  assert.deepEqual([...petsReplayed.values()].sort(byId), await readAll(url, '/v1/pets', staffKey), 'the replay rebuilds the pets');
+  assert.deepEqual([...ordersReplayed.values()].sort(byId), await readAll(url, '/v1/store/orders', staffKey), 'the replay rebuilds the orders');
+}
+
+/** Every event `key` may see, read through the feed's pages. */
+export async function readFeed(url: string, key: string): Promise<FeedEvent[]> {
+  return (await readAll(url, '/v1/events', key)) as FeedEvent[];
 }
 
 /** A small seeded generator (mulberry32), so that a failing run can be replayed with its seed. */
