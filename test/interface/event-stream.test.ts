@@ -7,6 +7,8 @@
  */
 import { describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
+import type { ServerResponse } from 'node:http';
+import { connect } from 'node:net';
 import type { Scope } from '../../src/keys/scopes.ts';
 import { createStreamSlots } from '../../src/limits/stream-slots.ts';
 import { createMetrics } from '../../src/ops/metrics.ts';
@@ -249,3 +251,47 @@ describe('the event stream on SQLite', () => streamCases((t, options = {}) => st
 
 describeWithPostgres('the event stream on PostgreSQL', (cluster) =>
   streamCases(async (t, options = {}) => startPostgresTestServer(t, (await openTestDatabase(t, cluster(), { poolSize: 4 })).sql, options)));
+
+test('a client that reads nothing makes the server hold about a page at most: the stream stops reading the log until the socket drains', async (t) => {
+  const server = await startTestServer(t);
+  let held: ServerResponse | undefined;
+  server.service.server.on('request', (req, res) => {
+    if (req.headers.accept === 'text/event-stream') held = res;
+  });
+  // 40,000 events of about 350 bytes: some 14 MB, far more than the connection's kernel buffers hold.
+  const EVENTS = 40_000;
+  for (let batch = 0; batch < EVENTS / 1000; batch++) {
+    await server.service.stores.pets.insertMany(Array.from({ length: 1000 }, (_, i) => ({ name: `${'a slow reader '.repeat(7)}${batch}.${i}`, categoryId: 1n, status: 'available' as const })));
+  }
+  const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.write(`GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${server.key}\r\nAccept: text/event-stream\r\n\r\n`);
+  socket.pause();
+  // Until the server has stopped writing: what the socket took stays the same for half a second.
+  let written = -1;
+  for (let steady = 0; steady < 10; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    const now = held?.socket?.bytesWritten ?? 0;
+    steady = now === written && now > 0 ? steady + 1 : 0;
+    written = now;
+  }
+  assert.ok(held!.writableLength < 128 * 1024, `the server holds ${held!.writableLength} bytes for the client`);
+  assert.ok(written < EVENTS * 300, `${written} bytes written while the client read nothing`);
+  // Once the client reads, the rest comes, in order, every event once.
+  let text = '';
+  let last = 0;
+  let count = 0;
+  socket.setEncoding('utf8');
+  await new Promise<void>((resolve) => {
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      for (let match; (match = /id: (\d+)\n/.exec(text)) !== null; text = text.slice(match.index + match[0].length)) {
+        assert.equal(Number(match[1]), last + 1);
+        last++;
+        count++;
+      }
+      if (last === EVENTS) resolve();
+    });
+    socket.resume();
+  });
+  assert.equal(count, EVENTS);
+});
