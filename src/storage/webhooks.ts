@@ -56,13 +56,13 @@ export interface WebhookCreation {
   now: number;
   /** MAX_WEBHOOKS_PER_ACCOUNT, counted in the creation's transaction. */
   maxPerAccount: number;
-  idempotency?: IdempotencyWrite<CreatedWebhook>;
+  idempotency?: IdempotencyWrite;
 }
 
 export type WebhookCreationResult =
   | ({ kind: 'created' } & CreatedWebhook)
   | { kind: 'too_many_webhooks'; limit: number }
-  | IdempotencyConflict;
+  | IdempotencyConflict<CreatedWebhook>;
 
 /** A merge patch of a webhook of `account`: the fields present are set. */
 export interface WebhookChange {
@@ -131,7 +131,7 @@ export interface WebhooksStore {
   /** Its newest ATTEMPTS_KEPT attempts, newest first; null when the account has no such webhook. */
   attempts(account: string, id: number): MaybePromise<DeliveryAttempt[] | null>;
   /** The live record of an API key's Idempotency-Key for createWebhook, or null. */
-  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord<CreatedWebhook> | null>;
 
   /**
    * Claims up to `limit` deliveries due at `now` whose lease is free (never claimed, or ended),
