@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
-import { chromiumMissing, launchChromium } from '../support/chromium.ts';
+import { chromiumMissing, launchChromium, pageAt } from '../support/chromium.ts';
 import { startTestServer } from '../support/test-server.ts';
 
 describe('the event stream in Chromium', { skip: chromiumMissing() }, () => {
@@ -33,12 +33,7 @@ describe('the event stream in Chromium', { skip: chromiumMissing() }, () => {
   test('a page reads the stream with fetch, after Last-Event-ID, each event as it commits', async (t) => {
     const api = await startTestServer(t, { config: { corsAllowedOrigins: [origin] } });
     for (const name of ['Rex', 'Ada']) assert.equal((await api.post('/v1/pets', { name, categoryId: 1 })).status, 201);
-    const context = await browser.newContext();
-    t.after(() => context.close());
-    const page = await context.newPage();
-    const console: string[] = [];
-    page.on('console', (message) => console.push(`${message.type()}: ${message.text()}`));
-    await page.goto(`${origin}/`);
+    const { page, console } = await pageAt(browser, t, `${origin}/`);
 
     // The page reads until it has two events; one of them is written once the stream is open.
     const reading = page.evaluate(async ({ url, key }) => {
