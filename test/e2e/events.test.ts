@@ -5,7 +5,8 @@
  * server, consumers that follow `next` on every server, and consumers of the stream that resume
  * with `Last-Event-ID` on every server, each see exactly the events they may see, once, in id
  * order; the events replayed rebuild the pets and orders the database holds. The caps on streams
- * hold across the workers of one instance.
+ * hold across the workers of one instance, and a key revoked through another connection to the
+ * database ends its streams within a second.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -90,6 +91,23 @@ function send(agent: Agent, url: string): Promise<void> {
   });
 }
 
+/**
+ * Opens a stream on `url` with a key of its own, revokes the key with `revoke` (another
+ * connection to the database, as the keys command is), and resolves with how long the stream
+ * took to end after that.
+ */
+async function endedAfterRevocation(url: string, keys: Pick<KeysStore, 'create' | 'revoke'>): Promise<number> {
+  const { key, record } = await keys.create({ plan: 'enterprise', perMinute: 1000, perDay: 100_000, scopes: ['events:read'], now: Date.now() });
+  const open = await openStream(`${url}/v1/events`, { key });
+  assert.equal(open.response.status, 200);
+  // Past the first check of the key, which the revocation must not depend on.
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const revoked = Date.now();
+  assert.equal(await keys.revoke(record.id, revoked), true);
+  await open.ended;
+  return Date.now() - revoked;
+}
+
 describe('three instances on one PostgreSQL database', { skip: postgresSkip }, () => {
   let cluster: PostgresCluster;
   let sql: PostgresSql;
@@ -113,6 +131,11 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     const woken = await wokenAcross(instances[0]!.url, instances[1]!.url, staff.key);
     assert.deepEqual([woken.status, woken.events], [200, 1]);
     assert.ok(woken.afterWrite < 1000, `answered ${woken.afterWrite} ms after the write`);
+  });
+
+  test('a key revoked in the database ends its stream on an instance within a second', async () => {
+    const took = await endedAfterRevocation(instances[2]!.url, createPostgresKeys(sql, { appEnv: 'staging' }));
+    assert.ok(took < 1500, `ended ${took} ms after the revocation`);
   });
 
   test('random concurrent writes on three instances, consumers following next and the stream on all three: each sees its events once, in order; the replay rebuilds the store', async (t) => {
@@ -156,6 +179,11 @@ describe('WORKERS=2 on one SQLite file', () => {
     }
     worker1.close();
     worker2.close();
+  });
+
+  test('a key revoked through another connection to the file (as the keys command does) ends its stream on a worker within a second', async () => {
+    const took = await endedAfterRevocation(instance.url, createSqliteKeys(db, { appEnv: 'staging' }));
+    assert.ok(took < 1500, `ended ${took} ms after the revocation`);
   });
 
   test('random concurrent writes on two workers, consumers following next and the stream: each sees its events once, in order; the replay rebuilds the store', async (t) => {
