@@ -6,7 +6,7 @@
  * with `Last-Event-ID` on every server, each see exactly the events they may see, once, in id
  * order; the events replayed rebuild the pets and orders the database holds. The caps on streams
  * hold across the workers of one instance, and a key revoked through another connection to the
- * database ends its streams within a second.
+ * database ends its streams within a second; SIGTERM ends them at once.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -213,4 +213,23 @@ describe('WORKERS=2 on one SQLite file', () => {
     for (const each of streams) each.close();
     for (const connection of connections) connection.close();
   });
+});
+
+test('SIGTERM ends the open streams at once and the process exits 0, without waiting for its grace period', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-events-drain-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'pets.db');
+  const server = await startInstance({ APP_ENV: 'staging', DATABASE_PATH: path });
+  t.after(() => killAll([server]));
+  const db = openDatabase(path);
+  const { reader } = await loadKeys(createSqliteKeys(db, { appEnv: 'staging' }));
+  db.close();
+  const streams = await Promise.all([1, 2, 3].map(() => openStream(`${server.url}/v1/events`, { key: reader.key })));
+  assert.deepEqual(streams.map((each) => each.response.status), [200, 200, 200]);
+  const stopping = Date.now();
+  const exited = server.stop();
+  await Promise.all(streams.map((each) => each.ended));
+  assert.ok(Date.now() - stopping < 1000, `the streams ended ${Date.now() - stopping} ms after SIGTERM`);
+  assert.equal(await exited, 0);
+  assert.ok(Date.now() - stopping < 5000, `exited ${Date.now() - stopping} ms after SIGTERM (the grace period is 10 s)`);
 });
