@@ -195,9 +195,12 @@ export async function followWhileWriting(options: LoadOptions, logged: () => Pro
   const streaming = options.consumers.map((consumer) => stream(options, consumer, written.promise.then((log) => log.filter(mayHave(consumer)).at(-1)?.id ?? 0), figures));
   await Promise.all(Array.from({ length: options.writers }, () => write(options, pets, orders, figures)));
   writing = false;
+  const pagesSeen = await Promise.all(following);
+  // Read once the pages are read to their end: on PostgreSQL a read of the feed is what numbers
+  // the last events (decision 0025), and the log read here in SQL does not.
   const log = await logged();
   written.resolve(log);
-  const seenBy = [...(await Promise.all(following)), ...(await Promise.all(streaming))];
+  const seenBy = [...pagesSeen, ...(await Promise.all(streaming))];
   consumers.push(...options.consumers);
   figures.consumers = consumers.length;
   figures.streamConsumers = options.consumers.length;
