@@ -9,7 +9,7 @@ import { fetchOnce, otherLoad, readCpuTicks, readMachineTicks, readMemory, TICKS
 import { latencyOf, mergeHistograms, runWrk, type Latency } from './wrk.ts';
 import type { Workload } from './workloads.ts';
 
-export interface LoadTarget {
+interface LoadTarget {
   /** One wrk process per URL (one per instance), each with `connections` connections. */
   urls: string[];
   /** The server processes, all their threads: "server" CPU. */
@@ -18,7 +18,7 @@ export interface LoadTarget {
   extraTicks?: () => number;
 }
 
-export interface LoadSetup {
+interface LoadSetup {
   /** The cores of the servers and of the generator, or null when not pinned. */
   pinning: Pinning | null;
   seconds: number;
@@ -165,6 +165,26 @@ export async function checkWorkloads(url: string, workloads: readonly Workload[]
       }
       if (workload.name === 'deep' && (JSON.parse(answer.body) as unknown[]).length === 0) throw new Error(`deep: ${request.path} answered an empty page`);
     }
+  }
+}
+
+/**
+ * A measurement during which other processes (or the hypervisor) took more than this many cores
+ * is measured again (measureQuietly), and marked noisy if it still is: on 2 cores, a neighbour's
+ * test run can halve the baseline (which needs both cores, with the generator) while hardly
+ * touching a service that is bound by its own core.
+ */
+export const NOISE_CORES = 0.15;
+
+/**
+ * `measure` once other processes are quiet, and again while they disturbed it anyway (over
+ * NOISE_CORES) and `again(noisy)` allows; resolves with the last measurement.
+ */
+export async function measureQuietly(run: { quiet(pids: readonly number[]): Promise<void> }, pids: readonly number[], measure: () => Promise<LoadResult>, again: (noisy: LoadResult) => boolean): Promise<LoadResult> {
+  for (;;) {
+    await run.quiet(pids);
+    const result = await measure();
+    if (result.cpu.other <= NOISE_CORES || !again(result)) return result;
   }
 }
 
