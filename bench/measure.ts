@@ -4,8 +4,8 @@
  * wrk, this process and everything else used, how busy the servers' and the generator's cores
  * were, and the servers' resident memory.
  */
-import { busiestShare, type Pinning } from './cpu.ts';
-import { fetchOnce, otherLoad, readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND, type MachineTicks } from './processes.ts';
+import { busiestShare, otherLoad, readCpuTicks, readMachineTicks, TICKS_PER_SECOND, type MachineTicks, type Pinning } from './cpu.ts';
+import { fetchOnce, readMemory } from './processes.ts';
 import { latencyOf, mergeHistograms, runWrk, type Latency } from './wrk.ts';
 import type { Workload } from './workloads.ts';
 
