@@ -23,7 +23,8 @@ export interface BenchContext {
   workDir: string;
   /** The cgroup of `--cpu-quota` the servers run in, or null. */
   cpuGroup: string | null;
-  database: { path: string; key: string; seedMs: number; deepSoldAfterId: number };
+  /** The seeded SQLite file, and the bench key in it. */
+  database: { path: string; key: string };
   /** Every server running now; the run kills them when it is interrupted. */
   children: ServerProcess[];
   /** Waits before a measurement until other processes are quiet, within the run's allowance (measure.ts). */

@@ -14,15 +14,14 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
 import { runCompare } from './compare.ts';
 import type { BenchContext } from './context.ts';
 import { allowedCpus, choosePinning, createCpuQuotaGroup, installed, pinProcess } from './cpu.ts';
-import { NOISE_CORES, quietWaiter } from './measure.ts';
+import { quietWaiter } from './measure.ts';
 import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
 import { formatText, type CompareReport } from './report.ts';
 import { configurationsFor, formatScaling, runScaling, type ScalingRow } from './scaling.ts';
-import { idBeforeLast, seedDatabase } from './seed.ts';
+import { seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
 
 const progress = (text: string) => process.stderr.write(`${text}\n`);
@@ -51,8 +50,8 @@ const workDir = mkdtempSync(join(tmpdir(), 'pets-bench-'));
 // --cpu-quota: the servers' cgroup, made before they start and removed once they have stopped.
 const cpuGroup = options.cpuQuota === null ? null : createCpuQuotaGroup(options.cpuQuota);
 const context: BenchContext = {
-  options, cpus: allowedCpus(), workDir, cpuGroup: cpuGroup?.dir ?? null, database: { path: join(workDir, 'pets.db'), key: '', seedMs: 0, deepSoldAfterId: 0 },
-  children: [], progress, quiet: quietWaiter(options.quietWaitSeconds, NOISE_CORES),
+  options, cpus: allowedCpus(), workDir, cpuGroup: cpuGroup?.dir ?? null, database: { path: join(workDir, 'pets.db'), key: '' },
+  children: [], progress, quiet: quietWaiter(options.quietWaitSeconds),
 };
 
 /** Removes the temporary files and the cgroup of --cpu-quota, once its servers are gone (a group with processes stays). */
@@ -101,11 +100,8 @@ async function main(): Promise<void> {
   progress(`bench: ${compare ? 'the service against the baseline' : configurations.length + ' configurations'}; ${workloadNames.join(', ')}; about ${Math.ceil(loadSeconds / 60)} min of load`);
   progress(`seeding ${options.pets.toLocaleString('en-US')} pets ...`);
   const seeded = seedDatabase(context.database.path, options.pets);
-  const readDb = new DatabaseSync(context.database.path, { readOnly: true });
-  // A status=sold page with 20 more sold pets after it: deep in the table, full, with a next link.
-  context.database = { ...context.database, key: seeded.key, seedMs: seeded.seedMs, deepSoldAfterId: idBeforeLast(readDb, 40, 'sold') };
-  readDb.close();
-  const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId: context.database.deepSoldAfterId }, workloadNames);
+  context.database = { ...context.database, key: seeded.key };
+  const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId: seeded.deepSoldAfterId }, workloadNames);
 
   let comparison: CompareReport | null = null;
   let scaling: ScalingRow[] = [];
