@@ -4,7 +4,7 @@
  * instead of creating again. How long a record lives is a storage rule, shared by both engines.
  */
 /** The operations whose requests may carry an Idempotency-Key; each has keys of its own. */
-export type IdempotencyOperation = 'createPet' | 'placeOrder';
+export type IdempotencyOperation = 'createPet' | 'placeOrder' | 'createWebhook';
 
 /** A key is remembered for 24 h after the response it produced was stored. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;

@@ -13,11 +13,14 @@ import type { StoredResponse } from './idempotency.ts';
 import type { KeysStore } from './keys.ts';
 import type { Order, OrdersStore } from './orders.ts';
 import type { Pet, PetsStore } from './pets.ts';
+import type { CreatedWebhook, WebhooksStore } from './webhooks.ts';
 
 export interface Stores {
   keys: KeysStore;
   pets: PetsStore;
   orders: OrdersStore;
+  /** Webhooks, their deliveries (written with the events) and their attempts. */
+  webhooks: WebhooksStore;
   /** The log of changes to pets and orders (written by the stores' own writes), for the feed. */
   events: EventLog;
   /** The rate limiter over this engine's state (every token counted once, for every instance). */
@@ -65,9 +68,10 @@ export interface Upkeep {
  * The response that an Idempotency-Key record remembers for each operation, built from what the
  * write made: the API's own answer. A write made on another thread (SQLite's writer thread)
  * cannot carry a function, so that thread is given these. Here rather than in idempotency.ts,
- * which the pets' and the orders' records import: it names both.
+ * which the pets', the orders' and the webhooks' records import: it names them all.
  */
 export interface Responders {
   createPet(pet: Pet): StoredResponse;
   placeOrder(order: Order): StoredResponse;
+  createWebhook(created: CreatedWebhook): StoredResponse;
 }

@@ -148,6 +148,35 @@ export interface WebhooksStore {
   pending(): MaybePromise<number>;
 }
 
+/** A webhook's row as both engines select it (`types` as an array: SQLite's are split from their text). */
+export interface WebhookRow {
+  id: number | string;
+  account: string;
+  url: string;
+  types: readonly EventType[];
+  orders: WebhookOrders;
+  status: WebhookStatus;
+  created_at: number | string;
+}
+
+export function toWebhook(row: WebhookRow): Webhook {
+  return { id: Number(row.id), account: row.account, url: row.url, types: row.types, orders: row.orders, status: row.status, createdAt: Number(row.created_at) };
+}
+
+/** An attempt's row as both engines select it. */
+export interface AttemptRow {
+  event_id: number | string;
+  attempt: number;
+  attempted_at: number | string;
+  status: number | null;
+  error: DeliveryError | null;
+  duration_ms: number;
+}
+
+export function toDeliveryAttempt(row: AttemptRow): DeliveryAttempt {
+  return { eventId: Number(row.event_id), attempt: row.attempt, attemptedAt: Number(row.attempted_at), status: row.status, error: row.error, durationMs: row.duration_ms };
+}
+
 /** Whether a webhook with `types` and `orders`, of `account`, gets `event`. */
 export function sees(webhook: Pick<Webhook, 'account' | 'types' | 'orders'>, event: Pick<StoredEvent, 'type' | 'subject'>): boolean {
   if (!webhook.types.includes(event.type)) return false;

@@ -1,5 +1,5 @@
 /**
- * The storage contract (store-contract.ts, orders-contract.ts) on SQLite as the server runs it:
+ * The storage contract (store-contract.ts, orders-contract.ts, webhooks-contract.ts) on SQLite as the server runs it:
  * a file opened by the engine opener (src/storage/sqlite/engine.ts), its stores reading on their
  * connection and writing inline on it. Keys are made on a connection of
  * their own, as the keys command makes them (the engine's stores only read keys).
@@ -15,6 +15,7 @@ import { systemClock } from '../../src/clock.ts';
 import type { KeysStore } from '../../src/storage/keys.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
+import { runWebhooksContract } from './webhooks-contract.ts';
 
 async function open(t: { after(fn: () => unknown): void }, writer: 'inline') {
   const dir = mkdtempSync(join(tmpdir(), 'pets-engine-contract-'));
@@ -43,7 +44,7 @@ async function open(t: { after(fn: () => unknown): void }, writer: 'inline') {
     rotate: (id, grace, now) => written.rotate(id, grace, now),
     setScopes: (id, scopes) => written.setScopes(id, scopes),
   };
-  return { keys, pets: engine.stores.pets, orders: engine.stores.orders };
+  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks };
 }
 
 describe('a file with the inline writer', () => {
@@ -54,6 +55,7 @@ describe('a file with the inline writer', () => {
   runOrdersContract({
     open: async (t) => ({ ...(await open(t, 'inline')), settle: async () => {} }),
   });
+  runWebhooksContract({ open: (t) => open(t, 'inline') });
 });
 
 // Not on the writer thread: it builds the answer an Idempotency-Key record remembers with the

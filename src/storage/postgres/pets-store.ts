@@ -27,9 +27,10 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     },
 
     async purgeIdempotencyRecords(now, limit) {
-      // createPet's records, then placeOrder's (a table of their own, see migration 4), up to `limit` in all.
+      // createPet's records, then placeOrder's and createWebhook's (tables of their own, see
+      // migrations 4 and 8), up to `limit` in all.
       let purged = 0;
-      for (const table of ['idempotency_keys', 'order_idempotency_keys']) {
+      for (const table of ['idempotency_keys', 'order_idempotency_keys', 'webhook_idempotency_keys']) {
         if (purged >= limit) break;
         const result = await guard(() => sql.unsafe(
           `DELETE FROM ${table} WHERE (api_key_id, idempotency_key) IN (

@@ -14,7 +14,9 @@ export interface IdempotencyRecords {
 }
 
 /** Each operation's table of records. */
-export const RECORD_TABLES: Readonly<Record<IdempotencyOperation, string>> = { createPet: 'idempotency_keys', placeOrder: 'order_idempotency_keys' };
+export const RECORD_TABLES: Readonly<Record<IdempotencyOperation, string>> = {
+  createPet: 'idempotency_keys', placeOrder: 'order_idempotency_keys', createWebhook: 'webhook_idempotency_keys',
+};
 
 /** Prepares the statements of `operation`'s records once. */
 export function createIdempotencyRecords(db: DatabaseSync, operation: IdempotencyOperation): IdempotencyRecords {

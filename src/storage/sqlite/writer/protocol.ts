@@ -17,6 +17,7 @@ import type { IdempotencyWrite, StoredResponse } from '../../idempotency.ts';
 import type { Order, OrderChange, OrderPlacement } from '../../orders.ts';
 import type { Pet, PetChange, PetCreation } from '../../pets.ts';
 import type { Responders } from '../../stores.ts';
+import type { CreatedWebhook, WebhookChange, WebhookCreation } from '../../webhooks.ts';
 import type { WriteItem, WriteOp, WriteRequest, WriteResult } from './executor.ts';
 
 /** What the shared memory of one writer holds: its journal and its publication (data-version.ts). */
@@ -41,6 +42,12 @@ interface SentItems {
   saveLimiter: LimiterChanges;
   purgeEvents: WriteItem<'purgeEvents'>;
   purgeRecords: WriteItem<'purgeRecords'>;
+  createWebhooks: WithSentRecord<WebhookCreation>;
+  changeWebhooks: WebhookChange;
+  removeWebhooks: WriteItem<'removeWebhooks'>;
+  claimDeliveries: WriteItem<'claimDeliveries'>;
+  recordAttempts: WriteItem<'recordAttempts'>;
+  releaseDeliveries: WriteItem<'releaseDeliveries'>;
 }
 export type SentItem<Op extends WriteOp> = SentItems[Op];
 
@@ -106,6 +113,15 @@ const CARRIERS: { [Op in WriteOp]: Carrier<Op> } = {
   saveLimiter: asTheyAre<LimiterChanges>(),
   purgeEvents: asTheyAre<WriteItem<'purgeEvents'>>(),
   purgeRecords: asTheyAre<WriteItem<'purgeRecords'>>(),
+  createWebhooks: {
+    send: (items) => items.map((item) => withoutRespond<WebhookCreation, CreatedWebhook>(item)),
+    receive: (items, responders) => items.map((item) => withRespond<WebhookCreation, CreatedWebhook>(item, responders.createWebhook)),
+  },
+  changeWebhooks: asTheyAre<WebhookChange>(),
+  removeWebhooks: asTheyAre<WriteItem<'removeWebhooks'>>(),
+  claimDeliveries: asTheyAre<WriteItem<'claimDeliveries'>>(),
+  recordAttempts: asTheyAre<WriteItem<'recordAttempts'>>(),
+  releaseDeliveries: asTheyAre<WriteItem<'releaseDeliveries'>>(),
 };
 
 /** A batch as it is sent to the writer. */
