@@ -52,6 +52,8 @@ export interface DeliveryWorkerDeps {
   holder?: string;
   leaseMs?: number;
   intervalMs?: number;
+  /** PENDING_INTERVAL_MS unless a test shortens it. */
+  pendingIntervalMs?: number;
   /** DISABLE_AFTER_MS unless a test shortens it. */
   disableAfterMs?: number;
   /** The attempt's deadline, 10 s unless a test shortens it. */
@@ -153,7 +155,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     }
   };
 
-  const timers = [setInterval(() => void tick(), intervalMs), setInterval(() => void count(), PENDING_INTERVAL_MS)];
+  const timers = [setInterval(() => void tick(), intervalMs), setInterval(() => void count(), deps.pendingIntervalMs ?? PENDING_INTERVAL_MS)];
   for (const timer of timers) timer.unref();
   setImmediate(() => void count());
 
