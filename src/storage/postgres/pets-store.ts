@@ -12,6 +12,7 @@ import type { PostgresSql } from './driver.ts';
 import { changeMany } from './pet-changes.ts';
 import { insertMany } from './pet-creations.ts';
 import { createPetReads } from './pet-reads.ts';
+import { RECORD_TABLES } from './idempotency-records.ts';
 
 /** The pets store over a migrated database. */
 export function createPetsStore(sql: PostgresSql): PetsStore {
@@ -30,7 +31,7 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
       // createPet's records, then placeOrder's and createWebhook's (tables of their own, see
       // migrations 4 and 8), up to `limit` in all.
       let purged = 0;
-      for (const table of ['idempotency_keys', 'order_idempotency_keys', 'webhook_idempotency_keys']) {
+      for (const table of Object.values(RECORD_TABLES)) {
         if (purged >= limit) break;
         const result = await guard(() => sql.unsafe(
           `DELETE FROM ${table} WHERE (api_key_id, idempotency_key) IN (
