@@ -24,7 +24,12 @@ import type { AddressPolicy } from '../webhooks/address-policy.ts';
 import { afterFailure, DISABLE_AFTER_MS } from '../webhooks/retries.ts';
 import { createRunner } from '../webhooks/runner.ts';
 
-/** How often due deliveries are claimed: an event is attempted within about this long of its commit. */
+/**
+ * How often due deliveries are claimed: an event is attempted within about this long of its
+ * commit. Polled, as the feed's long poll is (api/events/commit-waiter.ts): when nothing is due a
+ * tick is one index probe on SQLite (the writer is not asked) and one claim statement on
+ * PostgreSQL, while a wake by every commit would need LISTEN, which a transaction pooler forbids.
+ */
 export const DELIVERY_INTERVAL_MS = 250;
 /** How long a claim is held: above an attempt's 10 s deadline and the time to record it. */
 export const LEASE_MS = 30_000;
