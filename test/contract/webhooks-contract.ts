@@ -112,20 +112,18 @@ export function runWebhooksContract({ open }: WebhooksContractOptions): void {
     await made(webhooks, b.account);
   });
 
-  test("a creation with an Idempotency-Key remembers its answer, found by that key; the key's second creation replays it", async (t) => {
+  test("a creation with an Idempotency-Key remembers what it made, secret included, found by that key; the key's second creation replays it", async (t) => {
     const { keys, webhooks } = await open(t);
     const a = await actor(keys);
-    const remember: IdempotencyWrite<CreatedWebhook> = {
-      apiKeyId: a.keyId, key: 'hook-1', fingerprint: 'fp', createdAt: T0,
-      respond: ({ webhook, secret }) => ({ status: 201, headers: { Location: `/v1/webhooks/${webhook.id}` }, body: JSON.stringify({ id: webhook.id, secret }) }),
-    };
+    const remember: IdempotencyWrite = { apiKeyId: a.keyId, key: 'hook-1', fingerprint: 'fp', createdAt: T0 };
     const first = await made(webhooks, a.account, { idempotency: remember });
-    const expected = { status: 201, headers: { Location: `/v1/webhooks/${first.webhook.id}` }, body: JSON.stringify({ id: first.webhook.id, secret: SECRET }) };
-    assert.deepEqual(await webhooks.findIdempotencyRecord(a.keyId, 'hook-1', T0 + 1), { fingerprint: 'fp', createdAt: T0, response: expected });
+    // The record keeps what was made, the secret included: the replay shows it again.
+    const expected = { fingerprint: 'fp', createdAt: T0, made: { webhook: first.webhook, secret: SECRET } };
+    assert.deepEqual(await webhooks.findIdempotencyRecord(a.keyId, 'hook-1', T0 + 1), expected);
     assert.equal(await webhooks.findIdempotencyRecord(a.keyId, 'hook-2', T0 + 1), null);
     assert.equal(await webhooks.findIdempotencyRecord(a.keyId, 'hook-1', T0 + DAY + 1), null, 'expired after 24 h');
     const again = await webhooks.create(creation(a.account, { idempotency: { ...remember, createdAt: T0 + 5 } }));
-    assert.deepEqual(again, { conflict: 'recorded', record: { fingerprint: 'fp', createdAt: T0, response: expected } });
+    assert.deepEqual(again, { conflict: 'recorded', record: expected });
     assert.equal((await webhooks.list({ account: a.account, afterId: 0, limit: 100 })).length, 1);
   });
 

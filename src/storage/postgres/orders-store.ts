@@ -22,9 +22,11 @@
  */
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
+import { MADE_FORMS } from '../made-forms.ts';
+import { parseStored } from '../stored-forms.ts';
 import { claimKey, rememberRecord } from './idempotency-records.ts';
 import {
-  decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
+  decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type Order, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
   type OrdersStore, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type Expiry, type PetRow, type PetStatus } from '../pets.ts';
@@ -33,6 +35,9 @@ import type { PostgresSql } from './driver.ts';
 import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
 import { inLoggedTransaction } from './event-log.ts';
 import { DUE_OF_ORDER, DUE_OF_PET_OR_ACCOUNT, expireWhere, sweep } from './order-expiries.ts';
+
+/** A placement's record read back: the order it made. */
+const READ_ORDER = parseStored(MADE_FORMS.placeOrder);
 
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, expires_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
@@ -132,7 +137,7 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
         SELECT * FROM order_idempotency_keys
          WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key}
            AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
+      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!, READ_ORDER);
     },
 
     async inventory() {
@@ -226,7 +231,7 @@ async function place(tx: PostgresSql, { petId, account, now, expiresAt, maxOpen,
     { prepare: true },
   );
   const order = toOrder(row!);
-  if (idempotency) await rememberRecord(tx, 'placeOrder', idempotency, idempotency.respond(order));
+  if (idempotency) await rememberRecord(tx, 'placeOrder', idempotency, order);
   return withExpiries({ kind: 'placed', order, pet: toPet(pets[0]!) }, expired);
 }
 

@@ -10,7 +10,7 @@ import type { PetsStore } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 import { changeMany } from './pet-changes.ts';
-import { insertMany } from './pet-creations.ts';
+import { insertMany, READ_PET } from './pet-creations.ts';
 import { createPetReads } from './pet-reads.ts';
 import { RECORD_TABLES } from './idempotency-records.ts';
 
@@ -24,7 +24,7 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
       const rows = await guardRead(() => sql<IdempotencyRow[]>`
         SELECT * FROM idempotency_keys
          WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
+      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!, READ_PET);
     },
 
     async purgeIdempotencyRecords(now, limit) {

@@ -10,12 +10,12 @@
  * - a claim is one statement: the due deliveries whose lease is free, locked with FOR UPDATE
  *   SKIP LOCKED (two instances claiming at once take different ones, neither waits), marked with
  *   the holder and the lease's end. Once that lease has ended, any instance may take the delivery
- *   again: a holder that died costs its deliveries one lease of delay (docs/decisions/0026);
+ *   again: a holder that died costs its deliveries one lease of delay (docs/decisions/0027);
  * - an attempt is recorded only while the delivery is still the holder's, under its row lock.
  */
 import type { PostgresSql } from './driver.ts';
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
-import { claimKey, rememberRecord } from './idempotency-records.ts';
+import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from '../idempotency.ts';
+import { claimKey, recordOfRow, rememberRecord } from './idempotency-records.ts';
 import { toEvent, type EventRow } from '../events.ts';
 import { afterAttempt } from '../../webhooks/retries.ts';
 import { MAX_ATTEMPTS_PER_ENDPOINT } from '../../webhooks/runner.ts';
@@ -100,7 +100,7 @@ export function createWebhooksStore(sql: PostgresSql): WebhooksStore {
       const rows = await guardRead(() => sql.unsafe<IdempotencyRow[]>(
         'SELECT * FROM webhook_idempotency_keys WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint',
         [apiKeyId, key, now - IDEMPOTENCY_TTL_MS], { prepare: true }));
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
+      return rows.length === 0 ? null : recordOfRow('createWebhook', rows[0]!);
     },
 
     async claimDue(holder, now, leaseMs, limit, skip) {
@@ -177,6 +177,6 @@ async function create(tx: PostgresSql, { account, url, types, orders, secret, no
     `INSERT INTO webhooks (account, url, types, orders, status, secret, created_at) VALUES ($1, $2, $3::text[], $4, 'enabled', $5, $6::bigint) RETURNING ${COLUMNS}`,
     [account, url, [...types], orders, secret, now], { prepare: true });
   const webhook = toWebhook(row!);
-  if (idempotency) await rememberRecord(tx, 'createWebhook', idempotency, idempotency.respond({ webhook, secret }));
+  if (idempotency) await rememberRecord(tx, 'createWebhook', idempotency, { webhook, secret });
   return { kind: 'created', webhook, secret };
 }
