@@ -8,7 +8,7 @@
  *
  * Where it runs: in the single process, or in the primary thread of WORKERS (like the chores);
  * on PostgreSQL in every instance, the claims keeping them apart (a lease per claim, FOR UPDATE
- * SKIP LOCKED: docs/decisions/0026). Its holder is a random id per process, so a restarted
+ * SKIP LOCKED: docs/decisions/0027). Its holder is a random id per process, so a restarted
  * process does not mistake a dead one's claims for its own: those wait until their lease ends.
  *
  * Stopping (the drain): nothing more is claimed, the attempts running finish (each within its
@@ -35,6 +35,13 @@ export const DELIVERY_INTERVAL_MS = 250;
 export const LEASE_MS = 30_000;
 /** How often the pending deliveries are counted for the gauge. */
 export const PENDING_INTERVAL_MS = 5_000;
+/**
+ * After a claim failed (the database down, say), the next waits this long, doubled at each
+ * failure up to MAX_CLAIM_BACKOFF_MS: an outage costs the database and the log a line every few
+ * seconds, not four a second, and deliveries resume within that much of its end.
+ */
+export const CLAIM_BACKOFF_MS = 1_000;
+export const MAX_CLAIM_BACKOFF_MS = 8_000;
 
 /** What the worker reports: the metrics (ops/metrics.ts), when METRICS_PORT is set. */
 export interface DeliveriesObserver {
@@ -131,17 +138,26 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   let stopped = false;
   let claiming: Promise<void> | null = null;
+  // Backing off after failed claims: no claim before `resumeAt` (a monotonic time).
+  let backoff = 0;
+  let resumeAt = 0;
   const claim = async () => {
     const load = runner.load();
     const room = load.free - load.queued;
-    if (stopped || room <= 0) return;
+    if (stopped || room <= 0 || performance.now() < resumeAt) return;
     const skip = new Set([...load.saturated].map(Number));
     const claimed = await store.claimDue(holder, clock(), leaseMs, room, skip);
     const refused = claimed.filter((delivery) => !runner.submit(delivery));
     if (refused.length > 0) await store.release(holder, refused);
   };
   const tick = (): Promise<void> => (claiming ??= claim()
-    .catch((error: unknown) => deps.failed('webhook_claim_failed', error))
+    .then(() => {
+      backoff = 0;
+    }, (error: unknown) => {
+      backoff = Math.min(MAX_CLAIM_BACKOFF_MS, backoff === 0 ? CLAIM_BACKOFF_MS : backoff * 2);
+      resumeAt = performance.now() + backoff;
+      deps.failed('webhook_claim_failed', error);
+    })
     .finally(() => {
       claiming = null;
     }));
