@@ -47,7 +47,7 @@ function runContracts(database: () => Promise<string>, cluster: () => PostgresCl
   runWebhooksContract({
     async open(t) {
       const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
-      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders: createOrdersStore(sql), webhooks: createWebhooksStore(sql) };
+      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders: createOrdersStore(sql), webhooks: createWebhooksStore(sql), events: createEventsStore(sql) };
     },
   });
 }

@@ -55,7 +55,7 @@ async function open(t: { after(fn: () => unknown): void }, writer: 'inline' | 't
     await engine.stores.pets.purgeIdempotencyRecords(0, 0);
     await writerFaults(path)(FULL_DISK);
   };
-  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks, fillDisk };
+  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks, events: engine.stores.events, fillDisk };
 }
 
 for (const writer of ['inline', 'thread'] as const) {

@@ -44,6 +44,6 @@ runEventsContract({
 runWebhooksContract({
   async open(t) {
     const db = open(t);
-    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), webhooks: createWebhooksStore(db) };
+    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), webhooks: createWebhooksStore(db), events: createEventsStore(db) };
   },
 });

@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { allSucceeded } from '../../src/lib/item-outcome.ts';
-import { EVENT_TYPES, type Actor, type EventType } from '../../src/storage/events.ts';
+import { EVENT_TYPES, type Actor, type EventLog, type EventType } from '../../src/storage/events.ts';
 import type { IdempotencyWrite } from '../../src/storage/idempotency.ts';
 import type { KeysStore } from '../../src/storage/keys.ts';
 import type { OrdersStore, PlacementResult } from '../../src/storage/orders.ts';
@@ -23,6 +23,7 @@ export interface OpenedWebhookStores {
   pets: PetsStore;
   orders: OrdersStore;
   webhooks: WebhooksStore;
+  events: EventLog;
 }
 
 export interface WebhooksContractOptions {
@@ -264,6 +265,18 @@ export function runWebhooksContract({ open }: WebhooksContractOptions): void {
     assert.equal(await webhooks.pending(), 0);
     await newPets(pets, a, 'Tom');
     assert.equal(await webhooks.pending(), 0);
+  });
+
+  test('an event deleted by the retention takes its waiting deliveries with it', async (t) => {
+    const { keys, pets, webhooks, events } = await open(t);
+    const a = await actor(keys);
+    await made(webhooks, a.account, { types: ['pet.created'] });
+    await newPets(pets, a, 'Rex', 'Tom');
+    assert.equal(await webhooks.pending(), 2);
+    // Every event is older than a time far ahead: the retention deletes them all.
+    while (await events.purge(Date.now() + 365 * DAY, 1) > 0);
+    assert.equal(await webhooks.pending(), 0);
+    assert.deepEqual(await webhooks.claimDue('w', T0, LEASE, 16, new Set()), []);
   });
 
   test('no webhook, no delivery: writes of every kind leave nothing pending', async (t) => {
