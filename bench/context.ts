@@ -11,9 +11,9 @@
  * the bench cannot copy exactly stops it rather than measuring something else.
  */
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { BenchOptions } from './options.ts';
-import type { ServerProcess } from './processes.ts';
+import { startServer, type ServerProcess } from './processes.ts';
 
 export interface BenchContext {
   options: BenchOptions;
@@ -23,7 +23,8 @@ export interface BenchContext {
   workDir: string;
   /** The cgroup of `--cpu-quota` the servers run in, or null. */
   cpuGroup: string | null;
-  database: { path: string; key: string; seedMs: number; deepSoldAfterId: number };
+  /** The seeded SQLite file, and the bench key in it. */
+  database: { path: string; key: string };
   /** Every server running now; the run kills them when it is interrupted. */
   children: ServerProcess[];
   /** Waits before a measurement until other processes are quiet, within the run's allowance (measure.ts). */
@@ -50,6 +51,24 @@ export function serviceEnv(context: BenchContext, connections: number, extra: Re
     MAX_CONNECTIONS_PER_ADDRESS: String(Math.min(1024, Math.max(64, connections + 8))),
     ...extra,
   };
+}
+
+/**
+ * Starts the service as `npm start` starts it, with `extra` in its environment (the database,
+ * WORKERS), on `cpus` when pinned and in the run's cgroup; the run kills it if interrupted.
+ */
+export async function startService(context: BenchContext, connections: number, extra: Record<string, string>, cpus: readonly number[] | null): Promise<ServerProcess> {
+  const { nodeOptions, entry } = startCommand(resolve(import.meta.dirname, '..'));
+  const server = await startServer({ name: 'service', args: [...nodeOptions, entry], env: serviceEnv(context, connections, extra), timeoutMs: 30_000, cpus, cpuGroup: context.cpuGroup });
+  context.children.push(server);
+  return server;
+}
+
+/** Stops a server the run started; resolves with its exit code. */
+export async function stopServer(context: BenchContext, server: ServerProcess): Promise<number | null> {
+  const code = await server.stop();
+  context.children.splice(context.children.indexOf(server), 1);
+  return code;
 }
 
 /** The node options and the script of a `node [options] script` command, the script relative. */

@@ -1,11 +1,16 @@
 /**
- * The cores of the machine: where the bench runs what (`taskset`), and how busy each core was
- * during a load, from two samples of /proc/stat. The servers under test get cores of their own,
- * the load generator others, so that the generator's cores show whether it was the limit.
+ * The cores of the machine: where the bench runs what (`taskset`, a cgroup for `--cpu-quota`),
+ * and where their time went, from /proc: each core's busy share, each process's CPU time, the
+ * kernel's, and that of the other processes of the machine (noise). The servers under test get
+ * cores of their own, the load generator others, so that the generator's cores show whether it
+ * was the limit.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+
+/** Linux reports CPU times in clock ticks of 1/100 s (USER_HZ is 100 on every mainstream arch). */
+export const TICKS_PER_SECOND = 100;
 
 /** One `cpu` or `cpuN` line of /proc/stat, in clock ticks since boot. */
 export interface CpuTimes {
@@ -32,25 +37,74 @@ export function parseProcStat(text: string): Map<string, CpuTimes> {
   return lines;
 }
 
-export function readProcStat(): Map<string, CpuTimes> {
-  return parseProcStat(readFileSync('/proc/stat', 'utf8'));
-}
-
 /**
  * The share (0 to 1) of the time between two /proc/stat samples in which core `core` was busy;
  * NaN when the core is not in both samples or no tick passed between them.
  */
 export function busyShare(before: Map<string, CpuTimes>, after: Map<string, CpuTimes>, core: number): number {
-  const start = before.get(`cpu${core}`);
-  const end = after.get(`cpu${core}`);
-  if (start === undefined || end === undefined) return Number.NaN;
-  const total = end.total - start.total;
-  return total > 0 ? (end.busy - start.busy) / total : Number.NaN;
+  const [start, end] = [before.get(`cpu${core}`), after.get(`cpu${core}`)];
+  if (start === undefined || end === undefined || end.total === start.total) return Number.NaN;
+  return (end.busy - start.busy) / (end.total - start.total);
 }
 
 /** The busy share of the busiest of `cores` between two samples (see busyShare). */
 export function busiestShare(before: Map<string, CpuTimes>, after: Map<string, CpuTimes>, cores: readonly number[]): number {
   return cores.reduce((busiest, core) => Math.max(busiest, busyShare(before, after, core)), Number.NEGATIVE_INFINITY);
+}
+
+/**
+ * The fields of a /proc/.../stat file after the parenthesised command name (which may contain
+ * spaces): [0] is the state, [1] the parent's pid, [11] utime, [12] stime, [13] cutime and [14]
+ * cstime (the time of children that exited and were waited for). null once it is gone.
+ */
+export function readStatFields(path: string): string[] | null {
+  try {
+    return readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
+  } catch {
+    return null;
+  }
+}
+
+/** CPU time (user + system) the process has used, all its threads, in clock ticks; NaN once it is gone. */
+export function readCpuTicks(pid: number): number {
+  const fields = readStatFields(`/proc/${pid}/stat`);
+  return fields === null ? Number.NaN : Number(fields[11]) + Number(fields[12]);
+}
+
+export interface MachineTicks {
+  /** All cores busy (not idle, not iowait), steal included: clock ticks since boot. */
+  busy: number;
+  /** Of which the kernel's own work: interrupts, softirqs (loopback networking) and kernel threads (I/O). */
+  kernel: number;
+  /** The /proc/stat it was computed from, per core as well (`cpu0`, ...). */
+  stat: Map<string, CpuTimes>;
+}
+
+/** Where the machine's CPU time went so far, from /proc/stat and the kernel threads' /proc/<pid>/stat. */
+export function readMachineTicks(): MachineTicks {
+  const stat = parseProcStat(readFileSync('/proc/stat', 'utf8'));
+  let kernelThreads = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    const fields = readStatFields(`/proc/${entry}/stat`);
+    // Kernel threads are kthreadd (pid 2) and its children; null: gone meanwhile.
+    if (fields !== null && (entry === '2' || fields[1] === '2')) kernelThreads += Number(fields[11]) + Number(fields[12]);
+  }
+  const all = stat.get('cpu')!;
+  return { busy: all.busy, kernel: all.irqs + kernelThreads, stat };
+}
+
+/**
+ * Cores used by other processes (and taken by the hypervisor, steal) over the next `windowMs`:
+ * the machine's busy time less the kernel's and less `ownPids` and this process.
+ */
+export async function otherLoad(ownPids: readonly number[], windowMs: number): Promise<number> {
+  const own = () => ownPids.reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0) + ((({ user, system }) => user + system)(process.cpuUsage()) / 1e6) * TICKS_PER_SECOND;
+  const [machine0, own0, started] = [readMachineTicks(), own(), performance.now()];
+  await new Promise((resolve) => setTimeout(resolve, windowMs));
+  const machine1 = readMachineTicks();
+  const ticks = machine1.busy - machine0.busy - (machine1.kernel - machine0.kernel) - (own() - own0);
+  return Math.max(0, ticks / TICKS_PER_SECOND / ((performance.now() - started) / 1000));
 }
 
 /** A Linux CPU list such as `0-3,8,10-11` (as in Cpus_allowed_list), as the numbers it names. */
@@ -59,17 +113,14 @@ export function parseCpuList(text: string): number[] {
   for (const part of text.trim().split(',')) {
     const range = /^([0-9]+)(?:-([0-9]+))?$/.exec(part);
     if (range === null) throw new Error(`not a CPU list: ${JSON.stringify(text)}`);
-    const first = Number(range[1]);
-    const last = range[2] === undefined ? first : Number(range[2]);
-    for (let cpu = first; cpu <= last; cpu++) cpus.add(cpu);
+    for (let cpu = Number(range[1]); cpu <= Number(range[2] ?? range[1]); cpu++) cpus.add(cpu);
   }
   return [...cpus].sort((a, b) => a - b);
 }
 
 /** The CPUs this process may run on (what `nproc` counts). */
 export function allowedCpus(): number[] {
-  const status = readFileSync('/proc/self/status', 'utf8');
-  const list = /^Cpus_allowed_list:\s*(\S+)$/m.exec(status);
+  const list = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync('/proc/self/status', 'utf8'));
   if (list === null) throw new Error('no Cpus_allowed_list in /proc/self/status');
   return parseCpuList(list[1]!);
 }
@@ -86,19 +137,14 @@ export interface Pinning {
  * of the next ones. When none is left they share the servers' cores, and `shared` says so: the
  * figures then measure the servers and their load generator together. null when not pinned.
  */
-export function choosePinning(
-  allowed: readonly number[],
-  serverCores: number,
-  options: { pin: boolean; tasksetFound: boolean },
-): { pinning: Pinning | null; note: string; shared: boolean } {
-  if (!options.pin) return { pinning: null, note: 'not pinned (--no-pin)', shared: true };
-  if (allowed.length < 2) return { pinning: null, note: `not pinned: only ${allowed.length} core, which the servers and the generator share`, shared: true };
-  if (!options.tasksetFound) return { pinning: null, note: 'not pinned: taskset not found (apt-get install util-linux)', shared: true };
+export function choosePinning(allowed: readonly number[], serverCores: number, options: { pin: boolean; tasksetFound: boolean }): { pinning: Pinning | null; note: string; shared: boolean } {
+  const unpinned = (note: string) => ({ pinning: null, note, shared: true });
+  if (!options.pin) return unpinned('not pinned (--no-pin)');
+  if (allowed.length < 2) return unpinned(`not pinned: only ${allowed.length} core, which the servers and the generator share`);
+  if (!options.tasksetFound) return unpinned('not pinned: taskset not found (apt-get install util-linux)');
   const server = allowed.slice(0, serverCores);
   const rest = allowed.slice(server.length, server.length + server.length);
-  if (rest.length === 0) {
-    return { pinning: { server, generator: server }, note: `servers on CPU ${server.join(',')}, the generator SHARES them (no core left for it)`, shared: true };
-  }
+  if (rest.length === 0) return { pinning: { server, generator: server }, note: `servers on CPU ${server.join(',')}, the generator SHARES them (no core left for it)`, shared: true };
   return { pinning: { server, generator: rest }, note: `servers on CPU ${server.join(',')}, generator on CPU ${rest.join(',')}`, shared: false };
 }
 

@@ -2,39 +2,19 @@
  * One timed load: wrk against the servers under test (one wrk process per URL, on the
  * generator's cores), and what the machine did meanwhile: the CPU that the servers, PostgreSQL,
  * wrk, this process and everything else used, how busy the servers' and the generator's cores
- * were, and the servers' resident memory.
+ * were, and the servers' resident memory. Also the waits for a quiet machine around it.
  */
-import { busiestShare, type Pinning } from './cpu.ts';
-import { fetchOnce, otherLoad, readCpuTicks, readMachineTicks, readMemory, TICKS_PER_SECOND, type MachineTicks } from './processes.ts';
+import { busiestShare, otherLoad, readCpuTicks, readMachineTicks, TICKS_PER_SECOND, type Pinning } from './cpu.ts';
+import { fetchOnce, readMemory } from './processes.ts';
 import { latencyOf, mergeHistograms, runWrk, type Latency } from './wrk.ts';
 import type { Workload } from './workloads.ts';
-
-export interface LoadTarget {
-  /** One wrk process per URL (one per instance), each with `connections` connections. */
-  urls: string[];
-  /** The server processes, all their threads: "server" CPU. */
-  pids: number[];
-  /** CPU ticks so far of the other processes under test (PostgreSQL's), when there are any. */
-  extraTicks?: () => number;
-}
-
-export interface LoadSetup {
-  /** The cores of the servers and of the generator, or null when not pinned. */
-  pinning: Pinning | null;
-  seconds: number;
-  /** Per URL. */
-  connections: number;
-  /** The bench key's `Authorization` header, for wrk's scripts. */
-  authorization: string;
-}
 
 export interface LoadResult {
   /** 2xx responses (wrk counts 400 and above as non-2xx; neither server sends 1xx or 3xx). */
   requests: number;
   non2xx: number;
-  /** Connection errors (connect, read, write). */
+  /** Connection errors (connect, read, write), and responses slower than wrk's timeout (10 s). */
   errors: number;
-  /** Responses slower than the timeout (10 s). */
   timeouts: number;
   /** Seconds wrk ran (the longest, when several ran), and the wall time the CPU figures cover. */
   durationS: number;
@@ -45,69 +25,49 @@ export interface LoadResult {
   latencyMs: Latency;
   /** wrk's own p99, corrected for coordinated omission (the highest, when several ran). */
   correctedP99Ms: number;
-  /** CPU used during the load, in cores (1 = one core busy the whole time). */
-  cpu: {
-    /** The server processes, all threads. */
-    server: number;
-    /** PostgreSQL's processes; 0 without. */
-    postgres: number;
-    /** The wrk processes. */
-    generator: number;
-    /** This process: it reads the service's access log meanwhile. */
-    harness: number;
-    /** Interrupts, softirqs (loopback networking) and kernel threads (the I/O of fsync). */
-    kernel: number;
-    /** Other processes, and time taken by the hypervisor: noise, when it is not near 0. */
-    other: number;
-    /** Busy share (0 to 1) of the servers' busiest core, whatever ran on it; null when not pinned. */
-    serverCore: number | null;
-    /** Busy share (0 to 1) of the generator's busiest core, whatever ran on it; null when not pinned. */
-    generatorCore: number | null;
-  };
+  /**
+   * CPU used during the load, in cores (1 = one core busy the whole time): the servers (all
+   * threads), PostgreSQL (0 without), wrk, this process (it reads the service's access log), the
+   * kernel (interrupts, softirqs of loopback networking, kernel threads doing I/O), and `other`:
+   * other processes and the hypervisor, noise when not near 0. The busy shares (0 to 1) of the
+   * servers' and of the generator's busiest core, whatever ran on it: null when not pinned.
+   */
+  cpu: { server: number; postgres: number; generator: number; harness: number; kernel: number; other: number; serverCore: number | null; generatorCore: number | null };
   /** Highest resident memory of the servers together, sampled every 100 ms, bytes. */
   rssMax: number;
 }
 
-/** CPU counters at one moment, in clock ticks (this process's in microseconds). */
-interface Sample {
-  at: number;
-  server: number;
-  extra: number;
-  own: NodeJS.CpuUsage;
-  machine: MachineTicks;
-}
-
-function sample(target: LoadTarget): Sample {
-  return {
-    at: performance.now(),
-    server: target.pids.reduce((sum, pid) => sum + readCpuTicks(pid), 0),
-    extra: target.extraTicks?.() ?? 0,
-    own: process.cpuUsage(),
-    machine: readMachineTicks(),
-  };
-}
-
-/** Runs `workload` against every URL of `target` at once for `setup.seconds`. */
-export async function runLoad(target: LoadTarget, workload: Workload, setup: LoadSetup): Promise<LoadResult> {
+/**
+ * Runs `workload` for `seconds` against every URL of `target` at once (one wrk each, with
+ * `connections`): `pids` are the servers' processes, `extraTicks` the CPU ticks so far of
+ * PostgreSQL's, when there is one.
+ */
+export async function runLoad(
+  target: { urls: string[]; pids: number[]; extraTicks?: () => number },
+  workload: Workload,
+  setup: { pinning: Pinning | null; seconds: number; connections: number; authorization: string },
+): Promise<LoadResult> {
   let rssMax = 0;
-  const sampleRss = () => {
-    rssMax = Math.max(rssMax, target.pids.reduce((sum, pid) => sum + (readMemory(pid)?.rss ?? 0), 0));
-  };
+  const sampleRss = () => (rssMax = Math.max(rssMax, target.pids.reduce((sum, pid) => sum + (readMemory(pid)?.rss ?? 0), 0)));
+  const sample = () => ({
+    at: performance.now(), own: process.cpuUsage(), machine: readMachineTicks(),
+    server: target.pids.reduce((sum, pid) => sum + readCpuTicks(pid), 0), extra: target.extraTicks?.() ?? 0,
+  });
   const sampler = setInterval(sampleRss, 100);
-  const start = sample(target);
+  const start = sample();
+  const generator = setup.pinning?.generator ?? null;
   const runs = await Promise.all(target.urls.map((url) => runWrk(
     // One wrk thread per core of its own.
-    { url, script: workload.wrk.script, args: workload.wrk.args, threads: setup.pinning?.generator.length ?? 1, seconds: setup.seconds, connections: setup.connections },
-    setup.pinning?.generator ?? null,
+    { url, script: workload.wrk.script, args: workload.wrk.args, threads: generator?.length ?? 1, seconds: setup.seconds, connections: setup.connections },
+    generator,
     setup.authorization,
   ))).finally(() => clearInterval(sampler));
-  const end = sample(target);
+  const end = sample();
   sampleRss();
 
   const wallS = (end.at - start.at) / 1000;
   const cores = (ticks: number) => ticks / TICKS_PER_SECOND / wallS;
   const sum = (pick: (run: (typeof runs)[number]) => number) => runs.reduce((total, run) => total + pick(run), 0);
-  const responses = sum((run) => run.responses);
   const ticks = {
     server: end.server - start.server,
     postgres: end.extra - start.extra,
@@ -115,10 +75,10 @@ export async function runLoad(target: LoadTarget, workload: Workload, setup: Loa
     harness: ((end.own.user - start.own.user + end.own.system - start.own.system) / 1e6) * TICKS_PER_SECOND,
     kernel: end.machine.kernel - start.machine.kernel,
   };
-  const accounted = ticks.server + ticks.postgres + ticks.generator + ticks.harness + ticks.kernel;
+  const accounted = Object.values(ticks).reduce((total, each) => total + each, 0);
   const share = (cpus: number[] | undefined) => (cpus === undefined ? null : busiestShare(start.machine.stat, end.machine.stat, cpus));
   const durationS = Math.max(...runs.map((run) => run.durationS));
-  const requests = responses - sum((run) => run.non2xx);
+  const requests = sum((run) => run.responses - run.non2xx);
   return {
     requests,
     non2xx: sum((run) => run.non2xx),
@@ -145,8 +105,8 @@ export async function runLoad(target: LoadTarget, workload: Workload, setup: Loa
 }
 
 /**
- * The first and last request of each workload's sequence, sent once: each must answer 2xx before
- * any load. A workload with its own `settle` (ids learnt from answers) is checked by it instead.
+ * The first and last request of each workload's sequence, sent once: each must answer 2xx (the
+ * deep page, with pets) before any load. A workload with its own `settle` is checked by it instead.
  */
 export async function checkWorkloads(url: string, workloads: readonly Workload[], authorization: string): Promise<void> {
   for (const workload of workloads) {
@@ -154,26 +114,40 @@ export async function checkWorkloads(url: string, workloads: readonly Workload[]
       await workload.settle(url, authorization);
       continue;
     }
-    for (const request of [workload.sequence[0]!, workload.sequence.at(-1)!]) {
-      const answer = await fetchOnce(url + request.path, {
-        method: request.method,
-        headers: { ...request.headers, authorization },
-        ...(request.body === undefined ? {} : { body: request.body }),
-      });
-      if (answer.status < 200 || answer.status > 299) {
-        throw new Error(`${workload.name}: ${request.method} ${request.path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
-      }
-      if (workload.name === 'deep' && (JSON.parse(answer.body) as unknown[]).length === 0) throw new Error(`deep: ${request.path} answered an empty page`);
+    for (const { method, path, headers, body } of [workload.sequence[0]!, workload.sequence.at(-1)!]) {
+      const answer = await fetchOnce(url + path, { method, headers: { ...headers, authorization }, ...(body === undefined ? {} : { body }) });
+      const empty = workload.name === 'deep' && answer.body === '[]';
+      if (answer.status < 200 || answer.status > 299 || empty) throw new Error(`${workload.name}: ${method} ${path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
     }
   }
 }
 
 /**
- * A wait before each measurement until other processes use less than `noiseCores` (sampled over
+ * A measurement during which other processes (or the hypervisor) took more than this many cores
+ * is measured again (measureQuietly), and marked noisy if it still is: on 2 cores, a neighbour's
+ * test run can halve the baseline (which needs both cores, with the generator) while hardly
+ * touching a service that is bound by its own core.
+ */
+export const NOISE_CORES = 0.15;
+
+/**
+ * `measure` once other processes are quiet, and again while they disturbed it anyway (over
+ * NOISE_CORES) and `again(noisy)` allows; resolves with the last measurement.
+ */
+export async function measureQuietly(run: { quiet(pids: readonly number[]): Promise<void> }, pids: readonly number[], measure: () => Promise<LoadResult>, again: (noisy: LoadResult) => boolean): Promise<LoadResult> {
+  for (;;) {
+    await run.quiet(pids);
+    const result = await measure();
+    if (result.cpu.other <= NOISE_CORES || !again(result)) return result;
+  }
+}
+
+/**
+ * A wait before each measurement until other processes use at most NOISE_CORES (sampled over
  * 0.5 s), for at most 30 s each time and `totalSeconds` in all over the run: on a shared machine
  * the run stays bounded, and what noise remains shows in each result's `cpu.other`.
  */
-export function quietWaiter(totalSeconds: number, noiseCores: number): (ownPids: readonly number[]) => Promise<void> {
+export function quietWaiter(totalSeconds: number): (ownPids: readonly number[]) => Promise<void> {
   let waitedMs = 0;
   return async (ownPids) => {
     const started = performance.now();
@@ -181,7 +155,7 @@ export function quietWaiter(totalSeconds: number, noiseCores: number): (ownPids:
       const before = performance.now();
       const other = await otherLoad(ownPids, 500);
       waitedMs += performance.now() - before;
-      if (other <= noiseCores) return;
+      if (other <= NOISE_CORES) return;
     }
   };
 }

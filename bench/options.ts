@@ -8,9 +8,8 @@ import { WORKLOAD_NAMES, type WorkloadName } from './workloads.ts';
 export interface BenchOptions {
   /** Pets seeded before the service starts. */
   pets: number;
-  /** Length of one measured round, per server. */
+  /** Length of one measured round, per server; warm-up per server and workload before its rounds. */
   seconds: number;
-  /** Warm-up per server and workload before its rounds. */
   warmup: number;
   /** Measured rounds per server and workload in the comparison (the other runs measure once). */
   rounds: number;
@@ -66,40 +65,26 @@ Options:
   --help            this text
 `;
 
+const FLAGS = ['no-pin', 'scale-out', 'help'] as const;
+const VALUES = ['pets', 'seconds', 'warmup', 'rounds', 'connections', 'only', 'cpu-quota', 'quiet-wait', 'cores', 'instances', 'out'] as const;
+
 /** Parses `argv` (without node and the script); throws an Error with a one-line message. */
 export function parseBenchOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      pets: { type: 'string' },
-      seconds: { type: 'string' },
-      warmup: { type: 'string' },
-      rounds: { type: 'string' },
-      connections: { type: 'string' },
-      only: { type: 'string' },
-      'no-pin': { type: 'boolean' },
-      'cpu-quota': { type: 'string' },
-      'quiet-wait': { type: 'string' },
-      cores: { type: 'string' },
-      'scale-out': { type: 'boolean' },
-      instances: { type: 'string' },
-      out: { type: 'string' },
-      help: { type: 'boolean' },
-    },
-  });
+    args: argv, strict: true, allowPositionals: false,
+    options: Object.fromEntries([...FLAGS.map((name) => [name, { type: 'boolean' }]), ...VALUES.map((name) => [name, { type: 'string' }])]),
+  }) as { values: Partial<Record<(typeof FLAGS)[number], boolean> & Record<(typeof VALUES)[number], string>> };
   let only: WorkloadName[] | null = null;
   if (values.only !== undefined) {
     const wanted = values.only.split(',').map((name) => name.trim());
-    for (const name of wanted) {
-      if (!(WORKLOAD_NAMES as readonly string[]).includes(name)) {
-        throw new Error(`--only: unknown workload ${JSON.stringify(name)}; known: ${WORKLOAD_NAMES.join(', ')}`);
-      }
-    }
+    const unknown = wanted.find((name) => !(WORKLOAD_NAMES as readonly string[]).includes(name));
+    if (unknown !== undefined) throw new Error(`--only: unknown workload ${JSON.stringify(unknown)}; known: ${WORKLOAD_NAMES.join(', ')}`);
     only = WORKLOAD_NAMES.filter((name) => wanted.includes(name));
   }
   if (values.instances !== undefined && !values['scale-out']) throw new Error('--instances goes with --scale-out');
+  const quota = values['cpu-quota'];
+  const cores = quota !== undefined && /^[0-9]+(\.[0-9]+)?$/.test(quota) ? Number(quota) : Number.NaN;
+  if (quota !== undefined && !(cores > 0 && cores <= 256)) throw new Error(`--cpu-quota must be a number of cores above 0, got ${JSON.stringify(quota)}`);
   return {
     pets: integer(values.pets, '--pets', 10_000, 1, 100_000_000),
     seconds: integer(values.seconds, '--seconds', 5, 1, 600),
@@ -108,7 +93,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     connections: integer(values.connections, '--connections', 50, 1, 1000),
     only,
     pin: !(values['no-pin'] ?? false),
-    cpuQuota: values['cpu-quota'] === undefined ? null : cores(values['cpu-quota']),
+    cpuQuota: quota === undefined ? null : cores,
     quietWaitSeconds: integer(values['quiet-wait'], '--quiet-wait', 180, 0, 3600),
     cores: values.cores === undefined ? null : counts(values.cores, '--cores', 256),
     scaleOut: values['scale-out'] ? counts(values.instances ?? '1,2', '--instances', 16) : null,
@@ -117,17 +102,9 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
   };
 }
 
-/** `--cpu-quota`: cores, a fraction allowed (0.5), at most 256. */
-function cores(raw: string): number {
-  const value = /^[0-9]+(\.[0-9]+)?$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!(value > 0 && value <= 256)) throw new Error(`--cpu-quota must be a number of cores above 0, got ${JSON.stringify(raw)}`);
-  return value;
-}
-
 /** A list such as 1,2,4: distinct counts from 1 to `max`, in increasing order. */
 function counts(raw: string, name: string, max: number): number[] {
-  const list = raw.split(',').map((part) => integer(part.trim(), name, 1, 1, max));
-  return [...new Set(list)].sort((a, b) => a - b);
+  return [...new Set(raw.split(',').map((part) => integer(part.trim(), name, 1, 1, max)))].sort((a, b) => a - b);
 }
 
 /** An integer option from `min` to `max`, `fallback` when not given; throws an Error naming the option. */
@@ -135,8 +112,6 @@ export function integer(raw: string | undefined, name: string, fallback: number,
   if (raw === undefined) return fallback;
   // Digits only, with optional _ separators as in 1_000_000.
   const value = /^[0-9][0-9_]*$/.test(raw) ? Number(raw.replaceAll('_', '')) : Number.NaN;
-  if (!(Number.isSafeInteger(value) && value >= min && value <= max)) {
-    throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-  }
+  if (!(Number.isSafeInteger(value) && value >= min && value <= max)) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
   return value;
 }

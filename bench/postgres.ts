@@ -9,8 +9,7 @@ import { readdirSync } from 'node:fs';
 import { connectPostgres, migratePostgres } from '../src/storage/postgres/database.ts';
 import { createKeysStore as createPostgresKeysStore } from '../src/storage/postgres/keys-store.ts';
 import { startPostgres } from '../test/support/postgres.ts';
-import { pinProcess } from './cpu.ts';
-import { readStatFields } from './processes.ts';
+import { pinProcess, readStatFields } from './cpu.ts';
 import { BENCH_KEY_LIMITS, STATUS_OF_N } from './seed.ts';
 
 export interface BenchPostgres {

@@ -1,15 +1,11 @@
 /**
- * The two servers under test as child processes of the bench, and what Linux tells about them:
- * resident memory from /proc/<pid>/status, CPU time from /proc/<pid>/stat, and the whole
- * machine's CPU time from /proc/stat (so that load from other processes can be reported).
+ * The servers under test as child processes of the bench, reached over HTTP, and their resident
+ * memory from /proc/<pid>/status (their CPU time is cpu.ts's).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { inCpuGroup, onCpus, readProcStat, type CpuTimes } from './cpu.ts';
-
-/** Linux reports CPU times in clock ticks of 1/100 s (USER_HZ is 100 on every mainstream arch). */
-export const TICKS_PER_SECOND = 100;
+import { inCpuGroup, onCpus } from './cpu.ts';
 
 export interface StartOptions {
   /** A short name used in messages: `service` or `baseline`. */
@@ -43,60 +39,38 @@ export interface ServerProcess {
 }
 
 /**
- * Spawns `process.execPath args...` (on `cpus` only, when given) with stdout piped and drained by this process, as a log
+ * Spawns `process.execPath args...` with stdout piped and drained by this process, as a log
  * collector would, and resolves once the child has printed its listening line.
  */
 export function startServer({ name, args, env, timeoutMs, cpus = null, cpuGroup = null }: StartOptions): Promise<ServerProcess> {
   const [command, commandArgs] = inCpuGroup(cpuGroup, ...onCpus(cpus, process.execPath, args));
   const spawnedAt = performance.now();
-  const child: ChildProcess = spawn(command, commandArgs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let bytes = 0;
-  let lines = 0;
-  let head = '';
-  let stderr = '';
+  const child = spawn(command, commandArgs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let [bytes, lines, head, stderr] = [0, 0, '', ''];
   let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
   // 'close', not 'exit': by then stdout has been read to its end, so the counts are final.
-  const exitedPromise = new Promise<void>((resolve) => {
-    child.once('close', (code, signal) => {
-      exit = { code, signal };
-      resolve();
-    });
-  });
-  child.stderr!.setEncoding('utf8');
-  child.stderr!.on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-4096);
-  });
-
+  const closed = new Promise<void>((resolve) => child.once('close', (code, signal) => resolve(void (exit = { code, signal }))));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4096)));
   return new Promise<ServerProcess>((resolve, reject) => {
-    let listening = false;
-    const timer = setTimeout(() => fail(new Error(`${name} did not print its listening line within ${timeoutMs} ms`)), timeoutMs);
-    function fail(error: Error): void {
+    let url: string | null = null;
+    const timer = setTimeout(() => fail(`did not print its listening line within ${timeoutMs} ms`), timeoutMs);
+    function fail(why: string): void {
       clearTimeout(timer);
       child.kill('SIGKILL');
-      reject(new Error(`${error.message}${stderr ? `\n${name} stderr:\n${stderr}` : ''}`));
+      reject(new Error(`${name} ${why}${stderr ? `\n${name} stderr:\n${stderr}` : ''}`));
     }
-    child.once('error', fail);
-    child.once('exit', (code, signal) => {
-      if (!listening) fail(new Error(`${name} exited before listening (code ${code}, signal ${signal})`));
-    });
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.once('error', (error) => fail(error.message));
+    child.once('exit', (code, signal) => url === null && fail(`exited before listening (code ${code}, signal ${signal})`));
+    child.stdout.on('data', (chunk: Buffer) => {
       bytes += chunk.length;
       for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines++;
-      if (listening) return;
+      if (url !== null) return;
       head += chunk.toString('utf8');
-      const url = findListeningUrl(head);
-      if (url === null) {
-        if (head.length > 65_536) fail(new Error(`${name} printed 64 KiB without a listening line`));
-        return;
-      }
-      listening = true;
-      head = '';
+      url = findListeningUrl(head);
+      if (url === null) return void (head.length > 65_536 && fail('printed 64 KiB without a listening line'));
       clearTimeout(timer);
       resolve({
-        name,
-        pid: child.pid!,
-        url,
-        spawnedAt,
+        name, pid: child.pid!, url, spawnedAt,
         stdout: () => ({ bytes, lines }),
         stderrTail: () => stderr,
         exited: () => exit,
@@ -104,7 +78,7 @@ export function startServer({ name, args, env, timeoutMs, cpus = null, cpuGroup 
           if (exit === null) {
             child.kill('SIGTERM');
             const kill = setTimeout(() => child.kill('SIGKILL'), graceMs);
-            await exitedPromise;
+            await closed;
             clearTimeout(kill);
           }
           return exit!.code;
@@ -136,10 +110,7 @@ export interface HttpAnswer {
 }
 
 /** One request on a fresh connection, bounded by `timeoutMs`. */
-export function fetchOnce(
-  url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
-): Promise<HttpAnswer> {
+export function fetchOnce(url: string, options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {}): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { method: options.method ?? 'GET', headers: options.headers, agent: false, timeout: options.timeoutMs ?? 5000 }, (res) => {
       const chunks: Buffer[] = [];
@@ -154,13 +125,13 @@ export function fetchOnce(
 }
 
 /**
- * Repeats `GET url` (with `headers`) until it answers 200, every `intervalMs`, and returns that
- * answer and the time from the server's spawn to it: the bench's "start to first 200".
+ * Repeats `GET path` (with `headers`) every 2 ms until it answers 200, and returns that answer
+ * and the time from the server's spawn to it: the bench's "start to first 200".
  */
-export async function firstOk(server: ServerProcess, path: string, headers: Record<string, string>, timeoutMs: number, intervalMs = 2): Promise<{ answer: HttpAnswer; startToFirstOkMs: number }> {
+export async function firstOk(server: ServerProcess, path: string, headers: Record<string, string>, timeoutMs: number): Promise<{ answer: HttpAnswer; startToFirstOkMs: number }> {
   const deadline = performance.now() + timeoutMs;
-  let last = 'no answer';
   for (;;) {
+    let last: string;
     try {
       const answer = await fetchOnce(server.url + path, { headers, timeoutMs: Math.max(100, deadline - performance.now()) });
       if (answer.status === 200) return { answer, startToFirstOkMs: performance.now() - server.spawnedAt };
@@ -169,7 +140,7 @@ export async function firstOk(server: ServerProcess, path: string, headers: Reco
       last = error instanceof Error ? error.message : String(error);
     }
     if (performance.now() > deadline) throw new Error(`${server.name}: no 200 for GET ${path} within ${timeoutMs} ms (last: ${last})`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    await new Promise((resolve) => setTimeout(resolve, 2));
   }
 }
 
@@ -183,63 +154,4 @@ export function readMemory(pid: number): { rss: number; peak: number } | null {
   }
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
   return { rss: kib('VmRSS'), peak: kib('VmHWM') };
-}
-
-/** CPU time (user + system) the process has used, all its threads, in clock ticks; NaN once it is gone. */
-export function readCpuTicks(pid: number): number {
-  const fields = readStatFields(`/proc/${pid}/stat`);
-  return fields === null ? Number.NaN : Number(fields[11]) + Number(fields[12]);
-}
-
-/**
- * The fields of a /proc/.../stat file after the parenthesised command name (which may contain
- * spaces): [0] is the state, [1] the parent's pid, [11] utime, [12] stime, [13] cutime and [14]
- * cstime (the time of children that exited and were waited for). null once it is gone.
- */
-export function readStatFields(path: string): string[] | null {
-  try {
-    return readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
-  } catch {
-    return null;
-  }
-}
-
-export interface MachineTicks {
-  /** All cores busy (not idle, not iowait), steal included: clock ticks since boot. */
-  busy: number;
-  /** Of which the kernel's own work: interrupts, softirqs (loopback networking) and kernel threads (I/O). */
-  kernel: number;
-  /** The /proc/stat it was computed from, per core as well (`cpu0`, ...). */
-  stat: Map<string, CpuTimes>;
-}
-
-/** Where the machine's CPU time went so far, from /proc/stat and the kernel threads' /proc/<pid>/stat. */
-export function readMachineTicks(): MachineTicks {
-  const stat = readProcStat();
-  const all = stat.get('cpu')!;
-  let kernelThreads = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue;
-    const fields = readStatFields(`/proc/${entry}/stat`);
-    // Kernel threads are kthreadd (pid 2) and its children; null: gone meanwhile.
-    if (fields !== null && (entry === '2' || fields[1] === '2')) kernelThreads += Number(fields[11]) + Number(fields[12]);
-  }
-  return { busy: all.busy, kernel: all.irqs + kernelThreads, stat };
-}
-
-/**
- * Cores used by other processes (and taken by the hypervisor, steal) over the next `windowMs`:
- * the machine's busy time less the kernel's and less `ownPids` and this process.
- */
-export async function otherLoad(ownPids: readonly number[], windowMs: number): Promise<number> {
-  const own = () => ownPids.reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0);
-  const machine0 = readMachineTicks();
-  const own0 = own();
-  const self0 = process.cpuUsage();
-  const started = performance.now();
-  await new Promise((resolve) => setTimeout(resolve, windowMs));
-  const machine1 = readMachineTicks();
-  const selfTicks = (((cpu) => cpu.user + cpu.system)(process.cpuUsage(self0)) / 1e6) * TICKS_PER_SECOND;
-  const ticks = machine1.busy - machine0.busy - (machine1.kernel - machine0.kernel) - (own() - own0) - selfTicks;
-  return Math.max(0, ticks / TICKS_PER_SECOND / ((performance.now() - started) / 1000));
 }

@@ -4,27 +4,23 @@
  * is printed as it is measured and kept in results/latest.json.
  */
 import type { Pinning } from './cpu.ts';
-import type { LoadResult } from './measure.ts';
+import { NOISE_CORES, type LoadResult } from './measure.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
 /** The targets that are not per workload: tail latency, memory and start-up against the baseline. */
-export const LIMITS = {
-  p99Ratio: 1.5,
-  peakRssRatio: 1.5,
-  startToFirstOkMs: 200,
-} as const;
+const LIMITS = { p99Ratio: 1.5, peakRssRatio: 1.5, startToFirstOkMs: 200 } as const;
 
 /**
  * A round whose generator was busier than this is unusable: the generator may have been the
  * limit, so the round measured it rather than the server.
  */
-export const GENERATOR_BUSY_LIMIT = 0.9;
+const GENERATOR_BUSY_LIMIT = 0.9;
 
 /**
  * How busy the generator was in a round (0 to 1): the busy share of its core when it had one of
  * its own, else the CPU its process used (one wrk thread).
  */
-export function generatorLoad(round: LoadResult): number {
+function generatorLoad(round: LoadResult): number {
   return round.cpu.generatorCore ?? round.cpu.generator;
 }
 
@@ -36,24 +32,13 @@ export function isUnusable(round: LoadResult): boolean {
 /** One load's figures on one line, for the progress output. */
 export function describeLoad(result: LoadResult): string {
   const { cpu } = result;
-  const core = (share: number | null) => (share === null ? '' : ` (core ${(share * 100).toFixed(0)} %)`);
-  return (
-    `${Math.round(result.rps).toLocaleString('en-US').padStart(7)} req/s, ` +
-    `p50 ${result.latencyMs.p50.toFixed(2)} ms, p99 ${result.latencyMs.p99.toFixed(2)} ms (wrk's ${result.correctedP99Ms.toFixed(2)}), ` +
-    `server CPU ${cpu.server.toFixed(2)}${core(cpu.serverCore)}, ${cpu.postgres > 0 ? `PostgreSQL ${cpu.postgres.toFixed(2)}, ` : ''}generator ${cpu.generator.toFixed(2)}${core(cpu.generatorCore)}, ` +
-    `kernel ${cpu.kernel.toFixed(2)}, other ${cpu.other.toFixed(2)}` +
+  const core = (share: number | null) => (share === null ? '' : ` (core ${percent(share)} %)`);
+  return `${count(result.rps).padStart(7)} req/s, p50 ${fixed(result.latencyMs.p50)} ms, p99 ${fixed(result.latencyMs.p99)} ms (wrk's ${fixed(result.correctedP99Ms)}), ` +
+    `server CPU ${fixed(cpu.server)}${core(cpu.serverCore)}, ${cpu.postgres > 0 ? `PostgreSQL ${fixed(cpu.postgres)}, ` : ''}generator ${fixed(cpu.generator)}${core(cpu.generatorCore)}, ` +
+    `kernel ${fixed(cpu.kernel)}, other ${fixed(cpu.other)}` +
     (result.non2xx + result.errors > 0 ? `, ${result.non2xx} non-2xx, ${result.errors} errors` : '') +
-    (isUnusable(result) ? ` UNUSABLE: generator ${(generatorLoad(result) * 100).toFixed(0)} % busy` : '')
-  );
+    (isUnusable(result) ? ` UNUSABLE: generator ${percent(generatorLoad(result))} % busy` : '');
 }
-
-/**
- * A measured round during which other processes (or the hypervisor) took more than this many
- * cores is discarded and measured again (bench/run.ts), and marked noisy if it still is: on 2
- * cores, a neighbour's test run can halve the baseline (which needs both cores, with the
- * generator) while hardly touching a service that is bound by its own core.
- */
-export const NOISE_CORES = 0.15;
 
 /** Median of the values (mean of the middle two for an even count); NaN for none. */
 export function median(values: readonly number[]): number {
@@ -64,7 +49,7 @@ export function median(values: readonly number[]): number {
 }
 
 /** One server's figures for one workload: medians over the measured rounds. */
-export interface ServerSummary {
+interface ServerSummary {
   rps: number;
   p50Ms: number;
   p99Ms: number;
@@ -91,9 +76,8 @@ export interface WorkloadReport {
   target: number | null;
   service: ServerSummary;
   baseline: ServerSummary;
-  /** Service requests/s over baseline requests/s. */
+  /** Service over baseline: requests/s, and p99. */
   ratio: number;
-  /** Service p99 over baseline p99. */
   p99Ratio: number;
   /** null when the workload has no throughput target. */
   throughputPass: boolean | null;
@@ -109,12 +93,7 @@ export interface WorkloadReport {
 }
 
 /** Sums up the rounds of one workload. */
-export function summariseWorkload(
-  workload: Pick<Workload, 'name' | 'label' | 'target'>,
-  service: LoadResult[],
-  baseline: LoadResult[],
-  discarded: DiscardedRound[] = [],
-): WorkloadReport {
+export function summariseWorkload(workload: Pick<Workload, 'name' | 'label' | 'target'>, service: LoadResult[], baseline: LoadResult[], discarded: DiscardedRound[] = []): WorkloadReport {
   const summary = (rounds: LoadResult[]): ServerSummary => ({
     rps: median(rounds.map((round) => round.rps)),
     p50Ms: median(rounds.map((round) => round.latencyMs.p50)),
@@ -124,10 +103,7 @@ export function summariseWorkload(
     generatorLoadMax: Math.max(0, ...rounds.map(generatorLoad)),
     rssMax: Math.max(0, ...rounds.map((round) => round.rssMax)),
   });
-  const s = summary(service);
-  const b = summary(baseline);
-  const ratio = s.rps / b.rps;
-  const p99Ratio = s.p99Ms / b.p99Ms;
+  const [s, b] = [summary(service), summary(baseline)];
   const problems: string[] = [];
   for (const [server, rounds] of [['service', service], ['baseline', baseline]] as const) {
     const non2xx = rounds.reduce((sum, round) => sum + round.non2xx, 0);
@@ -142,10 +118,10 @@ export function summariseWorkload(
     target: workload.target,
     service: s,
     baseline: b,
-    ratio,
-    p99Ratio,
-    throughputPass: workload.target === null ? null : ratio >= workload.target,
-    p99Pass: p99Ratio <= LIMITS.p99Ratio,
+    ratio: s.rps / b.rps,
+    p99Ratio: s.p99Ms / b.p99Ms,
+    throughputPass: workload.target === null ? null : s.rps / b.rps >= workload.target,
+    p99Pass: s.p99Ms / b.p99Ms <= LIMITS.p99Ratio,
     unusableRounds: all.filter(isUnusable).length,
     otherCpuMax: Math.max(0, ...all.map((round) => round.cpu.other)),
     problems,
@@ -164,7 +140,7 @@ export interface ServerFacts {
   exitCode: number | null;
 }
 
-export interface Check {
+interface Check {
   what: string;
   value: string;
   limit: string;
@@ -199,35 +175,19 @@ export function buildChecks(report: Omit<CompareReport, 'checks'>): Check[] {
   const checks: Check[] = [];
   for (const workload of report.workloads) {
     const usable = workload.unusableRounds === 0;
-    if (workload.target !== null) {
-      checks.push({ what: `${workload.label}: req/s ratio`, value: fixed(workload.ratio), limit: `>= ${workload.target}`, pass: workload.throughputPass!, usable });
-    }
+    if (workload.target !== null) checks.push({ what: `${workload.label}: req/s ratio`, value: fixed(workload.ratio), limit: `>= ${workload.target}`, pass: workload.throughputPass!, usable });
     checks.push({ what: `${workload.label}: p99 ratio`, value: fixed(workload.p99Ratio), limit: `<= ${LIMITS.p99Ratio}`, pass: workload.p99Pass, usable });
   }
   const { service, baseline } = report.servers;
   const rssRatio = service.peakRssBytes / baseline.peakRssBytes;
+  // A generator at its limit loads the servers less than asked, and memory grows with load.
+  const usable = report.workloads.every((workload) => workload.unusableRounds === 0);
+  checks.push({ what: 'peak RSS ratio under load (VmHWM)', value: fixed(rssRatio), limit: `<= ${LIMITS.peakRssRatio}`, pass: rssRatio <= LIMITS.peakRssRatio, usable });
   checks.push({
-    what: 'peak RSS ratio under load (VmHWM)',
-    value: fixed(rssRatio),
-    limit: `<= ${LIMITS.peakRssRatio}`,
-    pass: rssRatio <= LIMITS.peakRssRatio,
-    // A generator at its limit loads the servers less than asked, and memory grows with load.
-    usable: report.workloads.every((workload) => workload.unusableRounds === 0),
-  });
-  checks.push({
-    what: `service start to first 200 (median of ${service.starts.length})`,
-    value: `${service.startToFirstOkMs.toFixed(0)} ms`,
-    limit: `<= ${LIMITS.startToFirstOkMs} ms`,
-    pass: service.startToFirstOkMs <= LIMITS.startToFirstOkMs,
-    usable: true,
+    what: `service start to first 200 (median of ${service.starts.length})`, value: `${service.startToFirstOkMs.toFixed(0)} ms`,
+    limit: `<= ${LIMITS.startToFirstOkMs} ms`, pass: service.startToFirstOkMs <= LIMITS.startToFirstOkMs, usable: true,
   });
   return checks;
-}
-
-/** A check's verdict as the tables show it. */
-export function verdict(check: Check): string {
-  if (!check.usable) return 'UNUSABLE';
-  return check.pass ? 'pass' : 'FAIL';
 }
 
 const HEADINGS = [
@@ -237,71 +197,47 @@ const HEADINGS = [
 const RIGHT_ALIGNED = [false, true, true, true, false, true, true, true, true, true, true, true, true, false];
 
 function workloadRow(workload: WorkloadReport): string[] {
-  const { service: s, baseline: b } = workload;
-  const failed = [
-    workload.throughputPass === false ? 'req/s' : null,
-    workload.p99Pass ? null : 'p99',
-    workload.problems.length > 0 ? 'errors' : null,
-  ].filter((item) => item !== null);
+  const { service: s, baseline: b, problems } = workload;
+  const both = (pick: (summary: ServerSummary) => string) => `${pick(s)} / ${pick(b)}`;
+  const failed = [workload.throughputPass === false ? 'req/s' : null, workload.p99Pass ? null : 'p99', problems.length > 0 ? 'errors' : null].filter((item) => item !== null);
+  const { unusableRounds: unusable } = workload;
+  const result = unusable > 0
+    ? `UNUSABLE (generator over ${percent(GENERATOR_BUSY_LIMIT)} % in ${unusable} round${unusable === 1 ? '' : 's'})${problems.length > 0 ? ' errors' : ''}`
+    : failed.length === 0 ? 'pass' : `FAIL (${failed.join(', ')})`;
   return [
-    workload.label,
-    count(s.rps),
-    count(b.rps),
-    fixed(workload.ratio),
-    workload.target === null ? '-' : `>= ${workload.target.toFixed(2)}`,
-    `${fixed(s.p50Ms)} / ${fixed(b.p50Ms)}`,
-    `${fixed(s.p99Ms)} / ${fixed(b.p99Ms)}`,
-    fixed(workload.p99Ratio),
-    `${fixed(s.cpu)} / ${fixed(b.cpu)}`,
-    s.serverCore === null ? '-' : `${percent(s.serverCore)} / ${percent(b.serverCore!)}`,
-    `${percent(s.generatorLoadMax)} / ${percent(b.generatorLoadMax)}`,
-    `${(s.rssMax / 2 ** 20).toFixed(0)} / ${(b.rssMax / 2 ** 20).toFixed(0)}`,
-    fixed(workload.otherCpuMax),
-    (workload.unusableRounds > 0
-      ? `UNUSABLE (generator over ${percent(GENERATOR_BUSY_LIMIT)} % in ${workload.unusableRounds} round${workload.unusableRounds === 1 ? '' : 's'})${workload.problems.length > 0 ? ' errors' : ''}`
-      : failed.length === 0 ? 'pass' : `FAIL (${failed.join(', ')})`) + (workload.otherCpuMax > NOISE_CORES ? ' noisy' : ''),
+    workload.label, count(s.rps), count(b.rps), fixed(workload.ratio), workload.target === null ? '-' : `>= ${workload.target.toFixed(2)}`,
+    both((x) => fixed(x.p50Ms)), both((x) => fixed(x.p99Ms)), fixed(workload.p99Ratio), both((x) => fixed(x.cpu)),
+    s.serverCore === null ? '-' : both((x) => percent(x.serverCore!)), both((x) => percent(x.generatorLoadMax)), both((x) => (x.rssMax / 2 ** 20).toFixed(0)),
+    fixed(workload.otherCpuMax), result + (workload.otherCpuMax > NOISE_CORES ? ' noisy' : ''),
   ];
 }
 
 /** The comparison as the terminal shows it. */
 export function formatText(report: CompareReport): string {
-  const lines = [textTable(HEADINGS, report.workloads.map(workloadRow), RIGHT_ALIGNED), ''];
-  lines.push(...facts(report), '', 'Checks:');
-  for (const check of report.checks) lines.push(`  ${verdict(check).padEnd(8)}  ${check.what}: ${check.value} (${check.limit})`);
-  return lines.join('\n') + '\n';
-}
-
-function facts(report: CompareReport): string[] {
   const { service, baseline } = report.servers;
-  const { options } = report;
-  const lines = [
-    `Peak RSS (VmHWM): service ${mib(service.peakRssBytes)}, baseline ${mib(baseline.peakRssBytes)}, ratio ${fixed(service.peakRssBytes / baseline.peakRssBytes)}`,
-    `Start to first 200 (median of ${service.starts.length} starts, the first on an empty compile cache): service ${startup(service)}, baseline ${startup(baseline)}`,
-  ];
-  const other = Math.max(0, ...report.workloads.map((workload) => workload.otherCpuMax));
-  const discarded = report.workloads.reduce((sum, workload) => sum + workload.discarded.length, 0);
+  const { options, load } = report;
+  const startup = (server: ServerFacts) =>
+    `${server.startToFirstOkMs.toFixed(0)} ms (${Math.min(...server.starts).toFixed(0)}-${Math.max(...server.starts).toFixed(0)}, the first ${server.starts[0]!.toFixed(0)} ms)`;
   const kept = report.workloads.flatMap((workload) => [...workload.rounds.service, ...workload.rounds.baseline]);
   const loads = kept.map(generatorLoad);
-  const { load } = report;
   const generatorCpus = load.pinning?.generator ?? [];
   const threads = Math.max(1, generatorCpus.length);
-  lines.push(
+  const lines = [
+    textTable(HEADINGS, report.workloads.map(workloadRow), RIGHT_ALIGNED), '',
+    `Peak RSS (VmHWM): service ${mib(service.peakRssBytes)}, baseline ${mib(baseline.peakRssBytes)}, ratio ${fixed(service.peakRssBytes / baseline.peakRssBytes)}`,
+    `Start to first 200 (median of ${service.starts.length} starts, the first on an empty compile cache): service ${startup(service)}, baseline ${startup(baseline)}`,
     `Access log: ${count(report.accessLog.lines)} lines (${mib(report.accessLog.bytes)}) read from the service's stdout for ${count(report.accessLog.requestsSent)} responses`,
     `Load: ${load.version}, ${threads} thread${threads === 1 ? '' : 's'}, ` +
       `${options.connections} connections, ${options.rounds} rounds x ${options.seconds} s per server after ${options.warmup} s warm-up, alternating; ${load.pinningNote}`,
     `Generator load (${load.pinning === null ? 'CPU of the generator process' : `busy share of CPU ${generatorCpus.join(',')}${threads > 1 ? ', the busiest' : ''}, which also runs the bench process that reads the service's log`}): ` +
       `median ${percent(median(loads))} %, max ${percent(Math.max(0, ...loads))} %; ${kept.filter(isUnusable).length} of ${kept.length} kept rounds over ${percent(GENERATOR_BUSY_LIMIT)} % (unusable)`,
-    `Noise: other processes used up to ${fixed(other)} cores in a kept round (column "noise"); ${discarded} rounds were discarded for noise and measured again`,
-  );
-  for (const workload of report.workloads) {
-    for (const problem of workload.problems) lines.push(`INVALID ${workload.label}: ${problem}`);
-  }
-  return lines;
-}
-
-function startup(server: ServerFacts): string {
-  const range = `${Math.min(...server.starts).toFixed(0)}-${Math.max(...server.starts).toFixed(0)}`;
-  return `${server.startToFirstOkMs.toFixed(0)} ms (${range}, the first ${server.starts[0]!.toFixed(0)} ms)`;
+    `Noise: other processes used up to ${fixed(Math.max(0, ...report.workloads.map((workload) => workload.otherCpuMax)))} cores in a kept round (column "noise"); ` +
+      `${report.workloads.reduce((sum, workload) => sum + workload.discarded.length, 0)} rounds were discarded for noise and measured again`,
+    ...report.workloads.flatMap((workload) => workload.problems.map((problem) => `INVALID ${workload.label}: ${problem}`)),
+    '', 'Checks:',
+    ...report.checks.map((check) => `  ${(check.usable ? (check.pass ? 'pass' : 'FAIL') : 'UNUSABLE').padEnd(8)}  ${check.what}: ${check.value} (${check.limit})`),
+  ];
+  return lines.join('\n') + '\n';
 }
 
 /** Columns padded to their widest cell, right-aligned where `right` says. */
@@ -311,18 +247,7 @@ export function textTable(headings: string[], rows: string[][], right: boolean[]
   return [line(headings), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
 }
 
-export function percent(share: number): string {
-  return Number.isFinite(share) ? (share * 100).toFixed(0) : '-';
-}
-
-export function fixed(value: number): string {
-  return Number.isFinite(value) ? value.toFixed(2) : '-';
-}
-
-export function count(value: number): string {
-  return Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '-';
-}
-
-function mib(bytes: number): string {
-  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
-}
+export const percent = (share: number): string => (Number.isFinite(share) ? (share * 100).toFixed(0) : '-');
+export const fixed = (value: number): string => (Number.isFinite(value) ? value.toFixed(2) : '-');
+export const count = (value: number): string => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '-');
+const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MiB`;

@@ -14,15 +14,14 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
 import { runCompare } from './compare.ts';
 import type { BenchContext } from './context.ts';
 import { allowedCpus, choosePinning, createCpuQuotaGroup, installed, pinProcess } from './cpu.ts';
-import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
 import { quietWaiter } from './measure.ts';
-import { formatText, NOISE_CORES, type CompareReport, type LoadFacts } from './report.ts';
+import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
+import { formatText, type CompareReport } from './report.ts';
 import { configurationsFor, formatScaling, runScaling, type ScalingRow } from './scaling.ts';
-import { idBeforeLast, seedDatabase } from './seed.ts';
+import { seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
 
 const progress = (text: string) => process.stderr.write(`${text}\n`);
@@ -50,11 +49,14 @@ const workloadNames = options.only ?? (compare ? WORKLOAD_NAMES : SCALING_WORKLO
 const workDir = mkdtempSync(join(tmpdir(), 'pets-bench-'));
 // --cpu-quota: the servers' cgroup, made before they start and removed once they have stopped.
 const cpuGroup = options.cpuQuota === null ? null : createCpuQuotaGroup(options.cpuQuota);
-const context: BenchContext = { options, cpus: allowedCpus(), workDir, cpuGroup: cpuGroup?.dir ?? null, database: { path: join(workDir, 'pets.db'), key: '', seedMs: 0, deepSoldAfterId: 0 }, children: [], progress,
-  quiet: quietWaiter(options.quietWaitSeconds, NOISE_CORES) };
+const context: BenchContext = {
+  options, cpus: allowedCpus(), workDir, cpuGroup: cpuGroup?.dir ?? null, database: { path: join(workDir, 'pets.db'), key: '' },
+  children: [], progress, quiet: quietWaiter(options.quietWaitSeconds),
+};
 
-/** Removes the cgroup of --cpu-quota, once its servers are gone (a group with processes stays). */
-function removeCpuGroup(): void {
+/** Removes the temporary files and the cgroup of --cpu-quota, once its servers are gone (a group with processes stays). */
+function cleanUp(): void {
+  rmSync(workDir, { recursive: true, force: true });
   try {
     cpuGroup?.remove();
   } catch {
@@ -72,20 +74,19 @@ function abort(message: string, code = 1): never {
       // Already gone.
     }
   }
-  rmSync(workDir, { recursive: true, force: true });
-  removeCpuGroup();
+  cleanUp();
   process.exit(code);
 }
 process.on('SIGINT', () => abort('interrupted', 130));
 process.on('SIGTERM', () => abort('terminated', 143));
 
-// The loads as planned; at worst with every measured round taken again for noise (twice at
-// most in a comparison's workload, three times in the others), and every wait for quiet. Starts,
-// seeding (about 2 s per million pets) and stops take well under two minutes.
-const perServer = (rounds: number) => options.warmup + rounds * options.seconds;
-const loadSeconds = compare ? workloadNames.length * 2 * perServer(options.rounds) : configurations.length * workloadNames.length * perServer(1);
-const worstSeconds = (compare ? workloadNames.length * 2 * perServer(2 * options.rounds) : configurations.length * workloadNames.length * perServer(3)) + options.quietWaitSeconds;
-const budgetMs = (worstSeconds + 120 + options.pets / 100_000) * 1000 * 1.25;
+// The loads as planned (two servers per workload in the comparison, one per configuration
+// otherwise); at worst, every round measured again for noise (twice at most in a comparison's
+// workload, three times in the others), and every wait for quiet. Starts, seeding (about 2 s per
+// million pets) and stops take well under two minutes.
+const [servers, measured, again] = compare ? [2, options.rounds, 2] : [configurations.length, 1, 3];
+const loadSeconds = workloadNames.length * servers * (options.warmup + measured * options.seconds);
+const budgetMs = (workloadNames.length * servers * (options.warmup + again * measured * options.seconds) + options.quietWaitSeconds + 120 + options.pets / 100_000) * 1250;
 setTimeout(() => abort(`the bench exceeded its time limit of ${Math.round(budgetMs / 1000)} s`), budgetMs).unref();
 
 try {
@@ -99,22 +100,20 @@ async function main(): Promise<void> {
   progress(`bench: ${compare ? 'the service against the baseline' : configurations.length + ' configurations'}; ${workloadNames.join(', ')}; about ${Math.ceil(loadSeconds / 60)} min of load`);
   progress(`seeding ${options.pets.toLocaleString('en-US')} pets ...`);
   const seeded = seedDatabase(context.database.path, options.pets);
-  const readDb = new DatabaseSync(context.database.path, { readOnly: true });
-  // A status=sold page with 20 more sold pets after it: deep in the table, full, with a next link.
-  context.database = { path: context.database.path, key: seeded.key, seedMs: seeded.seedMs, deepSoldAfterId: idBeforeLast(readDb, 40, 'sold') };
-  readDb.close();
-  const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId: context.database.deepSoldAfterId }, workloadNames);
+  context.database = { ...context.database, key: seeded.key };
+  const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId: seeded.deepSoldAfterId }, workloadNames);
 
   let comparison: CompareReport | null = null;
   let scaling: ScalingRow[] = [];
   let text: string;
   if (compare) {
     const { pinning, note } = choosePinning(context.cpus, 1, { pin: options.pin, tasksetFound: installed('taskset') });
-    const load: LoadFacts = { version: wrkVersion(), pinning, pinningNote: note };
-    progress(`load generator: ${load.version}; ${note}`);
+    // `wrk --version` prints its usage too, and exits 1.
+    const version = /^wrk \S+/.exec(spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[0] ?? 'wrk (version unknown)';
+    progress(`load generator: ${version}; ${note}`);
     // This process reads the service's log and samples /proc during the loads: on the generator's core.
     if (pinning !== null) pinProcess(process.pid, pinning.generator);
-    comparison = await runCompare(context, workloads, load);
+    comparison = await runCompare(context, workloads, { version, pinning, pinningNote: note });
     text = formatText(comparison);
   } else {
     scaling = await runScaling(context, workloads, configurations);
@@ -126,18 +125,13 @@ async function main(): Promise<void> {
   process.stdout.write(`\n${text}`);
 
   const command = ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' ');
-  const latest = { startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling };
   const results = options.out ?? resolve(import.meta.dirname, 'results');
   mkdirSync(results, { recursive: true });
-  writeFileSync(join(results, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
+  writeFileSync(join(results, 'latest.json'), `${JSON.stringify({ startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), command, machine, options, comparison, scaling }, null, 2)}\n`);
   progress(`\nwrote ${relative(process.cwd(), join(results, 'latest.json'))}`);
-  rmSync(workDir, { recursive: true, force: true });
-  removeCpuGroup();
-  process.exitCode = verdict(comparison, scaling) ? 0 : 1;
-}
+  cleanUp();
 
-/** Whether every measurement is valid and usable; says what is not. */
-function verdict(comparison: CompareReport | null, scaling: ScalingRow[]): boolean {
+  // Valid and usable, or say what is not.
   const problems = [
     ...(comparison?.workloads.flatMap((workload) => workload.problems.map((problem) => `${workload.name}: ${problem}`)) ?? []),
     ...(comparison !== null && (comparison.servers.service.exitCode !== 0 || comparison.servers.baseline.exitCode !== 0) ? ['a server did not exit cleanly'] : []),
@@ -146,11 +140,5 @@ function verdict(comparison: CompareReport | null, scaling: ScalingRow[]): boole
   if (problems.length > 0) progress(`some measurements are invalid: ${problems.join('; ')}`);
   const unusable = comparison?.workloads.filter((workload) => workload.unusableRounds > 0).map((workload) => workload.name) ?? [];
   if (unusable.length > 0) progress(`UNUSABLE: the generator was near its limit in some rounds of ${unusable.join(', ')}: those figures measure the generator, not the server`);
-  return problems.length === 0 && unusable.length === 0;
-}
-
-/** `wrk debian/4.1.0-3+b2` from `wrk --version` (which prints its usage too and exits 1). */
-function wrkVersion(): string {
-  const output = spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout ?? '';
-  return /^wrk \S+/.exec(output)?.[0] ?? 'wrk (version unknown)';
+  process.exitCode = problems.length === 0 && unusable.length === 0 ? 0 : 1;
 }

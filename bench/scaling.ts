@@ -5,31 +5,23 @@
  * PostgreSQL the next ones, or share them when none is left. Beside throughput, each run keeps
  * the CPU of every process (the servers', PostgreSQL's, wrk's, and the rest of the machine's).
  */
-import { resolve } from 'node:path';
-import { serviceEnv, startCommand, type BenchContext } from './context.ts';
+import { startService, stopServer, type BenchContext } from './context.ts';
 import { choosePinning, installed, pinProcess } from './cpu.ts';
-import { checkWorkloads, runLoad, type LoadResult } from './measure.ts';
+import { checkWorkloads, measureQuietly, runLoad, type LoadResult } from './measure.ts';
 import { startBenchPostgres, type BenchPostgres } from './postgres.ts';
-import { startServer, type ServerProcess } from './processes.ts';
-import { count, describeLoad, fixed, NOISE_CORES, percent, textTable } from './report.ts';
+import { count, describeLoad, fixed, percent, textTable } from './report.ts';
 import type { Workload, WorkloadName } from './workloads.ts';
 
-const ROOT = resolve(import.meta.dirname, '..');
-
-export type Engine = 'sqlite' | 'postgres';
-
-export interface Configuration {
-  engine: Engine;
+interface Configuration {
+  engine: 'sqlite' | 'postgres';
   /** Server processes (PostgreSQL only: one SQLite file is served by one process). */
   instances: number;
   /** WORKERS of each (SQLite only). */
   workers: number;
 }
 
-export function describe(configuration: Configuration): string {
-  return configuration.engine === 'sqlite'
-    ? `SQLite, ${configuration.workers === 1 ? '1 process' : `WORKERS=${configuration.workers}`}`
-    : `PostgreSQL, ${configuration.instances} instance${configuration.instances === 1 ? '' : 's'}`;
+export function describe({ engine, instances, workers }: Configuration): string {
+  return engine === 'sqlite' ? `SQLite, ${workers === 1 ? '1 process' : `WORKERS=${workers}`}` : `PostgreSQL, ${instances} instance${instances === 1 ? '' : 's'}`;
 }
 
 /** The configurations that --cores and --scale-out ask for, SQLite first. */
@@ -68,61 +60,40 @@ export async function runScaling(context: BenchContext, workloads: Workload[], c
 
 async function runConfiguration(context: BenchContext, workloads: Workload[], configuration: Configuration, postgres: BenchPostgres | null): Promise<ScalingRow[]> {
   const { options, progress } = context;
-  const cores = configuration.instances * configuration.workers;
-  const { pinning, note, shared } = choosePinning(context.cpus, cores, { pin: options.pin, tasksetFound: installed('taskset') });
+  const { pinning, note, shared } = choosePinning(context.cpus, configuration.instances * configuration.workers, { pin: options.pin, tasksetFound: installed('taskset') });
   progress(`${describe(configuration)}: ${note}${postgres !== null && pinning !== null ? '; PostgreSQL with the generator' : ''}`);
   // This process reads the servers' logs and samples /proc during the loads: with wrk, and so is PostgreSQL.
   if (pinning !== null) pinProcess(process.pid, pinning.generator);
   if (configuration.engine === 'postgres' && pinning !== null) postgres!.pin(pinning.generator);
   const connections = options.connections * configuration.workers;
-  const servers = await startServers(context, configuration, connections, pinning?.server ?? null, postgres);
-  const authorization = `Bearer ${configuration.engine === 'sqlite' ? context.database.key : postgres!.key}`;
-  await checkWorkloads(servers[0]!.url, workloads, authorization);
-  const target = { urls: servers.map((server) => server.url), pids: servers.map((server) => server.pid), ...(postgres === null ? {} : { extraTicks: postgres.ticks }) };
-  const setup = (seconds: number) => ({ pinning, seconds, connections, authorization });
-
-  const measure = async (workload: Workload): Promise<ScalingRow> => {
-    await context.quiet(target.pids);
-    return { configuration, workload: workload.name, result: await runLoad(target, workload, setup(options.seconds)), shared };
-  };
-  const rows: ScalingRow[] = [];
-  for (const workload of workloads) {
-    if (options.warmup > 0) await runLoad(target, workload, setup(options.warmup));
-    let row = await measure(workload);
-    // Disturbed by other processes: measured again, up to twice; the least disturbed is kept.
-    for (let again = 0; again < 2 && row.result.cpu.other > NOISE_CORES; again++) {
-      progress(`  ${workload.name}: other processes took ${fixed(row.result.cpu.other)} cores; measuring again`);
-      const next = await measure(workload);
-      if (next.result.cpu.other < row.result.cpu.other) row = next;
-    }
-    rows.push(row);
-    progress(`  ${workload.name}: ${describeLoad(row.result)}`);
-  }
-  await stopServers(context, servers);
-  return rows;
-}
-
-/** The configuration's servers, started as `npm start` starts the service, on `cpus` when pinned. */
-async function startServers(context: BenchContext, configuration: Configuration, connections: number, cpus: number[] | null, postgres: BenchPostgres | null): Promise<ServerProcess[]> {
   const database: Record<string, string> = configuration.engine === 'sqlite'
     ? { DATABASE_PATH: context.database.path, WORKERS: String(configuration.workers) }
     : { DATABASE_URL: postgres!.url };
-  const npmStart = startCommand(ROOT);
-  const servers: ServerProcess[] = [];
-  for (let i = 0; i < configuration.instances; i++) {
-    const args = [...npmStart.nodeOptions, npmStart.entry];
-    servers.push(await startServer({ name: 'service', args, env: serviceEnv(context, connections, database), timeoutMs: 30_000, cpus, cpuGroup: context.cpuGroup }));
-    context.children.push(servers.at(-1)!);
-  }
-  return servers;
-}
+  const servers = [];
+  for (let i = 0; i < configuration.instances; i++) servers.push(await startService(context, connections, database, pinning?.server ?? null));
+  const authorization = `Bearer ${configuration.engine === 'sqlite' ? context.database.key : postgres!.key}`;
+  await checkWorkloads(servers[0]!.url, workloads, authorization);
+  const target = { urls: servers.map((server) => server.url), pids: servers.map((server) => server.pid), ...(postgres === null ? {} : { extraTicks: postgres.ticks }) };
+  const load = (workload: Workload, seconds: number) => runLoad(target, workload, { pinning, seconds, connections, authorization });
 
-async function stopServers(context: BenchContext, servers: ServerProcess[]): Promise<void> {
-  for (const server of servers) {
-    const code = await server.stop();
-    if (code !== 0) context.progress(`  the service exited with code ${code}: ${server.stderrTail()}`);
-    context.children.splice(context.children.indexOf(server), 1);
+  const rows: ScalingRow[] = [];
+  for (const workload of workloads) {
+    if (options.warmup > 0) await load(workload, options.warmup);
+    // Disturbed by other processes: measured again, twice at most.
+    let again = 0;
+    const result = await measureQuietly(context, target.pids, () => load(workload, options.seconds), (noisy) => {
+      if (again++ === 2) return false;
+      progress(`  ${workload.name}: other processes took ${fixed(noisy.cpu.other)} cores; measuring again`);
+      return true;
+    });
+    rows.push({ configuration, workload: workload.name, result, shared });
+    progress(`  ${workload.name}: ${describeLoad(result)}`);
   }
+  for (const server of servers) {
+    const code = await stopServer(context, server);
+    if (code !== 0) progress(`  the service exited with code ${code}: ${server.stderrTail()}`);
+  }
+  return rows;
 }
 
 /**
@@ -131,17 +102,16 @@ async function stopServers(context: BenchContext, servers: ServerProcess[]): Pro
  */
 export function formatScaling(rows: readonly ScalingRow[]): string {
   const headings = ['configuration', 'workload', 'req/s', 'x first', 'x SQLite', 'p99 ms', 'server cores', 'PostgreSQL cores', 'wrk core %', 'other', 'note'];
-  const table = rows.map((row) => {
-    const first = rows.find((other) => other.workload === row.workload && other.configuration.engine === row.configuration.engine)!;
-    const sqlite = rows.find((other) => other.workload === row.workload && other.configuration.engine === 'sqlite' && other.configuration.workers === 1);
-    const { result } = row;
+  const table = rows.map(({ configuration, workload, result, shared }) => {
+    const first = rows.find((other) => other.workload === workload && other.configuration.engine === configuration.engine)!;
+    const sqlite = rows.find((other) => other.workload === workload && other.configuration.engine === 'sqlite' && other.configuration.workers === 1);
     return [
-      describe(row.configuration), row.workload, count(result.rps), fixed(result.rps / first.result.rps),
-      row.configuration.engine === 'postgres' && sqlite !== undefined ? fixed(result.rps / sqlite.result.rps) : '-',
+      describe(configuration), workload, count(result.rps), fixed(result.rps / first.result.rps),
+      configuration.engine === 'postgres' && sqlite !== undefined ? fixed(result.rps / sqlite.result.rps) : '-',
       fixed(result.latencyMs.p99),
-      fixed(result.cpu.server), row.configuration.engine === 'sqlite' ? '-' : fixed(result.cpu.postgres),
+      fixed(result.cpu.server), configuration.engine === 'sqlite' ? '-' : fixed(result.cpu.postgres),
       result.cpu.generatorCore === null ? '-' : percent(result.cpu.generatorCore), fixed(result.cpu.other),
-      [row.shared ? 'wrk shares the servers\' cores' : '', result.non2xx + result.errors > 0 ? `${result.non2xx} non-2xx, ${result.errors} errors` : ''].filter(Boolean).join('; '),
+      [shared ? 'wrk shares the servers\' cores' : '', result.non2xx + result.errors > 0 ? `${result.non2xx} non-2xx, ${result.errors} errors` : ''].filter(Boolean).join('; '),
     ];
   });
   return `${textTable(headings, table, [false, false, true, true, true, true, true, true, true, true, false])}\n\n` +

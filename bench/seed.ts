@@ -17,18 +17,12 @@ export const BENCH_KEY_LIMITS = { perMinute: 10_000_000, perDay: 100_000_000 } a
 /** Every third pet is sold (id % 3 = 0), the others are available or pending (SQL for SQLite and PostgreSQL). */
 export const STATUS_OF_N = `CASE n % 3 WHEN 0 THEN 'sold' WHEN 1 THEN 'available' ELSE 'pending' END`;
 
-export interface SeededDatabase {
-  pets: number;
-  /** The bench's enterprise key (production prefix) and its id. */
-  key: string;
-  keyId: string;
-  /** Highest pet id. */
-  maxId: number;
-  seedMs: number;
-}
-
-/** Creates the database at `path` (migrated) with `pets` pets and the bench key. */
-export function seedDatabase(path: string, pets: number): SeededDatabase {
+/**
+ * Creates the database at `path` (migrated) with `pets` pets and the bench key (production
+ * prefix). `deepSoldAfterId`: a status=sold page there has 20 more sold pets after it: deep in
+ * the table, full, with a next link.
+ */
+export function seedDatabase(path: string, pets: number): { key: string; keyId: string; maxId: number; deepSoldAfterId: number; seedMs: number } {
   const started = performance.now();
   const db = openDatabase(path);
   try {
@@ -40,26 +34,16 @@ export function seedDatabase(path: string, pets: number): SeededDatabase {
          SELECT 'Pet ' || n, 1 + (n * 7) % 40, ${STATUS_OF_N} FROM seq`,
       ).run(pets);
     });
-    const issued = createKeysStore(db, { appEnv: 'production' }).create({
-      plan: 'enterprise',
-      label: 'bench',
-      ...BENCH_KEY_LIMITS,
-      now: Date.now(),
-    });
+    const issued = createKeysStore(db, { appEnv: 'production' }).create({ plan: 'enterprise', label: 'bench', ...BENCH_KEY_LIMITS, now: Date.now() });
     const maxId = Number((db.prepare('SELECT coalesce(max(id), 0) AS id FROM pets').get() as { id: number }).id);
-    return { pets, key: issued.key, keyId: issued.record.id, maxId, seedMs: performance.now() - started };
+    return { key: issued.key, keyId: issued.record.id, maxId, deepSoldAfterId: idBeforeLast(db, 40, 'sold'), seedMs: performance.now() - started };
   } finally {
     db.close();
   }
 }
 
-/**
- * The id after which the last `fromEnd` pets (of `status`, or of all) follow: a cursor there
- * gives a page at the end of the traversal. 0 when there are not that many.
- */
-export function idBeforeLast(db: DatabaseSync, fromEnd: number, status?: string): number {
-  const row = (status === undefined
-    ? db.prepare('SELECT id FROM pets ORDER BY id DESC LIMIT 1 OFFSET ?').get(fromEnd)
-    : db.prepare('SELECT id FROM pets WHERE status = ? ORDER BY id DESC LIMIT 1 OFFSET ?').get(status, fromEnd)) as { id: number } | undefined;
+/** The id after which the last `fromEnd` pets of `status` follow: 0 when there are not that many. */
+export function idBeforeLast(db: DatabaseSync, fromEnd: number, status: string): number {
+  const row = db.prepare('SELECT id FROM pets WHERE status = ? ORDER BY id DESC LIMIT 1 OFFSET ?').get(status, fromEnd) as { id: number } | undefined;
   return row === undefined ? 0 : Number(row.id);
 }

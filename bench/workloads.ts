@@ -133,27 +133,18 @@ function adopt(fixture: WorkloadFixture): Drive {
 
 /** Cancels every placed order, page by page, through the API. */
 async function cancelOpenOrders(url: string, authorization: string): Promise<void> {
-  for (;;) {
-    const page = await fetchOnce(`${url}/v1/store/orders?status=placed&limit=100`, { headers: { authorization } });
-    if (page.status !== 200) throw new Error(`GET /v1/store/orders answered ${page.status}: ${page.body.slice(0, 300)}`);
-    const orders = JSON.parse(page.body) as { id: number }[];
-    if (orders.length === 0) return;
-    for (const { id } of orders) {
-      const answer = await fetchOnce(`${url}/v1/store/orders/${id}`, {
-        method: 'PATCH', headers: { authorization, 'content-type': 'application/merge-patch+json' }, body: '{"status":"cancelled"}',
-      });
-      if (answer.status !== 200) throw new Error(`cancelling order ${id} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
-    }
+  const ok = async (path: string, options: Parameters<typeof fetchOnce>[1] = {}) => {
+    const answer = await fetchOnce(url + path, { ...options, headers: { authorization, ...options.headers } });
+    if (answer.status !== 200) throw new Error(`${options.method ?? 'GET'} ${path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
+    return JSON.parse(answer.body) as { id: number }[];
+  };
+  for (let orders = await ok('/v1/store/orders?status=placed&limit=100'); orders.length > 0; orders = await ok('/v1/store/orders?status=placed&limit=100')) {
+    for (const { id } of orders) await ok(`/v1/store/orders/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: '{"status":"cancelled"}' });
   }
 }
 
-function get(path: string): BenchRequest {
-  return { method: 'GET', path, headers: {} };
-}
-
-function create(): BenchRequest {
-  return { method: 'POST', path: '/v1/pets', headers: { 'content-type': 'application/json' }, body: NEW_PET_BODY };
-}
+const get = (path: string): BenchRequest => ({ method: 'GET', path, headers: {} });
+const create = (): BenchRequest => ({ method: 'POST', path: '/v1/pets', headers: { 'content-type': 'application/json' }, body: NEW_PET_BODY });
 
 /** `count` ids from 1 to `pets`, spread over the table by the golden ratio's fractions: the same in every run. */
 function spreadIds(pets: number, count: number): number[] {

@@ -50,17 +50,14 @@ export interface Latency {
 /** What one wrk run measured. */
 export interface WrkResult {
   durationS: number;
-  /** Complete responses, whatever their status. */
+  /** Complete responses, whatever their status; of which with a status of 400 or more (neither server sends 1xx or 3xx). */
   responses: number;
-  /** Responses with a status of 400 or more (wrk's own count; neither server sends 1xx or 3xx). */
   non2xx: number;
-  /** Connect, read and write errors. */
+  /** Connect, read and write errors; responses slower than the timeout (not in the latencies). */
   errors: number;
-  /** Responses slower than the timeout (not in the latencies). */
   timeouts: number;
-  /** The latencies as measured, over every response. */
+  /** The latencies as measured, over every response, and as a histogram ([microseconds, count]) so that runs can be merged. */
   latencyMs: Latency;
-  /** The same as a histogram ([microseconds, count]), so that runs of several wrk can be merged. */
   histogramUs: Array<[number, number]>;
   /** Answers by status and by error code, when the script counts them (the soak's). */
   statuses: Record<string, number>;
@@ -72,15 +69,11 @@ export interface WrkResult {
 }
 
 /** The JSON line that bench/wrk/bench.lua's done() prints. */
-interface WrkDone {
-  bench: 'wrk-done';
+interface WrkDone extends Pick<WrkResult, 'statuses' | 'codes' | 'cpuTicks'> {
   durationUs: number;
   requests: number;
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
-  wrkLatencyUs: { p50: number; p99: number; max: number };
-  cpuTicks: number;
-  statuses: Record<string, number>;
-  codes: Record<string, number>;
+  wrkLatencyUs: Latency;
   histogramUs: Array<[number, number]>;
 }
 
@@ -98,16 +91,12 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
   const corrected = done.histogramUs;
   // The histogram was read from wrk's memory: it must give wrk's own maximum and percentiles
   // (to one rank: wrk computes the rank in long double).
-  if (corrected.length > 0) {
-    for (const p of [50, 99] as const) {
-      const low = percentile(corrected, p, -1);
-      const high = percentile(corrected, p, 1);
-      const wrks = done.wrkLatencyUs[`p${p}`];
-      if (!(wrks >= low && wrks <= high)) throw new Error(`wrk's latency histogram was misread: its p${p} is ${low}-${high} us, wrk says ${wrks} us`);
-    }
-    const max = corrected.at(-1)![0];
-    if (max !== done.wrkLatencyUs.max) throw new Error(`wrk's latency histogram was misread: its maximum is ${max} us, wrk says ${done.wrkLatencyUs.max} us`);
+  for (const p of corrected.length > 0 ? [50, 99] as const : []) {
+    const [low, high, wrks] = [percentile(corrected, p, -1), percentile(corrected, p, 1), done.wrkLatencyUs[`p${p}`]];
+    if (!(wrks >= low && wrks <= high)) throw new Error(`wrk's latency histogram was misread: its p${p} is ${low}-${high} us, wrk says ${wrks} us`);
   }
+  const max = corrected.at(-1)?.[0];
+  if (max !== undefined && max !== done.wrkLatencyUs.max) throw new Error(`wrk's latency histogram was misread: its maximum is ${max} us, wrk says ${done.wrkLatencyUs.max} us`);
   const raw = rawHistogram(corrected, correctionInterval(done.durationUs, done.requests, connections));
   const measured = raw.reduce((sum, [, count]) => sum + count, 0);
   if (measured !== done.requests - done.errors.timeout) {

@@ -8,7 +8,7 @@
  * the same bytes. Records written by earlier versions kept the answer itself, and still replay it.
  */
 /** The operations whose requests may carry an Idempotency-Key; each has keys of its own. */
-export type IdempotencyOperation = 'createPet' | 'placeOrder';
+export type IdempotencyOperation = 'createPet' | 'placeOrder' | 'createWebhook';
 
 /** A key is remembered for 24 h after the creation it made was stored. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;

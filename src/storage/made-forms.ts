@@ -9,13 +9,17 @@ import type { IdempotencyOperation } from './idempotency.ts';
 import type { Order } from './order-record.ts';
 import type { Pet } from './pets.ts';
 import { ORDER_FORM, PET_FORM, type StoredForm } from './stored-forms.ts';
+import { CREATED_WEBHOOK_FORM, type CreatedWebhook } from './webhooks.ts';
 
 export interface Made {
   createPet: Pet;
   placeOrder: Order;
+  /** The webhook and its secret, which the first answer shows, and so its replay. */
+  createWebhook: CreatedWebhook;
 }
 
 export const MADE_FORMS: { [Op in IdempotencyOperation]: StoredForm<Made[Op]> } = {
   createPet: PET_FORM,
   placeOrder: ORDER_FORM,
+  createWebhook: CREATED_WEBHOOK_FORM,
 };

@@ -12,11 +12,14 @@ import type { EventLog } from './events.ts';
 import type { KeysStore } from './keys.ts';
 import type { OrdersStore } from './orders.ts';
 import type { PetsStore } from './pets.ts';
+import type { WebhooksStore } from './webhooks.ts';
 
 export interface Stores {
   keys: KeysStore;
   pets: PetsStore;
   orders: OrdersStore;
+  /** Webhooks, their deliveries (written with the events) and their attempts. */
+  webhooks: WebhooksStore;
   /** The log of changes to pets and orders (written by the stores' own writes), for the feed. */
   events: EventLog;
   /** The rate limiter over this engine's state (every token counted once, for every instance). */

@@ -15,6 +15,7 @@ import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { DeliveryError } from '../webhooks/attempt.ts';
 import type { EventType, StoredEvent } from './events.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
+import type { StoredForm } from './stored-forms.ts';
 
 /** Whose order events a webhook gets: its account's orders', or every order's (`orders:manage`). */
 export const WEBHOOK_ORDERS = ['own', 'all'] as const;
@@ -146,6 +147,44 @@ export interface WebhooksStore {
   release(holder: string, deliveries: readonly ClaimedDelivery[]): MaybePromise<void>;
   /** How many deliveries wait (due or not, claimed or not): `webhook_deliveries_pending`. */
   pending(): MaybePromise<number>;
+}
+
+/** A created webhook in the stored form an Idempotency-Key record keeps (stored-forms.ts): the secret included, for the replay. */
+export const CREATED_WEBHOOK_FORM: StoredForm<CreatedWebhook> = {
+  toStored: ({ webhook, secret }) => ({ ...webhook, types: [...webhook.types], secret }),
+  fromStored: (stored) => {
+    const { secret, ...webhook } = stored as unknown as Webhook & { secret: string };
+    return { webhook, secret };
+  },
+};
+
+/** A webhook's row as both engines select it (`types` as an array: SQLite's are split from their text). */
+export interface WebhookRow {
+  id: number | string;
+  account: string;
+  url: string;
+  types: readonly EventType[];
+  orders: WebhookOrders;
+  status: WebhookStatus;
+  created_at: number | string;
+}
+
+export function toWebhook(row: WebhookRow): Webhook {
+  return { id: Number(row.id), account: row.account, url: row.url, types: row.types, orders: row.orders, status: row.status, createdAt: Number(row.created_at) };
+}
+
+/** An attempt's row as both engines select it. */
+export interface AttemptRow {
+  event_id: number | string;
+  attempt: number;
+  attempted_at: number | string;
+  status: number | null;
+  error: DeliveryError | null;
+  duration_ms: number;
+}
+
+export function toDeliveryAttempt(row: AttemptRow): DeliveryAttempt {
+  return { eventId: Number(row.event_id), attempt: row.attempt, attemptedAt: Number(row.attempted_at), status: row.status, error: row.error, durationMs: row.duration_ms };
 }
 
 /** Whether a webhook with `types` and `orders`, of `account`, gets `event`. */

@@ -34,9 +34,12 @@ export interface EndpointHealth {
   readonly failingSince: number | null;
 }
 
-/** An endpoint's health after an attempt at `at` (ms), and whether that attempt disables it. */
-export function afterAttempt(health: EndpointHealth, succeeded: boolean, at: number): EndpointHealth & { readonly disable: boolean } {
+/**
+ * An endpoint's health after an attempt at `at` (ms), and whether that attempt disables it (after
+ * `disableAfterMs` of failures: DISABLE_AFTER_MS unless a test shortens it).
+ */
+export function afterAttempt(health: EndpointHealth, succeeded: boolean, at: number, disableAfterMs = DISABLE_AFTER_MS): EndpointHealth & { readonly disable: boolean } {
   if (succeeded) return { failingSince: null, disable: false };
   const failingSince = health.failingSince ?? at;
-  return { failingSince, disable: at - failingSince >= DISABLE_AFTER_MS };
+  return { failingSince, disable: at - failingSince >= disableAfterMs };
 }

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { findListeningUrl, readCpuTicks, readMachineTicks, readMemory } from '../../bench/processes.ts';
+import { readCpuTicks, readMachineTicks } from '../../bench/cpu.ts';
+import { findListeningUrl, readMemory } from '../../bench/processes.ts';
 
 test('the listening url is read from the first complete listening line, whatever comes before it', () => {
   const line = '{"time":"2026-01-01T00:00:00.000Z","level":"info","event":"listening","url":"http://127.0.0.1:4321","appEnv":"production"}';

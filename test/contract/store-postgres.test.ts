@@ -11,6 +11,8 @@ import { createEventsStore } from '../../src/storage/postgres/event-log.ts';
 import { runEventsContract } from './events-contract.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
+import { runWebhooksContract } from './webhooks-contract.ts';
+import { createWebhooksStore } from '../../src/storage/postgres/webhooks-store.ts';
 import { fillPostgresDisk } from '../support/full-disk.ts';
 
 /**
@@ -39,6 +41,13 @@ function runContracts(database: () => Promise<string>, cluster: () => PostgresCl
     async open(t) {
       const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
       return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders: createOrdersStore(sql), events: createEventsStore(sql) };
+    },
+  });
+
+  runWebhooksContract({
+    async open(t) {
+      const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
+      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders: createOrdersStore(sql), webhooks: createWebhooksStore(sql), events: createEventsStore(sql) };
     },
   });
 }

@@ -1,5 +1,5 @@
 /**
- * The storage contract (store-contract.ts, orders-contract.ts) on SQLite as the server runs it:
+ * The storage contract (store-contract.ts, orders-contract.ts, webhooks-contract.ts) on SQLite as the server runs it:
  * a file opened by the engine opener (src/storage/sqlite/engine.ts), its stores reading on their
  * connection and writing either inline on it or through the writer thread (the tests' entry,
  * test/support/writer-thread.ts, which is src/writer.ts with a way to fault its connection).
@@ -17,6 +17,7 @@ import { systemClock } from '../../src/clock.ts';
 import type { KeysStore } from '../../src/storage/keys.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
+import { runWebhooksContract } from './webhooks-contract.ts';
 import { TEST_WRITER_ENTRY, writerFaults } from '../support/test-server.ts';
 import { FULL_DISK } from '../support/full-disk.ts';
 
@@ -54,12 +55,13 @@ async function open(t: { after(fn: () => unknown): void }, writer: 'inline' | 't
     await engine.stores.pets.purgeIdempotencyRecords(0, 0);
     await writerFaults(path)(FULL_DISK);
   };
-  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, fillDisk };
+  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks, events: engine.stores.events, fillDisk };
 }
 
 for (const writer of ['inline', 'thread'] as const) {
   describe(`a file with the ${writer} writer`, () => {
     runStoreContract({ open: (t) => open(t, writer) });
     runOrdersContract({ open: async (t) => ({ ...(await open(t, writer)), settle: async () => {} }) });
+    runWebhooksContract({ open: (t) => open(t, writer) });
   });
 }

@@ -1,4 +1,4 @@
-/** The storage contract (test/contract/store-contract.ts, orders-contract.ts, events-contract.ts) on SQLite. */
+/** The storage contract (test/contract/store-contract.ts, orders-contract.ts, events-contract.ts, webhooks-contract.ts) on SQLite. */
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../../src/storage/sqlite/keys-store.ts';
 import { createOrdersStore } from '../../src/storage/sqlite/orders-store.ts';
@@ -7,6 +7,8 @@ import { createEventsStore } from '../../src/storage/sqlite/events-store.ts';
 import { runEventsContract } from './events-contract.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
+import { runWebhooksContract } from './webhooks-contract.ts';
+import { createWebhooksStore } from '../../src/storage/sqlite/webhooks-store.ts';
 import { FULL_DISK } from '../support/full-disk.ts';
 
 function open(t: { after(fn: () => unknown): void }) {
@@ -36,5 +38,12 @@ runEventsContract({
   async open(t) {
     const db = open(t);
     return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), events: createEventsStore(db) };
+  },
+});
+
+runWebhooksContract({
+  async open(t) {
+    const db = open(t);
+    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), webhooks: createWebhooksStore(db), events: createEventsStore(db) };
   },
 });

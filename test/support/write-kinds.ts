@@ -39,6 +39,11 @@ export interface Touched {
 export interface WriteKind {
   name: string;
   /**
+   * What the server must be started with for this row, where it differs from the default (a hold
+   * short enough to end while the test watches); the rows with the same `env` share a server.
+   */
+  env?: Record<string, string>;
+  /**
    * Creates what the write needs, before the caches are filled; returns the ids the reads must
    * look at beforehand too (a create's future id, read as 404 first).
    */
@@ -69,6 +74,26 @@ async function ordered(call: Call, name: string, approved: boolean): Promise<{ p
   const orderId = await placeOrder(call, pet.id);
   if (approved) await moveOrder(call, orderId, 'approved');
   return { pet, orderId };
+}
+
+/** The hold of the sweep's row, in seconds: long enough to fill every cache before it ends. */
+const SHORT_HOLD_SECONDS = 3;
+
+/**
+ * Waits for the `order.cancelled` event of `orderId` (a long poll of the event feed, woken by the
+ * commit that writes it, so no sleep); returns when it committed (ms).
+ */
+async function cancellation(call: Call, orderId: number): Promise<number> {
+  for (let path = '/v1/events?types=order.cancelled&limit=100&wait=30'; ;) {
+    const answer = await call('GET', path);
+    assert.equal(answer.status, 200, path);
+    const found = (answer.body as { actor: unknown; occurredAt: string; data: { id: number } }[]).find((event) => event.data.id === orderId);
+    if (found !== undefined) {
+      assert.equal(found.actor, null, 'cancelled by the service, not by a request');
+      return Date.parse(found.occurredAt);
+    }
+    path = /^<([^>]+)>; rel="next"$/.exec(answer.link!)![1]!;
+  }
 }
 
 /** A row whose write changes one existing pet. */
@@ -146,4 +171,23 @@ export const WRITE_KINDS: readonly WriteKind[] = [
   orderStep('complete an order', true, 'completed', 'sold'),
   orderStep('cancel a placed order', false, 'cancelled', 'available'),
   orderStep('cancel an approved order', true, 'cancelled', 'available'),
+  {
+    // The service's own write: no request makes it. The sweep (service/chores.ts, every
+    // EXPIRY_INTERVAL_MS) cancels the order once its hold has ended and frees its pet.
+    name: 'the sweep cancels an order whose hold ended',
+    env: { ORDER_HOLD_SECONDS: String(SHORT_HOLD_SECONDS) },
+    async arrange(call) {
+      const pet = await createPet(call, 'before expiry', 'available');
+      const orderId = await placeOrder(call, pet.id);
+      return {
+        petIds: [pet.id],
+        make: async (later) => {
+          const watched = Date.now();
+          const committed = await cancellation(later, orderId);
+          assert.ok(committed >= watched, `the hold ended before every cache was filled: ${SHORT_HOLD_SECONDS} s is too short a hold for this machine`);
+          return { petId: pet.id, pet: { name: pet.name, status: 'available' }, order: { id: orderId, status: 'cancelled' } };
+        },
+      };
+    },
+  },
 ];

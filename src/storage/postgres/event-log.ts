@@ -93,7 +93,7 @@ const SEQUENCE = `WITH pending AS (SELECT seq, row_number() OVER (ORDER BY seq) 
   UPDATE events e SET id = block.last - block.total + pending.n FROM pending, block WHERE e.seq = pending.seq`;
 
 /** Gives ids to the events that wait for one, if any; resolves once they are visible. */
-async function sequence(sql: PostgresSql): Promise<void> {
+export async function sequence(sql: PostgresSql): Promise<void> {
   const [{ pending }] = await sql.unsafe<[{ pending: boolean }]>(PENDING, [], { prepare: true });
   if (!pending) return;
   await inTransaction(sql, async (tx) => {

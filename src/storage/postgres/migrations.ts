@@ -594,4 +594,77 @@ export const MIGRATIONS: readonly string[] = [
   );
   INSERT INTO event_log (one, deleted_through) VALUES (1, 0);
   `,
+  // 8: webhooks (storage/webhooks.ts), as on SQLite (its migration 9 says what each column is).
+  // A delivery names its event by `seq`, the row key an event has from its insert (its id comes
+  // later, from the sequencer); it is written by a statement trigger on events, in the very
+  // transaction that appends them, so that no event commits without its deliveries, whichever
+  // statement appended it. A claim takes deliveries with FOR UPDATE SKIP LOCKED and keeps them by
+  // a lease (`holder`, `lease_until`) that another instance may take once it has ended
+  // (docs/decisions/0027). The attempts log keeps the newest 100 per webhook.
+  `
+  CREATE TABLE webhooks (
+    id            bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account       text    NOT NULL REFERENCES accounts (id),
+    url           text    NOT NULL,
+    types         text[]  NOT NULL,
+    orders        text    NOT NULL CHECK (orders IN ('own', 'all')),
+    status        text    NOT NULL CHECK (status IN ('enabled', 'disabled')),
+    secret        text    NOT NULL,
+    created_at    bigint  NOT NULL,
+    failing_since bigint
+  );
+  CREATE INDEX webhooks_account_id ON webhooks (account, id);
+
+  CREATE TABLE webhook_deliveries (
+    webhook_id  bigint  NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    event_seq   bigint  NOT NULL REFERENCES events (seq) ON DELETE CASCADE,
+    attempt     integer NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+    due_at      bigint  NOT NULL,
+    holder      text,
+    lease_until bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (webhook_id, event_seq)
+  );
+  CREATE INDEX webhook_deliveries_due_at ON webhook_deliveries (due_at);
+  CREATE INDEX webhook_deliveries_event_seq ON webhook_deliveries (event_seq);
+
+  CREATE TABLE webhook_attempts (
+    id           bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    webhook_id   bigint  NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    event_id     bigint  NOT NULL,
+    attempt      integer NOT NULL,
+    attempted_at bigint  NOT NULL,
+    status       integer,
+    error        text,
+    duration_ms  integer NOT NULL
+  );
+  CREATE INDEX webhook_attempts_webhook_id ON webhook_attempts (webhook_id, id);
+
+  CREATE TABLE webhook_idempotency_keys (
+    api_key_id       text    NOT NULL,
+    idempotency_key  text    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    fingerprint      text    NOT NULL,
+    response_status  integer NOT NULL,
+    response_headers text    NOT NULL,
+    response_body    text    NOT NULL,
+    created_at       bigint  NOT NULL,
+    PRIMARY KEY (api_key_id, idempotency_key)
+  );
+  CREATE INDEX webhook_idempotency_keys_created_at ON webhook_idempotency_keys (created_at);
+
+  -- storage/webhooks.ts's sees(), in SQL: the type listed; a pet event (no account), or an order
+  -- event of the webhook's account, or any with orders 'all'. With no webhook enabled, one probe.
+  CREATE FUNCTION deliver_events() RETURNS trigger LANGUAGE plpgsql AS $fn$
+  BEGIN
+    IF EXISTS (SELECT 1 FROM webhooks WHERE status = 'enabled') THEN
+      INSERT INTO webhook_deliveries (webhook_id, event_seq, due_at)
+        SELECT w.id, e.seq, 0 FROM appended e JOIN webhooks w
+            ON w.status = 'enabled' AND e.type = ANY (w.types)
+           AND (e.account IS NULL OR w.orders = 'all' OR w.account = e.account);
+    END IF;
+    RETURN NULL;
+  END;
+  $fn$;
+  CREATE TRIGGER events_delivered AFTER INSERT ON events REFERENCING NEW TABLE AS appended
+    FOR EACH STATEMENT EXECUTE FUNCTION deliver_events();
+  `,
 ];

@@ -12,6 +12,7 @@ import type { PostgresSql } from './driver.ts';
 import { changeMany } from './pet-changes.ts';
 import { insertMany, READ_PET } from './pet-creations.ts';
 import { createPetReads } from './pet-reads.ts';
+import { RECORD_TABLES } from './idempotency-records.ts';
 
 /** The pets store over a migrated database. */
 export function createPetsStore(sql: PostgresSql): PetsStore {
@@ -27,9 +28,10 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
     },
 
     async purgeIdempotencyRecords(now, limit) {
-      // createPet's records, then placeOrder's (a table of their own, see migration 4), up to `limit` in all.
+      // createPet's records, then placeOrder's and createWebhook's (tables of their own, see
+      // migrations 4 and 8), up to `limit` in all.
       let purged = 0;
-      for (const table of ['idempotency_keys', 'order_idempotency_keys']) {
+      for (const table of Object.values(RECORD_TABLES)) {
         if (purged >= limit) break;
         const result = await guard(() => sql.unsafe(
           `DELETE FROM ${table} WHERE (api_key_id, idempotency_key) IN (

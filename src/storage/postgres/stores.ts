@@ -15,6 +15,7 @@ import { createLimiterStore, type PostgresLimiter } from './limiter-store.ts';
 import { createPetsStore } from './pets-store.ts';
 import { createOrdersStore } from './orders-store.ts';
 import { createEventsStore } from './event-log.ts';
+import { createWebhooksStore } from './webhooks-store.ts';
 import { postgresErrorOf } from './sqlstate.ts';
 
 export interface PostgresStoresOptions {
@@ -42,6 +43,7 @@ export function openStores(sql: PostgresSql, options: PostgresStoresOptions): Po
     pets,
     orders,
     events,
+    webhooks: createWebhooksStore(sql),
     limiter,
     // Every failure of the driver that means "not now" is already a DatabaseUnavailableError; any
     // other error PostgreSQL sent is logged with its SQLSTATE.

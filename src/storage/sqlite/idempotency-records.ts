@@ -16,7 +16,9 @@ export interface IdempotencyRecords<T> {
 }
 
 /** Each operation's table of records. */
-export const RECORD_TABLES: Readonly<Record<IdempotencyOperation, string>> = { createPet: 'idempotency_keys', placeOrder: 'order_idempotency_keys' };
+export const RECORD_TABLES: Readonly<Record<IdempotencyOperation, string>> = {
+  createPet: 'idempotency_keys', placeOrder: 'order_idempotency_keys', createWebhook: 'webhook_idempotency_keys',
+};
 
 /** Prepares the statements of `operation`'s records once. */
 export function createIdempotencyRecords<Op extends IdempotencyOperation>(db: DatabaseSync, operation: Op): IdempotencyRecords<Made[Op]> {

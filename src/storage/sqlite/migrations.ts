@@ -193,4 +193,73 @@ export const MIGRATIONS: readonly string[] = [
   ) STRICT;
   INSERT INTO event_log (one, deleted_through) VALUES (1, 0);
   `,
+  // 9: webhooks (storage/webhooks.ts). `types` is the webhook's event types, space-separated in
+  // the order given; `failing_since` the time of its first failed attempt after its last success.
+  // A delivery is one row per webhook and event, written by the trigger on events in the very
+  // transaction that appends the event, so that an event is never committed without its
+  // deliveries; a new one is due at once (due_at 0). `holder` and `lease_until` are the claim of
+  // the delivery worker that attempts it (docs/decisions/0027). The attempts log keeps the newest
+  // 100 per webhook (trimmed as each is added). createWebhook's Idempotency-Key records have a
+  // table of their own, like placeOrder's.
+  `
+  CREATE TABLE webhooks (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    account       TEXT    NOT NULL REFERENCES accounts (id),
+    url           TEXT    NOT NULL,
+    types         TEXT    NOT NULL,
+    orders        TEXT    NOT NULL CHECK (orders IN ('own', 'all')),
+    status        TEXT    NOT NULL CHECK (status IN ('enabled', 'disabled')),
+    secret        TEXT    NOT NULL,
+    created_at    INTEGER NOT NULL,
+    failing_since INTEGER
+  ) STRICT;
+  CREATE INDEX webhooks_account_id ON webhooks (account, id);
+
+  CREATE TABLE webhook_deliveries (
+    webhook_id  INTEGER NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    event_id    INTEGER NOT NULL REFERENCES events (id) ON DELETE CASCADE,
+    attempt     INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+    due_at      INTEGER NOT NULL,
+    holder      TEXT,
+    lease_until INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (webhook_id, event_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX webhook_deliveries_due_at ON webhook_deliveries (due_at);
+  CREATE INDEX webhook_deliveries_event_id ON webhook_deliveries (event_id);
+
+  CREATE TABLE webhook_attempts (
+    id           INTEGER PRIMARY KEY,
+    webhook_id   INTEGER NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    event_id     INTEGER NOT NULL,
+    attempt      INTEGER NOT NULL,
+    attempted_at INTEGER NOT NULL,
+    status       INTEGER,
+    error        TEXT,
+    duration_ms  INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX webhook_attempts_webhook_id ON webhook_attempts (webhook_id, id);
+
+  CREATE TABLE webhook_idempotency_keys (
+    id               INTEGER PRIMARY KEY,
+    api_key_id       TEXT    NOT NULL,
+    idempotency_key  TEXT    NOT NULL CHECK (length(idempotency_key) BETWEEN 1 AND 255),
+    fingerprint      TEXT    NOT NULL,
+    response_status  INTEGER NOT NULL,
+    response_headers TEXT    NOT NULL,
+    response_body    TEXT    NOT NULL,
+    created_at       INTEGER NOT NULL,
+    UNIQUE (api_key_id, idempotency_key)
+  ) STRICT;
+  CREATE INDEX webhook_idempotency_keys_created_at ON webhook_idempotency_keys (created_at);
+
+  -- storage/webhooks.ts's sees(), in SQL: the type listed; a pet event (no account), or an order
+  -- event of the webhook's account, or any with orders 'all'. With no webhook this is one probe of
+  -- an empty table per event.
+  CREATE TRIGGER events_delivered AFTER INSERT ON events BEGIN
+    INSERT INTO webhook_deliveries (webhook_id, event_id, due_at)
+      SELECT w.id, NEW.id, 0 FROM webhooks w
+       WHERE w.status = 'enabled' AND instr(' ' || w.types || ' ', ' ' || NEW.type || ' ') > 0
+         AND (NEW.account IS NULL OR w.orders = 'all' OR w.account = NEW.account);
+  END;
+  `,
 ];

@@ -26,6 +26,7 @@ import { createLimiterPersistence, createLimiterStore, type LimiterStore } from 
 import { createPetsStore, type SqlitePetsStore, type WritesElsewhere } from './pets-store.ts';
 import { createOrdersStore, type SqliteOrdersStore } from './orders-store.ts';
 import { createEventsStore } from './events-store.ts';
+import { createWebhooksStore } from './webhooks-store.ts';
 import { journalIn, type SubmitWrites, type WriteJournal, type WriterMemory } from './writer.ts';
 
 export interface SqliteStoresOptions {
@@ -97,6 +98,7 @@ export function openStores(db: DatabaseSync, options: SqliteStoresOptions): Sqli
     pets,
     orders,
     events,
+    webhooks: createWebhooksStore(db),
     databaseErrorOf: sqliteErrorOf,
     ...limiterAndUpkeep(createLimiterStore(db), options, {
       purgeExpiredRecords: (now, limit) => pets.purgeIdempotencyRecords(now, limit),
@@ -123,6 +125,7 @@ export function openReaderStores(db: DatabaseSync, writer: WriterLink, options: 
     pets,
     orders,
     events,
+    webhooks: createWebhooksStore(db, writer.submit),
     databaseErrorOf: sqliteOrWriterErrorOf,
     // The writer takes every batch as it comes, in order, and commits those that arrive while it
     // commits as one group: a path need not hold one back while another is out.

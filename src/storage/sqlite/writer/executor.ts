@@ -23,6 +23,8 @@ import { createBatchRunner, type IsolateItem } from '../item-savepoints.ts';
 import { limiterRows } from '../limiter-store.ts';
 import { createOrderWrites } from '../order-writes.ts';
 import { createPetWrites } from '../pet-writes.ts';
+import { createWebhookWrites, type DeliveryClaim, type DeliveryRelease } from '../webhook-writes.ts';
+import type { AttemptRecord, ClaimedDelivery, Webhook, WebhookChange, WebhookCreation, WebhookCreationResult } from '../../webhooks.ts';
 import { touchedPets } from './touched-pets.ts';
 import { journalOf, recordWrites, type Touch, type WriteJournal } from './journal.ts';
 
@@ -40,6 +42,17 @@ export interface WriteOps {
   purgeEvents: { item: { before: number; limit: number }; result: number };
   /** Deletes up to `limit` Idempotency-Key records expired at `now`; the result is how many. */
   purgeRecords: { item: { now: number; limit: number }; result: number };
+  createWebhooks: { item: WebhookCreation; result: WebhookCreationResult };
+  /** A merge patch; the result is the webhook changed, or null when the account has no such webhook. */
+  changeWebhooks: { item: WebhookChange; result: Webhook | null };
+  /** The result says whether the account had the webhook. */
+  removeWebhooks: { item: { account: string; id: number }; result: boolean };
+  /** The delivery worker's claim of due deliveries, for a lease. */
+  claimDeliveries: { item: DeliveryClaim; result: ClaimedDelivery[] };
+  /** An attempt and what follows it; false when the claim was no longer the holder's (ignored). */
+  recordAttempts: { item: AttemptRecord; result: boolean };
+  /** Claims given back unattempted; the result is how many were still the holder's. */
+  releaseDeliveries: { item: DeliveryRelease; result: number };
 }
 export type WriteOp = keyof WriteOps;
 export type WriteItem<Op extends WriteOp> = WriteOps[Op]['item'];
@@ -81,6 +94,7 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
   const appendEvents = createEventAppender(db);
   const purgeEvents = createEventPurge(db);
   const takeTouched = touchedPets(db);
+  const webhooks = createWebhookWrites(db);
   const operations: { [Op in WriteOp]: Operation<Op> } = {
     insertPets: pets.insert,
     changePets: pets.change,
@@ -93,6 +107,12 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
     })),
     purgeEvents: (items, isolate) => items.map(({ before, limit }) => isolate(() => purgeEvents(before, limit))),
     purgeRecords: (items, isolate) => items.map(({ now, limit }) => isolate(() => purge(now, limit))),
+    createWebhooks: webhooks.create,
+    changeWebhooks: webhooks.change,
+    removeWebhooks: webhooks.remove,
+    claimDeliveries: webhooks.claim,
+    recordAttempts: webhooks.record,
+    releaseDeliveries: webhooks.release,
   };
   return {
     run(requests) {
