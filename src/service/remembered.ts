@@ -6,22 +6,8 @@
  */
 import { rememberedPlacement } from '../api/orders/json.ts';
 import { rememberedCreation } from '../api/pets/json.ts';
-import type { StoredResponse } from '../storage/idempotency.ts';
+import { rememberedWebhook } from '../api/webhooks/json.ts';
 import type { Responders } from '../storage/stores.ts';
-import type { CreatedWebhook } from '../storage/webhooks.ts';
-
-/**
- * createWebhook's 201 until the webhooks' operations render their own: the webhook's fields in
- * the interface's order, the secret last, and its Location.
- */
-function rememberedWebhook({ webhook, secret }: CreatedWebhook): StoredResponse {
-  const { id, url, types, orders, status, createdAt } = webhook;
-  return {
-    status: 201,
-    headers: { Location: `/v1/webhooks/${id}` },
-    body: JSON.stringify({ id, url, types, orders, status, createdAt: new Date(createdAt).toISOString(), secret }),
-  };
-}
 
 export const REMEMBERED: Responders = {
   createPet: rememberedCreation,
