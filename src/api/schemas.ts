@@ -620,15 +620,9 @@ export const webhookDeliveriesSchema = {
   maxItems: ATTEMPTS_KEPT,
 } as const;
 
+/** As petId: the whole int64 range, so that a well-formed id that no webhook of the account has is 404, not 400. */
 export const webhookIdParameters = [
-  {
-    name: 'webhookId',
-    in: 'path',
-    required: true,
-    description: 'The identifier of the webhook (an int64 in decimal).',
-    // The whole int64 range: a well-formed id that no webhook of the account has is 404, not 400.
-    schema: { type: 'integer', format: 'int64', minimum: INT64_MIN, maximum: INT64_MAX },
-  },
+  { ...getPetParameters[0], name: 'webhookId', description: 'The identifier of the webhook (an int64 in decimal).' },
 ] as const satisfies readonly Parameter[];
 
 export const listWebhooksParameters = [
