@@ -33,6 +33,8 @@ import { createWriterClient, type WriterHost } from './storage/sqlite/writer.ts'
 import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
 import { startChores, type Chores } from './service/chores.ts';
+import { startDeliveryWorker, type DeliveryWorker } from './service/deliveries.ts';
+import { createAddressPolicy } from './webhooks/address-policy.ts';
 import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
 import type { WorkerCounts } from './cluster/worker-pool.ts';
 import type { WorkerStart, WorkerWriter } from './cluster/protocol.ts';
@@ -232,10 +234,25 @@ async function runProcess(config: Config): Promise<void> {
     },
     retentionDays: config.eventsRetentionDays,
   });
+  // Webhook deliveries: here, as the chores, in the single process or the primary of WORKERS; on
+  // PostgreSQL in every instance, their claims keeping them apart.
+  const deliveries = startDeliveryWorker({
+    store: engine.stores.webhooks,
+    clock: systemClock,
+    policy: createAddressPolicy(config.webhookAllowedNetworks),
+    schedule: config.webhookRetrySchedule,
+    observer: () => observed?.metrics,
+    log: (fields) => logger.event(fields),
+    failed: (event, error) => {
+      observed?.metrics.databaseError();
+      logger.event({ level: 'error', event, ...errorFields(error) });
+    },
+  });
   // A worker or the writer thread that dies stops the process, once the limiter is saved (or,
   // without a writer, has failed to be).
   void Promise.race([serving.failed, engine.failed]).then(async (line) => {
     process.stderr.write(`${line}\n`);
+    await deliveries.stop();
     await chores.stop();
     logger.flush();
     process.exit(1);
@@ -250,6 +267,7 @@ async function runProcess(config: Config): Promise<void> {
     logger.event({ level: 'info', event: 'metrics_listening', url: urlOf(bound) });
   }
   const bound = await serving.start().catch(async (error: Error) => {
+    await deliveries.stop();
     await chores.stop();
     return fail(error.message);
   });
@@ -265,16 +283,17 @@ async function runProcess(config: Config): Promise<void> {
   logger.flush();
 
   // A signal during the start is acted on once the start is done.
-  await shutdown(await stopRequested, { logger, engine, serving, chores, metrics: observed && metricsServer && { ...observed, server: metricsServer } });
+  await shutdown(await stopRequested, { logger, engine, serving, chores, deliveries, metrics: observed && metricsServer && { ...observed, server: metricsServer } });
   process.exit(0);
 }
 
 /**
- * SIGTERM/SIGINT: stop accepting, finish the requests in flight (at most SHUTDOWN_GRACE_MS), save
+ * SIGTERM/SIGINT: stop accepting, finish the requests in flight (at most SHUTDOWN_GRACE_MS), finish
+ * the delivery attempts running (each within its 10 s) and give back the claims not started, save
  * the limiter, close the database.
  */
-async function shutdown(signal: string, { logger, engine, serving, chores, metrics }: {
-  logger: Logger; engine: Engine; serving: Serving; chores: Chores;
+async function shutdown(signal: string, { logger, engine, serving, chores, deliveries, metrics }: {
+  logger: Logger; engine: Engine; serving: Serving; chores: Chores; deliveries: DeliveryWorker;
   metrics: { app: App; server: Server; probe: { stop(): void } } | null;
 }): Promise<void> {
   logger.event({ level: 'info', event: 'shutting_down', signal });
@@ -283,7 +302,7 @@ async function shutdown(signal: string, { logger, engine, serving, chores, metri
     void drainServer(metrics.app, metrics.server, 0);
     metrics.probe.stop();
   }
-  await serving.drain();
+  await Promise.all([serving.drain(), deliveries.stop()]);
   await chores.stop();
   logger.event({ level: 'info', event: 'stopped' });
   logger.flush();

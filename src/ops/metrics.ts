@@ -14,6 +14,7 @@ import type { OrdersObserver } from '../api/orders/placements.ts';
 import { ORDER_STATUSES } from '../storage/orders.ts';
 import { EVENT_TYPES } from '../storage/events.ts';
 import type { EventsObserver } from '../api/events/observer.ts';
+import { DELIVERY_ERRORS, type DeliveryError } from '../webhooks/attempt.ts';
 
 /** The Content-Type of the text exposition format, version 0.0.4. */
 export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -40,6 +41,8 @@ const STATUS_SLOTS = 1000;
 const RATE_LIMIT_CODES = ['rate_limited', 'temporarily_banned'] as const;
 const API_KEY_CODES = ['missing_api_key', 'invalid_api_key', 'insufficient_scope'] as const;
 const ORDER_STATUS_LABELS = ORDER_STATUSES;
+/** The outcomes of a delivery attempt: a success, or the delivery log's error. */
+const ATTEMPT_OUTCOMES = ['success', ...DELIVERY_ERRORS] as const;
 
 /** What the process itself reports: read at each scrape, never on a request. */
 export interface ProcessProbe {
@@ -58,8 +61,16 @@ export interface EventLoopDelay {
   quantiles: readonly (readonly [number, number])[];
 }
 
+/** What the delivery worker reports (service/deliveries.ts). */
+export interface DeliveriesObserver {
+  /** One attempt made, by its outcome (null: a success). */
+  webhookAttempted(error: DeliveryError | null): void;
+  /** The deliveries that wait, as the store counted them just now. */
+  webhookDeliveriesPending(count: number): void;
+}
+
 /** The counters, fed through the observer interfaces, and their exposition. */
-export interface Metrics extends PipelineObserver, CreationsObserver, OrdersObserver, EventsObserver {
+export interface Metrics extends PipelineObserver, CreationsObserver, OrdersObserver, EventsObserver, DeliveriesObserver {
   /** The whole exposition, families in a fixed order, ending with a newline. */
   render(): string;
   /**
@@ -84,6 +95,10 @@ export interface MetricsCounts {
   petsCreated: number;
   idempotentReplays: number;
   databaseErrors: number;
+  /** Delivery attempts, by outcome, in the order of ATTEMPT_OUTCOMES. */
+  webhookAttempts: Float64Array;
+  /** The deliveries waiting, as last counted by this thread's delivery worker (0 where none runs). */
+  webhookDeliveriesPending: number;
 }
 
 /** The series of one route: requests by method and status, and the duration histogram. */
@@ -113,6 +128,8 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   let petsCreated = 0;
   let idempotentReplays = 0;
   let databaseErrors = 0;
+  const webhookAttempts = new Float64Array(ATTEMPT_OUTCOMES.length);
+  let webhookDeliveriesPending = 0;
 
   function seriesOf(route: string | null): RouteSeries {
     if (route === null) return other;
@@ -124,6 +141,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
 
   const counts = (): MetricsCounts => ({
     routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, ordersExpired, eventsWritten, petsCreated, idempotentReplays, databaseErrors,
+    webhookAttempts, webhookDeliveriesPending,
   });
 
   return {
@@ -167,6 +185,12 @@ export function createMetrics(probe: ProcessProbe): Metrics {
     eventsCounted(type, count) {
       eventsWritten[EVENT_TYPES.indexOf(type)]! += count;
     },
+    webhookAttempted(error) {
+      webhookAttempts[error === null ? 0 : ATTEMPT_OUTCOMES.indexOf(error)]!++;
+    },
+    webhookDeliveriesPending(count) {
+      webhookDeliveriesPending = count;
+    },
     render: () => renderCounts(counts(), probe),
     counts,
   };
@@ -178,6 +202,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
   const total: MetricsCounts = {
     routes: [], rateLimitRejections: new Float64Array(RATE_LIMIT_CODES.length), apiKeyRejections: new Float64Array(API_KEY_CODES.length),
     ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), ordersExpired: 0, eventsWritten: new Float64Array(EVENT_TYPES.length), petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
+    webhookAttempts: new Float64Array(ATTEMPT_OUTCOMES.length), webhookDeliveriesPending: 0,
   };
   for (const counts of all) {
     for (const series of counts.routes) {
@@ -199,6 +224,8 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
     total.petsCreated += counts.petsCreated;
     total.idempotentReplays += counts.idempotentReplays;
     total.databaseErrors += counts.databaseErrors;
+    addInto(total.webhookAttempts, counts.webhookAttempts);
+    total.webhookDeliveriesPending += counts.webhookDeliveriesPending;
   }
   total.routes = [...routes.values()];
   return total;
@@ -259,6 +286,9 @@ export function renderCounts(counts: MetricsCounts, probe: ProcessProbe, workers
   EVENT_TYPES.forEach((type, index) => out.push(`events_total{type="${type}"} ${counts.eventsWritten[index]}`));
   single(out, 'orders_expired_total', 'counter', 'Placed orders cancelled by the service because their hold ended (also counted in orders_total{status="cancelled"}).', counts.ordersExpired);
   single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', counts.databaseErrors);
+  family(out, 'webhook_attempts_total', 'counter', 'Webhook delivery attempts made by this instance, by outcome: success, or why the attempt failed.');
+  ATTEMPT_OUTCOMES.forEach((outcome, index) => out.push(`webhook_attempts_total{outcome="${outcome}"} ${counts.webhookAttempts[index]}`));
+  single(out, 'webhook_deliveries_pending', 'gauge', 'Webhook deliveries waiting (due or not, claimed or not), in the whole database, as last counted.', counts.webhookDeliveriesPending);
   if (workers !== undefined) {
     family(out, 'worker_requests_total', 'counter', 'Requests answered by each worker thread (WORKERS), numbered from 1.');
     workers.forEach((requests, index) => out.push(`worker_requests_total{worker="${index + 1}"} ${requests}`));

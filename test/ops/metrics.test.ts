@@ -26,6 +26,8 @@ test('an empty registry exposes every family the contract lists, each with HELP 
     events_total: 'counter',
     orders_expired_total: 'counter',
     database_errors_total: 'counter',
+    webhook_attempts_total: 'counter',
+    webhook_deliveries_pending: 'gauge',
     process_resident_memory_bytes: 'gauge',
     process_cpu_seconds_total: 'counter',
     process_start_time_seconds: 'gauge',
@@ -39,6 +41,23 @@ test('an empty registry exposes every family the contract lists, each with HELP 
   for (const name of ['pets_created_total', 'idempotent_replays_total', 'database_errors_total']) assert.equal(valueOf(exposition, name), 0);
   assert.equal(samplesOf(exposition, 'http_requests_total').length, 0);
   assert.deepEqual(samplesOf(exposition, 'events_total').map((sample) => [sample.labels.type, sample.value]), EVENT_TYPES.map((type) => [type, 0]));
+  assert.deepEqual(samplesOf(exposition, 'webhook_attempts_total').map((sample) => [sample.labels.outcome, sample.value]),
+    ['success', 'timeout', 'connection_failed', 'address_refused', 'redirect', 'http_status'].map((outcome) => [outcome, 0]));
+  assert.equal(valueOf(exposition, 'webhook_deliveries_pending'), 0);
+});
+
+test('delivery attempts are counted by outcome; the pending deliveries are the last count', () => {
+  const metrics = createMetrics(fixedProbe);
+  metrics.webhookAttempted(null);
+  metrics.webhookAttempted(null);
+  metrics.webhookAttempted('redirect');
+  metrics.webhookDeliveriesPending(7);
+  metrics.webhookDeliveriesPending(3);
+  const exposition = parseExposition(metrics.render());
+  assert.equal(valueOf(exposition, 'webhook_attempts_total', { outcome: 'success' }), 2);
+  assert.equal(valueOf(exposition, 'webhook_attempts_total', { outcome: 'redirect' }), 1);
+  assert.equal(valueOf(exposition, 'webhook_attempts_total', { outcome: 'timeout' }), 0);
+  assert.equal(valueOf(exposition, 'webhook_deliveries_pending'), 3);
 });
 
 test('process figures come from the probe, in base units', () => {
@@ -137,6 +156,8 @@ test('promtool check metrics accepts the exposition with every kind of series in
   metrics.responded('DELETE', '/v1/pets/{petId}', 204, 0.002);
   metrics.responded('GET', null, 404, 0.0001);
   metrics.rateLimitRejected('rate_limited');
+  metrics.webhookAttempted('http_status');
+  metrics.webhookDeliveriesPending(2);
   const verdict = promtoolCheckMetrics(t, metrics.render());
   if (verdict === null) return;
   assert.deepEqual(verdict, { status: 0, output: '' });
@@ -158,6 +179,8 @@ test('counts of several registries (WORKERS) merge into what one registry that s
   feed(1, (m) => m.petCreated());
   feed(0, (m) => m.idempotentReplayed());
   feed(1, (m) => m.databaseError());
+  feed(0, (m) => m.webhookAttempted('timeout'));
+  feed(1, (m) => m.webhookAttempted(null));
   // Through a structured clone, as the counts cross threads.
   const counts = workers.map((metrics) => structuredClone(metrics.counts()));
   const merged = renderCounts(mergeCounts(counts), fixedProbe, counts.map(requestCount));
