@@ -13,8 +13,12 @@ import { EVENT_TYPES } from '../../src/storage/events.ts';
 import type { Webhook } from '../../src/storage/webhooks.ts';
 import type { Stores } from '../../src/storage/stores.ts';
 import { describeWithPostgres, openTestDatabase } from '../support/postgres.ts';
-import { errorBody, json, startPostgresTestServer, startTestServer, startWriterTestServer, type TestServer } from '../support/test-server.ts';
+import { errorBody, fakeClock, json, startPostgresTestServer, startTestServer, startWriterTestServer, type TestServer } from '../support/test-server.ts';
 import { REFUSED_ADDRESS_FORMS } from '../support/webhook-addresses.ts';
+import { startReceiver } from '../support/webhook-receivers.ts';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { startDeliveryWorker } from '../../src/service/deliveries.ts';
+import { createAddressPolicy } from '../../src/webhooks/address-policy.ts';
 
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
@@ -464,6 +468,35 @@ test('the delivery log: [] before the first attempt, then the newest attempts fi
   ]);
   assert.ok(text.includes('"status":null,"error":"timeout"'), 'null written as null');
   assert.deepEqual(await webhooks.attempts(account, id), attempts.map((entry: any) => ({ ...entry, attemptedAt: Date.parse(entry.attemptedAt) })));
+});
+
+test('registered through the API, an endpoint receives the events it lists, signed with the secret of the creation\'s answer; its log shows the attempt', async (t) => {
+  // The receiver's library checks the signed time against its own clock.
+  const server = await startTestServer(t, { clock: fakeClock(Date.now()), resolver: testResolver(), config: { webhookAllowedNetworks: ['127.0.0.0/8'] } });
+  const receiver = await startReceiver(t, (_request, response) => {
+    response.writeHead(204);
+    response.end();
+  });
+  const { key } = await keyOf(server);
+  const { id, secret } = await made(server, { url: `http://127.0.0.1:${receiver.port}/in`, types: ['pet.created'] }, key);
+  const worker = startDeliveryWorker({
+    store: server.service.stores.webhooks, clock: server.clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1],
+    resolve: testResolver(), intervalMs: 3_600_000, log: () => {}, failed: (event, error) => assert.fail(`${event}: ${String(error)}`),
+  });
+  t.after(() => worker.stop());
+  const pet = await json(await server.post('/v1/pets', { name: 'Rex', categoryId: 1 }));
+  await server.request(`/v1/pets/${pet.id}`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: '{"name":"Max"}' });
+  await worker.tick();
+  await worker.idle();
+  assert.equal(receiver.requests.length, 1, 'pet.updated is not among its types');
+  const [delivery] = receiver.requests;
+  assert.equal(delivery!.method, 'POST');
+  assert.equal(delivery!.target, '/in');
+  const event = new StandardWebhook(secret).verify(delivery!.body, delivery!.headers as Record<string, string>) as any;
+  assert.deepEqual([event.type, event.data], ['pet.created', pet]);
+  assert.equal(delivery!.headers['webhook-id'], String(event.id));
+  const log = await json(await server.request(`/v1/webhooks/${id}/deliveries`, { key }));
+  assert.deepEqual(log, [{ eventId: event.id, attempt: 1, attemptedAt: new Date(server.clock()).toISOString(), status: 204, error: null, durationMs: log[0].durationMs }]);
 });
 
 test('405 lists each path\'s methods in Allow: GET, HEAD, POST; GET, HEAD, PATCH, DELETE; GET, HEAD', async (t) => {
