@@ -206,6 +206,14 @@ test('orders "all" needs orders:manage too: 403 insufficient_scope naming it, de
   assert.deepEqual(await stored(server, account), []);
   const manager = await keyOf(server, ['webhooks:manage', 'orders:manage']);
   assert.equal((await made(server, { url: 'https://hooks.example/a', orders: 'all' }, manager.key)).orders, 'all');
+  // A key that lost orders:manage is refused on a retry of its creation too: never shown the secret again.
+  const staff = await keyOf(server, ['webhooks:manage', 'orders:manage']);
+  const headers = { 'idempotency-key': 'all-1' };
+  assert.equal((await create(server, { url: 'https://hooks.example/all', orders: 'all' }, staff.key, headers)).status, 201);
+  await server.service.stores.keys.setScopes(staff.id, ['webhooks:manage']);
+  const retried = await create(server, { url: 'https://hooks.example/all', orders: 'all' }, staff.key, headers);
+  assert.ok(!(await retried.clone().text()).includes('whsec_'));
+  await expectError(retried, 403, 'insufficient_scope');
   // orders:write is not orders:manage.
   const writer = await keyOf(server, ['webhooks:manage', 'orders:write']);
   await expectError(await create(server, { url: 'https://hooks.example/a', orders: 'all' }, writer.key), 403, 'insufficient_scope');

@@ -129,6 +129,9 @@ export function createWebhooksHandlers({ webhooks, clock, policy, resolve, rando
         if (isConflict(result)) throw new Error('a creation without an Idempotency-Key met a conflict');
         return answer(result);
       }
+      // A key that may not ask for `all` (any more) is refused as a first request would be, and
+      // never shown the secret of a replay.
+      if (value.orders === 'all' && !allows(caller.scopes, 'orders:manage')) await checkedValues(caller, value.url, value.orders);
       // A retry is answered from the record before its URL is resolved again: the same answer,
       // whatever the host resolves to now. Fingerprinted as sent, before defaults.
       const fingerprint = fingerprintBody(sent);
