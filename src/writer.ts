@@ -8,12 +8,11 @@
  * about 18 MiB more of resident memory for the process.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { REMEMBERED } from './service/remembered.ts';
 import { closeDatabase, openWriterDatabase } from './storage/sqlite/database.ts';
 import { runWriter, type WriterStart } from './storage/sqlite/writer.ts';
 
 const { path, memory } = workerData as WriterStart;
 // The server's first connection migrated the file before starting this thread.
 const db = openWriterDatabase(path);
-await runWriter({ db, memory, control: parentPort!, responders: REMEMBERED });
+await runWriter({ db, memory, control: parentPort! });
 closeDatabase(db);

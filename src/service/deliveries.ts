@@ -8,7 +8,7 @@
  *
  * Where it runs: in the single process, or in the primary thread of WORKERS (like the chores);
  * on PostgreSQL in every instance, the claims keeping them apart (a lease per claim, FOR UPDATE
- * SKIP LOCKED: docs/decisions/0026). Its holder is a random id per process, so a restarted
+ * SKIP LOCKED: docs/decisions/0027). Its holder is a random id per process, so a restarted
  * process does not mistake a dead one's claims for its own: those wait until their lease ends.
  *
  * Stopping (the drain): nothing more is claimed, the attempts running finish (each within its
@@ -24,12 +24,24 @@ import type { AddressPolicy } from '../webhooks/address-policy.ts';
 import { afterFailure, DISABLE_AFTER_MS } from '../webhooks/retries.ts';
 import { createRunner } from '../webhooks/runner.ts';
 
-/** How often due deliveries are claimed: an event is attempted within about this long of its commit. */
+/**
+ * How often due deliveries are claimed: an event is attempted within about this long of its
+ * commit. Polled, as the feed's long poll is (api/events/commit-waiter.ts): when nothing is due a
+ * tick is one index probe on SQLite (the writer is not asked) and one claim statement on
+ * PostgreSQL, while a wake by every commit would need LISTEN, which a transaction pooler forbids.
+ */
 export const DELIVERY_INTERVAL_MS = 250;
 /** How long a claim is held: above an attempt's 10 s deadline and the time to record it. */
 export const LEASE_MS = 30_000;
 /** How often the pending deliveries are counted for the gauge. */
 export const PENDING_INTERVAL_MS = 5_000;
+/**
+ * After a claim failed (the database down, say), the next waits this long, doubled at each
+ * failure up to MAX_CLAIM_BACKOFF_MS: an outage costs the database and the log a line every few
+ * seconds, not four a second, and deliveries resume within that much of its end.
+ */
+export const CLAIM_BACKOFF_MS = 1_000;
+export const MAX_CLAIM_BACKOFF_MS = 8_000;
 
 /** What the worker reports: the metrics (ops/metrics.ts), when METRICS_PORT is set. */
 export interface DeliveriesObserver {
@@ -52,6 +64,8 @@ export interface DeliveryWorkerDeps {
   holder?: string;
   leaseMs?: number;
   intervalMs?: number;
+  /** PENDING_INTERVAL_MS unless a test shortens it. */
+  pendingIntervalMs?: number;
   /** DISABLE_AFTER_MS unless a test shortens it. */
   disableAfterMs?: number;
   /** The attempt's deadline, 10 s unless a test shortens it. */
@@ -124,17 +138,26 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   let stopped = false;
   let claiming: Promise<void> | null = null;
+  // Backing off after failed claims: no claim before `resumeAt` (a monotonic time).
+  let backoff = 0;
+  let resumeAt = 0;
   const claim = async () => {
     const load = runner.load();
     const room = load.free - load.queued;
-    if (stopped || room <= 0) return;
+    if (stopped || room <= 0 || performance.now() < resumeAt) return;
     const skip = new Set([...load.saturated].map(Number));
     const claimed = await store.claimDue(holder, clock(), leaseMs, room, skip);
     const refused = claimed.filter((delivery) => !runner.submit(delivery));
     if (refused.length > 0) await store.release(holder, refused);
   };
   const tick = (): Promise<void> => (claiming ??= claim()
-    .catch((error: unknown) => deps.failed('webhook_claim_failed', error))
+    .then(() => {
+      backoff = 0;
+    }, (error: unknown) => {
+      backoff = Math.min(MAX_CLAIM_BACKOFF_MS, backoff === 0 ? CLAIM_BACKOFF_MS : backoff * 2);
+      resumeAt = performance.now() + backoff;
+      deps.failed('webhook_claim_failed', error);
+    })
     .finally(() => {
       claiming = null;
     }));
@@ -153,7 +176,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     }
   };
 
-  const timers = [setInterval(() => void tick(), intervalMs), setInterval(() => void count(), PENDING_INTERVAL_MS)];
+  const timers = [setInterval(() => void tick(), intervalMs), setInterval(() => void count(), deps.pendingIntervalMs ?? PENDING_INTERVAL_MS)];
   for (const timer of timers) timer.unref();
   setImmediate(() => void count());
 

@@ -13,7 +13,8 @@ import { isItemFailure, type ItemOutcome } from '../lib/item-outcome.ts';
 import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { Actor } from './actor.ts';
 import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrderStatus, PlacementResult } from './orders.ts';
-import type { ChangeOutcome, CreationResult, Expiry, Pet, PetChange, PetCreation, PetStatus } from './pets.ts';
+import type { ChangeOutcome, CreationResult, Expiry, Pet, PetChange, PetCreation } from './pets.ts';
+import { ORDER_FORM, PET_FORM } from './stored-forms.ts';
 
 export type { Actor, Expiry };
 
@@ -136,31 +137,24 @@ export function eventColumns({ type, actor, subject }: NewEvent): Omit<EventRow,
   };
 }
 
-/** The subject as stored: int64 digits as strings, so that they round-trip exactly. */
+/** The subject as stored: the value in its stored form (stored-forms.ts), with its kind. */
 function subjectJson(subject: EventSubject): string {
   switch (subject.kind) {
-    case 'pet': {
-      const { pet } = subject;
-      return JSON.stringify({ kind: 'pet', id: pet.id, name: pet.name, categoryId: pet.categoryId.toString(), status: pet.status, version: pet.version });
-    }
+    case 'pet':
+      return JSON.stringify({ kind: 'pet', ...PET_FORM.toStored(subject.pet) });
     case 'pet_deleted':
       return JSON.stringify({ kind: 'pet_deleted', id: subject.id });
-    case 'order': {
-      const { order } = subject;
-      return JSON.stringify({ kind: 'order', ...order, petId: order.petId.toString() });
-    }
+    case 'order':
+      return JSON.stringify({ kind: 'order', ...ORDER_FORM.toStored(subject.order) });
   }
 }
 
 /** The stored subject back as its domain value. */
 function subjectOf(data: string): EventSubject {
   const stored = JSON.parse(data) as { kind: EventSubject['kind'] } & Record<string, unknown>;
-  if (stored.kind === 'pet') {
-    return { kind: 'pet', pet: { id: stored.id as number, name: stored.name as string, categoryId: BigInt(stored.categoryId as string), status: stored.status as PetStatus, version: stored.version as number } };
-  }
+  if (stored.kind === 'pet') return { kind: 'pet', pet: PET_FORM.fromStored(stored) };
   if (stored.kind === 'pet_deleted') return { kind: 'pet_deleted', id: stored.id as number };
-  const { kind: _kind, ...order } = stored as unknown as Order & { kind: 'order'; petId: string };
-  return { kind: 'order', order: { ...order, petId: BigInt(order.petId) } };
+  return { kind: 'order', order: ORDER_FORM.fromStored(stored) };
 }
 
 /** The domain value of a stored row. */

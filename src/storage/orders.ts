@@ -101,7 +101,7 @@ export interface OrderPlacement {
    * (MAX_OPEN_ORDERS_PER_ACCOUNT), counted in its transaction; null: no cap (`orders:manage`).
    */
   maxOpen: number | null;
-  idempotency?: IdempotencyWrite<Order>;
+  idempotency?: IdempotencyWrite;
   /** The key whose request places it, for the event log; absent: the service's own. */
   actor?: Actor;
 }
@@ -114,7 +114,7 @@ export type PlacementResult = (
   | { kind: 'pet_not_available'; status: PetStatus }
   /** The account already has `limit` open orders: nothing was written but the expiries. */
   | { kind: 'too_many_open_orders'; limit: number }
-  | IdempotencyConflict
+  | IdempotencyConflict<Order>
 ) & Expiries;
 
 /**
@@ -180,7 +180,7 @@ export interface OrdersStore {
   /** Up to `limit` orders after `afterId`, by id ascending. */
   list(options: OrderListOptions): MaybePromise<Order[]>;
   /** The live record of an API key's Idempotency-Key for placeOrder, or null. */
-  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord<Order> | null>;
   /** How many pets have each status now, at a cost that does not grow with the number of pets. */
   inventory(): MaybePromise<Inventory>;
   /**

@@ -78,7 +78,7 @@ export type ChangeOutcome = (
 
 /** A pet to insert, with the idempotency record to write alongside it when it has one. */
 export interface PetCreation extends NewPet {
-  idempotency?: IdempotencyWrite<Pet>;
+  idempotency?: IdempotencyWrite;
   /** The key whose request creates it, for the event log; absent: the service's own (seeding). */
   actor?: Actor;
 }
@@ -91,7 +91,7 @@ export interface ListOptions {
 }
 
 /** What `insertMany` did with one creation. */
-export type CreationResult = Pet | IdempotencyConflict;
+export type CreationResult = Pet | IdempotencyConflict<Pet>;
 
 export interface PetsStore {
   /**
@@ -105,7 +105,7 @@ export interface PetsStore {
    */
   insertMany(pets: readonly PetCreation[]): MaybePromise<ItemOutcome<CreationResult>[]>;
   /** The live (younger than 24 h at `now`) record of an API key's Idempotency-Key, or null. */
-  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord<Pet> | null>;
   /** Deletes up to `limit` records that have expired at `now`, oldest first; returns how many. */
   purgeIdempotencyRecords(now: number, limit: number): MaybePromise<number>;
   get(id: bigint): MaybePromise<Pet | null>;
@@ -160,6 +160,6 @@ export function toPet(row: PetRow): Pet {
 }
 
 /** Whether a creation result is a conflict rather than a stored pet. */
-export function isConflict(result: CreationResult): result is IdempotencyConflict {
+export function isConflict(result: CreationResult): result is IdempotencyConflict<Pet> {
   return 'conflict' in result;
 }

@@ -9,11 +9,10 @@ import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { RateLimiter } from '../limits/limiter.ts';
 import type { DatabaseErrorOf } from './errors.ts';
 import type { EventLog } from './events.ts';
-import type { StoredResponse } from './idempotency.ts';
 import type { KeysStore } from './keys.ts';
-import type { Order, OrdersStore } from './orders.ts';
-import type { Pet, PetsStore } from './pets.ts';
-import type { CreatedWebhook, WebhooksStore } from './webhooks.ts';
+import type { OrdersStore } from './orders.ts';
+import type { PetsStore } from './pets.ts';
+import type { WebhooksStore } from './webhooks.ts';
 
 export interface Stores {
   keys: KeysStore;
@@ -62,16 +61,4 @@ export interface Upkeep {
   purgeIdleCallers?: (limit: number) => MaybePromise<number>;
   /** Folds recorded changes of the pets' counts into the counts, every second; absent where none are kept. */
   foldCounts?: (limit: number) => MaybePromise<number>;
-}
-
-/**
- * The response that an Idempotency-Key record remembers for each operation, built from what the
- * write made: the API's own answer. A write made on another thread (SQLite's writer thread)
- * cannot carry a function, so that thread is given these. Here rather than in idempotency.ts,
- * which the pets', the orders' and the webhooks' records import: it names them all.
- */
-export interface Responders {
-  createPet(pet: Pet): StoredResponse;
-  placeOrder(order: Order): StoredResponse;
-  createWebhook(created: CreatedWebhook): StoredResponse;
 }

@@ -15,6 +15,7 @@ import type { MaybePromise } from '../lib/maybe-promise.ts';
 import type { DeliveryError } from '../webhooks/attempt.ts';
 import type { EventType, StoredEvent } from './events.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
+import type { StoredForm } from './stored-forms.ts';
 
 /** Whose order events a webhook gets: its account's orders', or every order's (`orders:manage`). */
 export const WEBHOOK_ORDERS = ['own', 'all'] as const;
@@ -56,13 +57,13 @@ export interface WebhookCreation {
   now: number;
   /** MAX_WEBHOOKS_PER_ACCOUNT, counted in the creation's transaction. */
   maxPerAccount: number;
-  idempotency?: IdempotencyWrite<CreatedWebhook>;
+  idempotency?: IdempotencyWrite;
 }
 
 export type WebhookCreationResult =
   | ({ kind: 'created' } & CreatedWebhook)
   | { kind: 'too_many_webhooks'; limit: number }
-  | IdempotencyConflict;
+  | IdempotencyConflict<CreatedWebhook>;
 
 /** A merge patch of a webhook of `account`: the fields present are set. */
 export interface WebhookChange {
@@ -131,7 +132,7 @@ export interface WebhooksStore {
   /** Its newest ATTEMPTS_KEPT attempts, newest first; null when the account has no such webhook. */
   attempts(account: string, id: number): MaybePromise<DeliveryAttempt[] | null>;
   /** The live record of an API key's Idempotency-Key for createWebhook, or null. */
-  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord | null>;
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): MaybePromise<IdempotencyRecord<CreatedWebhook> | null>;
 
   /**
    * Claims up to `limit` deliveries due at `now` whose lease is free (never claimed, or ended),
@@ -147,6 +148,15 @@ export interface WebhooksStore {
   /** How many deliveries wait (due or not, claimed or not): `webhook_deliveries_pending`. */
   pending(): MaybePromise<number>;
 }
+
+/** A created webhook in the stored form an Idempotency-Key record keeps (stored-forms.ts): the secret included, for the replay. */
+export const CREATED_WEBHOOK_FORM: StoredForm<CreatedWebhook> = {
+  toStored: ({ webhook, secret }) => ({ ...webhook, types: [...webhook.types], secret }),
+  fromStored: (stored) => {
+    const { secret, ...webhook } = stored as unknown as Webhook & { secret: string };
+    return { webhook, secret };
+  },
+};
 
 /** A webhook's row as both engines select it (`types` as an array: SQLite's are split from their text). */
 export interface WebhookRow {

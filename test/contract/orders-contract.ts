@@ -35,11 +35,8 @@ async function insert(pets: PetsStore, ...statuses: NewPet['status'][]): Promise
   return allSucceeded(await pets.insertMany(statuses.map((status, i) => newPet(`pet${i}`, status)))) as Pet[];
 }
 
-function remembering(apiKeyId: string, key: string, createdAt = T0): IdempotencyWrite<Order> {
-  return {
-    apiKeyId, key, fingerprint: `fp-${key}`, createdAt,
-    respond: (order: Order) => ({ status: 201, headers: { Location: `/v1/store/orders/${order.id}` }, body: `{"id":${order.id}}` }),
-  };
+function remembering(apiKeyId: string, key: string, createdAt = T0): IdempotencyWrite {
+  return { apiKeyId, key, fingerprint: `fp-${key}`, createdAt };
 }
 
 /** `count` accounts, each made by creating a key (an order belongs to an account that exists). */
@@ -114,12 +111,12 @@ export function runOrdersContract({ open }: OrdersContractOptions): void {
     assert.equal((await orders.list({ afterId: 0n, status: undefined, account: null, limit: 10 })).length, 1);
   });
 
-  test('a placement remembers its response under its key for 24 h, per API key and apart from createPet\'s keys; a retry is a recorded conflict', async (t) => {
+  test('a placement remembers the order it made under its key for 24 h, per API key and apart from createPet\'s keys; a retry is a recorded conflict', async (t) => {
     const { keys, pets, orders } = await open(t);
     const [A, B] = await accounts(keys, 2);
     const [rex, tom] = await insert(pets, 'available', 'available');
     const [order] = await placed(orders, [placement(rex!.id, A!, { idempotency: remembering('key_a', 'k1') })]);
-    const record = { fingerprint: 'fp-k1', createdAt: T0, response: { status: 201, headers: { Location: `/v1/store/orders/${order!.id}` }, body: `{"id":${order!.id}}` } };
+    const record = { fingerprint: 'fp-k1', createdAt: T0, made: order };
     assert.deepEqual(await orders.findIdempotencyRecord('key_a', 'k1', T0 + IDEMPOTENCY_TTL_MS - 1), record);
     assert.equal(await orders.findIdempotencyRecord('key_a', 'k1', T0 + IDEMPOTENCY_TTL_MS), null, 'expired at 24 h');
     assert.equal(await orders.findIdempotencyRecord('key_b', 'k1', T0), null);
@@ -128,7 +125,7 @@ export function runOrdersContract({ open }: OrdersContractOptions): void {
     assert.deepEqual(again, { conflict: 'recorded', record });
     assert.equal((await pets.get(BigInt(tom!.id)))?.status, 'available', 'the retry took no pet');
     // The same key on createPet names another request.
-    const created = await pets.insertMany([{ ...newPet('Kit'), idempotency: { ...remembering('key_a', 'k1'), respond: () => ({ status: 201, headers: {}, body: '{}' }) } }]);
+    const created = await pets.insertMany([{ ...newPet('Kit'), idempotency: remembering('key_a', 'k1') }]);
     assert.equal((created[0] as Pet).name, 'Kit', 'stored, not a conflict');
     // Expired records go with the purge, whichever operation wrote them.
     assert.equal(await pets.purgeIdempotencyRecords(T0 + IDEMPOTENCY_TTL_MS + 1, 10), 2);

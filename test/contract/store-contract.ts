@@ -8,11 +8,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UnknownAccountError, type KeysStore, type NewKey } from '../../src/storage/keys.ts';
 import type { ChangeOutcome, CreationResult, NewPet, Pet, PetsStore } from '../../src/storage/pets.ts';
-import type { IdempotencyWrite } from '../../src/storage/idempotency.ts';
+import type { IdempotencyRecord, IdempotencyWrite } from '../../src/storage/idempotency.ts';
 import { allSucceeded, isItemFailure, type ItemOutcome } from '../../src/lib/item-outcome.ts';
 import { hashApiKey, isWellFormedApiKey } from '../../src/keys/api-keys.ts';
 import type { Scope } from '../../src/keys/scopes.ts';
 import { IDEMPOTENCY_TTL_MS } from '../../src/storage/idempotency.ts';
+import { LARGE } from '../support/full-disk.ts';
 
 export interface OpenedStores {
   keys: KeysStore;
@@ -21,21 +22,34 @@ export interface OpenedStores {
 
 export interface StoreContractOptions {
   /** Fresh, empty stores for one test (development keys); closed by the engine when the test ends. */
-  open(t: { after(fn: () => unknown): void }): Promise<OpenedStores>;
-  /** An error as the engine's driver throws it when the database cannot be written (disk full, connection lost). */
-  databaseFailure(): Error;
+  open(t: { after(fn: () => unknown): void }): Promise<OpenedStores & FullDisk>;
 }
+
+/** A way to make the database itself fail a write, as the engine's writes meet it. */
+export interface FullDisk {
+  /**
+   * From now on the database has no room for a large row (test/support/full-disk.ts): a record
+   * whose fingerprint is LARGE long fails as the engine's writes fail when the disk is full,
+   * while small rows are still written.
+   */
+  fillDisk(): Promise<void>;
+}
+
 
 const T0 = Date.UTC(2026, 0, 1);
 const INT64_MAX = 9_223_372_036_854_775_807n;
 
 const pet = (name: string, categoryId = 1n, status: NewPet['status'] = 'available'): NewPet => ({ name, categoryId, status });
 
-function remembering(apiKeyId: string, key: string, createdAt = T0): IdempotencyWrite<Pet> {
-  return {
-    apiKeyId, key, fingerprint: `fp-${key}`, createdAt,
-    respond: (stored: Pet) => ({ status: 201, headers: { Location: `/v1/pets/${stored.id}` }, body: `{"id":${stored.id}}` }),
-  };
+function remembering(apiKeyId: string, key: string, createdAt = T0): IdempotencyWrite {
+  return { apiKeyId, key, fingerprint: `fp-${key}`, createdAt };
+}
+
+/** What a record keeps of the pet its creation made. */
+function made(record: IdempotencyRecord<Pet> | null): Pet | null {
+  if (record === null) return null;
+  assert.ok('made' in record, 'a new record keeps what was made, not a response');
+  return record.made;
 }
 
 async function insert(pets: PetsStore, creations: Parameters<PetsStore['insertMany']>[0]): Promise<Pet[]> {
@@ -45,13 +59,13 @@ async function insert(pets: PetsStore, creations: Parameters<PetsStore['insertMa
 /** An outcome as the cases compare it: a pet's name, a conflict, a change's kind, or 'failed'. */
 function summary(outcome: ItemOutcome<CreationResult | ChangeOutcome>): string {
   if (isItemFailure(outcome)) return 'failed';
-  if ('conflict' in outcome) return outcome.conflict === 'recorded' ? `replays ${outcome.record.response.body}` : outcome.conflict;
+  if ('conflict' in outcome) return outcome.conflict === 'recorded' ? `replays ${made(outcome.record)!.id}` : outcome.conflict;
   if ('kind' in outcome) return outcome.kind;
   return outcome.name;
 }
 
 /** Registers every case of the contract as a test. */
-export function runStoreContract({ open, databaseFailure }: StoreContractOptions): void {
+export function runStoreContract({ open }: StoreContractOptions): void {
   // Keys -------------------------------------------------------------------------------------
 
   test('a created key is found by its plain key, by id and in the list, with its plan numbers', async (t) => {
@@ -297,10 +311,10 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
     ]);
     const stored = await pets.list({ afterId: 0n, status: undefined, limit: 10 });
     assert.deepEqual(stored.map((p) => p.name), ['Rex', 'Tom', 'Kit'], 'one Rex');
-    const rex = `{"id":${stored[0]!.id}}`;
-    assert.deepEqual(outcomes.map(summary), ['Rex', 'Tom', `replays ${rex}`, 'Kit', `replays ${rex}`]);
-    assert.deepEqual(outcomes[2], { conflict: 'recorded', record: { fingerprint: 'fp-k1', createdAt: T0, response: { status: 201, headers: { Location: `/v1/pets/${stored[0]!.id}` }, body: rex } } });
-    assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', T0))?.response.body, rex);
+    const rex = stored[0]!;
+    assert.deepEqual(outcomes.map(summary), ['Rex', 'Tom', `replays ${rex.id}`, 'Kit', `replays ${rex.id}`]);
+    assert.deepEqual(outcomes[2], { conflict: 'recorded', record: { fingerprint: 'fp-k1', createdAt: T0, made: rex } });
+    assert.deepEqual(made(await pets.findIdempotencyRecord('key_a', 'k1', T0)), rex);
   });
 
   test('a creation whose statement fails is refused alone; conflicts are answered, and the rest of its batch is stored with its records', async (t) => {
@@ -312,15 +326,14 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
       { ...pet('Bad', 0n), idempotency: remembering('key_a', 'k2') }, // violates the CHECK
       pet('Plain'),
       { ...pet('Good'), idempotency: remembering('key_a', 'k1') },
-      // Its pet is inserted, then building its answer fails: the pet goes with it.
-      { ...pet('Unanswered'), idempotency: { ...remembering('key_a', 'k3'), respond: () => { throw new TypeError('no answer'); } } },
+      // Its pet is inserted, then its record fails the CHECK (a key of 256 characters): the pet goes with it.
+      { ...pet('Unrecorded'), idempotency: remembering('key_a', 'k'.repeat(256)) },
     ]);
     const stored = await pets.list({ afterId: 0n, status: undefined, limit: 10 });
     assert.deepEqual(stored.map((p) => p.name), ['Earlier', 'Good', 'Plain']);
-    const good = `{"id":${stored[1]!.id}}`;
-    assert.deepEqual(outcomes.map(summary), [`replays {"id":${earlier!.id}}`, 'Good', 'failed', 'Plain', `replays ${good}`, 'failed']);
-    assert.ok(isItemFailure(outcomes[5]!) && outcomes[5].error instanceof TypeError, 'the item\'s own error');
-    assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', T0))?.response.body, good);
+    const good = stored[1]!;
+    assert.deepEqual(outcomes.map(summary), [`replays ${earlier!.id}`, 'Good', 'failed', 'Plain', `replays ${good.id}`, 'failed']);
+    assert.deepEqual(made(await pets.findIdempotencyRecord('key_a', 'k1', T0)), good);
     assert.equal(await pets.findIdempotencyRecord('key_a', 'k2', T0), null, 'the failed creation left no record');
     const [retried] = await insert(pets, [{ ...pet('Bad, fixed'), idempotency: remembering('key_a', 'k2') }]);
     assert.equal(retried!.name, 'Bad, fixed', 'its key is free for a retry');
@@ -350,26 +363,24 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
   });
 
   test('a failure of the database itself fails the whole batch: the store throws and nothing is written', async (t) => {
-    const { pets } = await open(t);
-    const failure = databaseFailure();
-    const failing: IdempotencyWrite<Pet> = { ...remembering('key_a', 'k2'), respond: () => { throw failure; } };
+    const { pets, fillDisk } = await open(t);
+    await fillDisk();
+    // Its pet is inserted, then its record needs more room than the disk has.
+    const doomed: IdempotencyWrite = { ...remembering('key_a', 'k2'), fingerprint: 'f'.repeat(LARGE) };
     await assert.rejects(async () => pets.insertMany([
       { ...pet('Good'), idempotency: remembering('key_a', 'k1') },
       pet('Plain'),
-      { ...pet('Doomed'), idempotency: failing },
+      { ...pet('Doomed'), idempotency: doomed },
     ]));
     assert.deepEqual(await pets.list({ afterId: 0n, status: undefined, limit: 10 }), []);
     assert.equal(await pets.findIdempotencyRecord('key_a', 'k1', T0), null);
   });
 
-  test('a create remembers its response under its key for 24 h, scoped by API key', async (t) => {
+  test('a create remembers the pet it made under its key for 24 h, scoped by API key', async (t) => {
     const { pets } = await open(t);
-    const [stored] = await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);
+    const [stored] = await insert(pets, [{ ...pet('Rex', INT64_MAX), idempotency: remembering('key_a', 'k1') }]);
     const record = await pets.findIdempotencyRecord('key_a', 'k1', T0 + IDEMPOTENCY_TTL_MS - 1);
-    assert.deepEqual(record, {
-      fingerprint: 'fp-k1', createdAt: T0,
-      response: { status: 201, headers: { Location: `/v1/pets/${stored!.id}` }, body: `{"id":${stored!.id}}` },
-    });
+    assert.deepEqual(record, { fingerprint: 'fp-k1', createdAt: T0, made: stored }, 'the pet as made, its int64 exact');
     assert.equal(await pets.findIdempotencyRecord('key_a', 'k1', T0 + IDEMPOTENCY_TTL_MS), null, 'expired at 24 h');
     assert.equal(await pets.findIdempotencyRecord('key_b', 'k1', T0), null, 'another API key has its own keys');
   });
@@ -385,7 +396,7 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
     ]);
     assert.deepEqual(results[0], {
       conflict: 'recorded',
-      record: { fingerprint: 'fp-k1', createdAt: T0, response: { status: 201, headers: { Location: `/v1/pets/${first!.id}` }, body: `{"id":${first!.id}}` } },
+      record: { fingerprint: 'fp-k1', createdAt: T0, made: first },
     });
     assert.equal((results[1] as Pet).name, 'Tom');
     assert.deepEqual((await pets.list({ afterId: 0n, status: undefined, limit: 10 })).map((p) => p.name), ['Rex', 'Tom'], 'no second Rex');
@@ -396,7 +407,7 @@ export function runStoreContract({ open, databaseFailure }: StoreContractOptions
     await insert(pets, [{ ...pet('Rex'), idempotency: remembering('key_a', 'k1') }]);
     const later = T0 + IDEMPOTENCY_TTL_MS;
     const [again] = await insert(pets, [{ ...pet('Tom'), idempotency: remembering('key_a', 'k1', later) }]);
-    assert.equal((await pets.findIdempotencyRecord('key_a', 'k1', later))?.response.body, `{"id":${again!.id}}`);
+    assert.deepEqual(made(await pets.findIdempotencyRecord('key_a', 'k1', later)), again);
   });
 
   test('the purge deletes expired records only, oldest first, at most the limit', async (t) => {

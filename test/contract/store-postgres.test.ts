@@ -13,6 +13,7 @@ import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
 import { runWebhooksContract } from './webhooks-contract.ts';
 import { createWebhooksStore } from '../../src/storage/postgres/webhooks-store.ts';
+import { fillPostgresDisk } from '../support/full-disk.ts';
 
 /**
  * Both contracts on the databases `database()` makes (a fresh one per test, reached as the test
@@ -22,10 +23,8 @@ function runContracts(database: () => Promise<string>, cluster: () => PostgresCl
   runStoreContract({
     async open(t) {
       const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
-      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql) };
+      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), fillDisk: () => fillPostgresDisk(sql) };
     },
-    // As the driver reports a connection that PostgreSQL closed (a restart, a terminated backend).
-    databaseFailure: () => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
   });
 
   runOrdersContract({
@@ -48,7 +47,7 @@ function runContracts(database: () => Promise<string>, cluster: () => PostgresCl
   runWebhooksContract({
     async open(t) {
       const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
-      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders: createOrdersStore(sql), webhooks: createWebhooksStore(sql) };
+      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), orders: createOrdersStore(sql), webhooks: createWebhooksStore(sql), events: createEventsStore(sql) };
     },
   });
 }

@@ -1,8 +1,10 @@
 /**
  * The storage contract (store-contract.ts, orders-contract.ts, webhooks-contract.ts) on SQLite as the server runs it:
  * a file opened by the engine opener (src/storage/sqlite/engine.ts), its stores reading on their
- * connection and writing inline on it. Keys are made on a connection of
- * their own, as the keys command makes them (the engine's stores only read keys).
+ * connection and writing either inline on it or through the writer thread (the tests' entry,
+ * test/support/writer-thread.ts, which is src/writer.ts with a way to fault its connection).
+ * Keys are made on a connection of their own, as the keys command makes them (the engine's
+ * stores only read keys).
  */
 import { describe } from 'node:test';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,12 +18,14 @@ import type { KeysStore } from '../../src/storage/keys.ts';
 import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
 import { runWebhooksContract } from './webhooks-contract.ts';
+import { TEST_WRITER_ENTRY, writerFaults } from '../support/test-server.ts';
+import { FULL_DISK } from '../support/full-disk.ts';
 
-async function open(t: { after(fn: () => unknown): void }, writer: 'inline') {
+async function open(t: { after(fn: () => unknown): void }, writer: 'inline' | 'thread') {
   const dir = mkdtempSync(join(tmpdir(), 'pets-engine-contract-'));
   const path = join(dir, 'pets.db');
   const { engine } = await openSqliteEngine({
-    path, writer, threadEntry: new URL('../support/writer-thread.ts', import.meta.url), log: () => {},
+    path, writer, threadEntry: TEST_WRITER_ENTRY, log: () => {},
     stores: { appEnv: 'development', clock: systemClock, banThreshold: 30, banSeconds: 900 },
   }, () => null);
   const keysDb = openDatabase(path);
@@ -44,21 +48,20 @@ async function open(t: { after(fn: () => unknown): void }, writer: 'inline') {
     rotate: (id, grace, now) => written.rotate(id, grace, now),
     setScopes: (id, scopes) => written.setScopes(id, scopes),
   };
-  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks };
+  // On the connection that writes: the inline writer's is the engine's, the thread's is reached through its channel.
+  const fillDisk = async () => {
+    if (engine.kind !== 'thread') return void engine.db.exec(FULL_DISK);
+    // A write through the thread first: its module has loaded, so it listens for the statement.
+    await engine.stores.pets.purgeIdempotencyRecords(0, 0);
+    await writerFaults(path)(FULL_DISK);
+  };
+  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks, events: engine.stores.events, fillDisk };
 }
 
-describe('a file with the inline writer', () => {
-  runStoreContract({
-    open: (t) => open(t, 'inline'),
-    databaseFailure: () => Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 }),
+for (const writer of ['inline', 'thread'] as const) {
+  describe(`a file with the ${writer} writer`, () => {
+    runStoreContract({ open: (t) => open(t, writer) });
+    runOrdersContract({ open: async (t) => ({ ...(await open(t, writer)), settle: async () => {} }) });
+    runWebhooksContract({ open: (t) => open(t, writer) });
   });
-  runOrdersContract({
-    open: async (t) => ({ ...(await open(t, 'inline')), settle: async () => {} }),
-  });
-  runWebhooksContract({ open: (t) => open(t, 'inline') });
-});
-
-// Not on the writer thread: it builds the answer an Idempotency-Key record remembers with the
-// API's own functions (a function does not cross threads), not the contracts', so their record
-// tests, which remember answers of their own, cannot run on it; the HTTP suites run it
-// (test/support/test-server.ts's `writerThread`).
+}

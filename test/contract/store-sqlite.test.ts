@@ -9,6 +9,7 @@ import { runOrdersContract } from './orders-contract.ts';
 import { runStoreContract } from './store-contract.ts';
 import { runWebhooksContract } from './webhooks-contract.ts';
 import { createWebhooksStore } from '../../src/storage/sqlite/webhooks-store.ts';
+import { FULL_DISK } from '../support/full-disk.ts';
 
 function open(t: { after(fn: () => unknown): void }) {
   const db = openDatabase(':memory:');
@@ -19,9 +20,10 @@ function open(t: { after(fn: () => unknown): void }) {
 runStoreContract({
   async open(t) {
     const db = open(t);
-    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db) };
+    // The connection writes itself: no page more than it has, as on a full disk.
+    const fillDisk = async () => { db.exec(FULL_DISK); };
+    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), fillDisk };
   },
-  databaseFailure: () => Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 }),
 });
 
 runOrdersContract({
@@ -42,6 +44,6 @@ runEventsContract({
 runWebhooksContract({
   async open(t) {
     const db = open(t);
-    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), webhooks: createWebhooksStore(db) };
+    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), orders: createOrdersStore(db), webhooks: createWebhooksStore(db), events: createEventsStore(db) };
   },
 });

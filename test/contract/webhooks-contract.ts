@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { allSucceeded } from '../../src/lib/item-outcome.ts';
-import { EVENT_TYPES, type Actor, type EventType } from '../../src/storage/events.ts';
+import { EVENT_TYPES, type Actor, type EventLog, type EventType } from '../../src/storage/events.ts';
 import type { IdempotencyWrite } from '../../src/storage/idempotency.ts';
 import type { KeysStore } from '../../src/storage/keys.ts';
 import type { OrdersStore, PlacementResult } from '../../src/storage/orders.ts';
@@ -23,6 +23,7 @@ export interface OpenedWebhookStores {
   pets: PetsStore;
   orders: OrdersStore;
   webhooks: WebhooksStore;
+  events: EventLog;
 }
 
 export interface WebhooksContractOptions {
@@ -122,20 +123,18 @@ export function runWebhooksContract({ open }: WebhooksContractOptions): void {
     assert.deepEqual((await webhooks.list({ account: a.account, afterId: ids[7]!, limit: 1 })).map((w) => w.id), [ids[8]]);
   });
 
-  test("a creation with an Idempotency-Key remembers its answer, found by that key; the key's second creation replays it", async (t) => {
+  test("a creation with an Idempotency-Key remembers what it made, secret included, found by that key; the key's second creation replays it", async (t) => {
     const { keys, webhooks } = await open(t);
     const a = await actor(keys);
-    const remember: IdempotencyWrite<CreatedWebhook> = {
-      apiKeyId: a.keyId, key: 'hook-1', fingerprint: 'fp', createdAt: T0,
-      respond: ({ webhook, secret }) => ({ status: 201, headers: { Location: `/v1/webhooks/${webhook.id}` }, body: JSON.stringify({ id: webhook.id, secret }) }),
-    };
+    const remember: IdempotencyWrite = { apiKeyId: a.keyId, key: 'hook-1', fingerprint: 'fp', createdAt: T0 };
     const first = await made(webhooks, a.account, { idempotency: remember });
-    const expected = { status: 201, headers: { Location: `/v1/webhooks/${first.webhook.id}` }, body: JSON.stringify({ id: first.webhook.id, secret: SECRET }) };
-    assert.deepEqual(await webhooks.findIdempotencyRecord(a.keyId, 'hook-1', T0 + 1), { fingerprint: 'fp', createdAt: T0, response: expected });
+    // The record keeps what was made, the secret included: the replay shows it again.
+    const expected = { fingerprint: 'fp', createdAt: T0, made: { webhook: first.webhook, secret: SECRET } };
+    assert.deepEqual(await webhooks.findIdempotencyRecord(a.keyId, 'hook-1', T0 + 1), expected);
     assert.equal(await webhooks.findIdempotencyRecord(a.keyId, 'hook-2', T0 + 1), null);
     assert.equal(await webhooks.findIdempotencyRecord(a.keyId, 'hook-1', T0 + DAY + 1), null, 'expired after 24 h');
     const again = await webhooks.create(creation(a.account, { idempotency: { ...remember, createdAt: T0 + 5 } }));
-    assert.deepEqual(again, { conflict: 'recorded', record: { fingerprint: 'fp', createdAt: T0, response: expected } });
+    assert.deepEqual(again, { conflict: 'recorded', record: expected });
     assert.equal((await webhooks.list({ account: a.account, afterId: 0, limit: 100 })).length, 1);
   });
 
@@ -276,6 +275,18 @@ export function runWebhooksContract({ open }: WebhooksContractOptions): void {
     assert.equal(await webhooks.pending(), 0);
     await newPets(pets, a, 'Tom');
     assert.equal(await webhooks.pending(), 0);
+  });
+
+  test('an event deleted by the retention takes its waiting deliveries with it', async (t) => {
+    const { keys, pets, webhooks, events } = await open(t);
+    const a = await actor(keys);
+    await made(webhooks, a.account, { types: ['pet.created'] });
+    await newPets(pets, a, 'Rex', 'Tom');
+    assert.equal(await webhooks.pending(), 2);
+    // Every event is older than a time far ahead: the retention deletes them all.
+    while (await events.purge(Date.now() + 365 * DAY, 1) > 0);
+    assert.equal(await webhooks.pending(), 0);
+    assert.deepEqual(await webhooks.claimDue('w', T0, LEASE, 16, new Set()), []);
   });
 
   test('no webhook, no delivery: writes of every kind leave nothing pending', async (t) => {

@@ -22,10 +22,11 @@ import type { Reply } from '../../src/http/reply.ts';
 import { allSucceeded } from '../../src/lib/item-outcome.ts';
 import { describeWithPostgres, openTestDatabase, type PostgresCluster } from '../support/postgres.ts';
 import { fakeClock } from '../support/test-server.ts';
+import { FULL_DISK, fillPostgresDisk, LARGE } from '../support/full-disk.ts';
 
 interface Engine {
   name: string;
-  open(t: TestContext): Promise<{ pets: PetsStore; databaseErrorOf: DatabaseErrorOf; failure(): Error }>;
+  open(t: TestContext): Promise<{ pets: PetsStore; databaseErrorOf: DatabaseErrorOf; fillDisk(): Promise<void> }>;
 }
 
 const sqlite: Engine = {
@@ -36,7 +37,7 @@ const sqlite: Engine = {
     return {
       pets: createSqlitePetsStore(db),
       databaseErrorOf: sqliteErrorOf,
-      failure: () => Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 }),
+      fillDisk: async () => void db.exec(FULL_DISK),
     };
   },
 };
@@ -48,7 +49,7 @@ const postgres = (cluster: () => PostgresCluster): Engine => ({
     return {
       pets: createPostgresPetsStore(sql),
       databaseErrorOf: databaseUnavailableOf,
-      failure: () => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }),
+      fillDisk: () => fillPostgresDisk(sql),
     };
   },
 });
@@ -71,12 +72,13 @@ function answerOf(reply: Reply): Answer {
 
 /**
  * The paths over `pets` behind a seam: a pet or patch named 'Broken' gets categoryId 0 (a CHECK
- * violation in the store), and one named 'Doomed' fails as the database does. Batches are
+ * violation in the store), and one named 'Doomed' gets a record too large for a full disk
+ * (test/support/full-disk.ts), which fails as the database does once it is filled. Batches are
  * flushed by `settle`, once every lookup begun has been answered, so each batch holds every
  * request submitted so far; their sizes are kept in `batches`.
  */
 function paths(t: TestContext, opened: Awaited<ReturnType<Engine['open']>>) {
-  const { pets: real, databaseErrorOf, failure } = opened;
+  const { pets: real, databaseErrorOf } = opened;
   const batches: number[] = [];
   const logged: Record<string, unknown>[] = [];
   let lookups = 0;
@@ -92,7 +94,7 @@ function paths(t: TestContext, opened: Awaited<ReturnType<Engine['open']>>) {
     insertMany(creations: readonly PetCreation[]) {
       batches.push(creations.length);
       return real.insertMany(creations.map((creation) => {
-        if (creation.name === 'Doomed' && creation.idempotency) return { ...creation, idempotency: { ...creation.idempotency, respond: () => { throw failure(); } } };
+        if (creation.name === 'Doomed' && creation.idempotency) return { ...creation, idempotency: { ...creation.idempotency, fingerprint: 'f'.repeat(LARGE) } };
         return broken(creation);
       }));
     },
@@ -156,8 +158,7 @@ function runCases(engine: () => Engine) {
     ];
     // Another instance commits k3, with another body, between Kit's lookup and its batch.
     await lookedUp();
-    const respond = (stored: Pet) => ({ status: 201, headers: {}, body: `{"id":${stored.id}}` });
-    await real.insertMany([{ ...pet('Elsewhere'), idempotency: { apiKeyId: caller.keyId, key: 'k3', fingerprint: 'elsewhere', createdAt: clock(), respond } }]);
+    await real.insertMany([{ ...pet('Elsewhere'), idempotency: { apiKeyId: caller.keyId, key: 'k3', fingerprint: 'elsewhere', createdAt: clock() } }]);
     const [rex, broken, tom, kit] = await settle(answers);
     assert.deepEqual(batches, [4], 'the four creates shared one batch');
     assert.equal(rex!.status, 201);
@@ -194,6 +195,7 @@ function runCases(engine: () => Engine) {
   test('when the database itself fails, every request of the batch is 503 and nothing is stored; the next batch is served', async (t) => {
     const opened = await engine().open(t);
     const { real, create, settle, batches } = paths(t, opened);
+    await opened.fillDisk();
     const answers = await settle([
       create(pet('Rex'), { key: 'k1', fingerprint: 'rex' }),
       create(pet('Tom'), null),

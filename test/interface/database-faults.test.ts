@@ -14,6 +14,7 @@ import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createPetsStore } from '../../src/storage/sqlite/pets-store.ts';
 import type { PetsStore } from '../../src/storage/pets.ts';
 import { errorBody, startTestServer, startWriterTestServer, type TestServer } from '../support/test-server.ts';
+import { FULL_DISK, LARGE } from '../support/full-disk.ts';
 
 function count(server: Pick<TestServer, 'db'>, table: string): number {
   return (server.db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
@@ -121,14 +122,15 @@ test('disk full through the store seam, part-way through a batch: every request 
   const db = openDatabase(':memory:');
   t.after(() => db.close());
   const real = createPetsStore(db);
-  const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
+  db.exec(FULL_DISK);
   let fail = true;
-  // The last creation of each batch fails after the others were written inside the transaction.
+  // The last creation of each batch needs more room than the disk has, after the others were
+  // written inside the transaction: its record is made too large to fit.
   const pets: PetsStore = {
     ...real,
     insertMany: (creations) => real.insertMany(creations.map((creation, i) => (!fail || i < creations.length - 1 || !creation.idempotency
       ? creation
-      : { ...creation, idempotency: { ...creation.idempotency, respond: () => { throw full; } } }))),
+      : { ...creation, idempotency: { ...creation.idempotency, fingerprint: 'f'.repeat(LARGE) } }))),
   };
   const server = await startTestServer(t, { db, overrides: { pets } });
   const failed = await Promise.all(['a', 'b', 'c'].map((key) => create(server, key)));
@@ -137,6 +139,7 @@ test('disk full through the store seam, part-way through a batch: every request 
   assert.equal(count(server, 'pets'), 0);
   assert.equal(count(server, 'idempotency_keys'), 0);
   fail = false;
+  db.exec('PRAGMA max_page_count = 1073741823');
   assert.equal((await create(server, 'a')).status, 201);
   assert.equal(count(server, 'pets'), 1);
 });

@@ -7,7 +7,6 @@ import { EXPIRY_INTERVAL_MS, LIMITER_SAVE_INTERVAL_MS, oneAtATime, PURGE_INTERVA
 
 const DAY = 24 * 60 * 60 * 1000;
 const rex: NewPet = { name: 'Rex', categoryId: 1n, status: 'available' };
-const respond = () => ({ status: 201, headers: {}, body: '{}' });
 /** Lets the promises of a finished purge settle (the mocked timers do not move them). */
 const settled = () => new Promise((resolve) => process.nextTick(resolve));
 
@@ -15,8 +14,8 @@ test('a purge deletes expired records a chunk per transaction, lets other work r
   const db = openDatabase(':memory:');
   const store = createPetsStore(db);
   const now = Date.UTC(2026, 0, 2);
-  store.insertMany(Array.from({ length: 7 }, (_, i) => ({ ...rex, idempotency: { apiKeyId: 'key_a', key: `old${i}`, fingerprint: 'f', createdAt: now - DAY, respond } })));
-  store.insertMany([{ ...rex, idempotency: { apiKeyId: 'key_a', key: 'young', fingerprint: 'f', createdAt: now, respond } }]);
+  store.insertMany(Array.from({ length: 7 }, (_, i) => ({ ...rex, idempotency: { apiKeyId: 'key_a', key: `old${i}`, fingerprint: 'f', createdAt: now - DAY } })));
+  store.insertMany([{ ...rex, idempotency: { apiKeyId: 'key_a', key: 'young', fingerprint: 'f', createdAt: now } }]);
   const chunks: number[] = [];
   const purgeExpired = oneAtATime(() => purgeInChunks((limit) => {
     const deleted = store.purgeIdempotencyRecords(now, limit);

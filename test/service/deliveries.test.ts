@@ -69,17 +69,19 @@ interface Harness extends Served {
 
 async function harness(t: TestContext, start: Start, deps: Partial<DeliveryWorkerDeps> = {}): Promise<Harness> {
   const clock = fakeClock(Date.now());
+  // Stopped before the server and its database close (hooks run in the order they were added).
+  let worker: DeliveryWorker | undefined;
+  t.after(() => worker?.stop());
   const served = await start(t, clock);
   const { account } = (await served.stores.keys.get(served.keyId))!;
   const observer = observed();
   const logs: Record<string, unknown>[] = [];
-  const worker = startDeliveryWorker({
+  worker = startDeliveryWorker({
     store: served.stores.webhooks, clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1, 1],
     resolve: resolverOf({}), intervalMs: 3_600_000, observer: () => observer,
     log: (fields) => logs.push(fields), failed: (event, error) => assert.fail(`${event}: ${String(error)}`),
     ...deps,
   });
-  t.after(() => worker.stop());
   return {
     ...served, account, worker, observer, logs,
     async webhook(url, extra = {}) {
@@ -99,6 +101,14 @@ async function harness(t: TestContext, start: Start, deps: Partial<DeliveryWorke
       await worker.idle();
     },
   };
+}
+
+async function until(ready: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!ready()) {
+    assert.ok(Date.now() < deadline, 'not within 5 s');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }
 
 const answering = (status: number, headers: Record<string, string> = {}): Answer => (_request, response) => {
@@ -125,12 +135,14 @@ function verifiers(secret: string) {
 
 function deliveryCases(start: Start): void {
   test('a pet created is POSTed to the webhook with the Standard Webhooks headers, its body the event as the feed shows it; both libraries verify it, and refuse it changed', async (t) => {
-    const h = await harness(t, start);
+    const h = await harness(t, start, { pendingIntervalMs: 10 });
     const receiver = await startReceiver(t, answering(204));
     const { webhook, secret } = await h.webhook(`http://127.0.0.1:${receiver.port}/hooks/pets?x=1`);
     const petId = await h.createPet();
     assert.equal(await h.stores.webhooks.pending(), 1, 'stored with its event');
+    await until(() => h.observer.pending.at(-1) === 1);
     await h.deliver();
+    await until(() => h.observer.pending.at(-1) === 0);
     assert.equal(receiver.requests.length, 1);
     const [received] = receiver.requests;
     assert.equal(received!.method, 'POST');
@@ -271,7 +283,7 @@ function deliveryCases(start: Start): void {
     });
     const h = await harness(t, start);
     for (let i = 0; i < 4; i++) await h.webhook(`http://127.0.0.1:${slow.port}/${i}`);
-    for (let i = 0; i < 20; i++) await h.createPet(`P${i}`);
+    for (let i = 0; i < 24; i++) await h.createPet(`P${i}`);
     const p99 = async () => {
       const times: number[] = [];
       for (let i = 0; i < 200; i++) {
@@ -282,14 +294,23 @@ function deliveryCases(start: Start): void {
       }
       return times.sort((a, b) => a - b)[Math.floor(times.length * 0.99)]!;
     };
+    // Rounds of without, then with 16 attempts waiting on the slow receiver, each round's attempts
+    // then answered; the best p99 of each kind is compared (other tests share the machine).
     await p99();
-    const without = await p99();
-    void h.worker.tick();
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    assert.equal(slow.requests.length, 16, 'every slot busy on the slow endpoints: 4 webhooks, 4 each');
-    const withSlow = await p99();
-    for (const answer of [...waiting]) answer();
-    await h.worker.idle();
+    const withouts: number[] = [];
+    const withs: number[] = [];
+    for (let round = 1; round <= 5; round++) {
+      withouts.push(await p99());
+      void h.worker.tick();
+      await until(() => slow.requests.length === 16 * round);
+      assert.equal(waiting.size, 16, 'every slot busy on the slow endpoints: 4 webhooks, 4 each');
+      withs.push(await p99());
+      for (const answer of [...waiting]) answer();
+      await h.worker.idle();
+    }
+    const without = Math.min(...withouts);
+    const withSlow = Math.min(...withs);
+    t.diagnostic(`GET /v1/pets p99, best of 5 rounds: ${without.toFixed(2)} ms without, ${withSlow.toFixed(2)} ms with 16 attempts waiting on the slow receiver (${withouts.map((x) => x.toFixed(1))} | ${withs.map((x) => x.toFixed(1))})`);
     assert.ok(withSlow <= without * 1.5 + 5, `p99 ${withSlow.toFixed(2)} ms with the slow receiver, ${without.toFixed(2)} ms without`);
   });
 }
@@ -313,4 +334,31 @@ describeWithPostgres('deliveries on PostgreSQL', (cluster: () => PostgresCluster
     const server = await startPostgresTestServer(t, (await openTestDatabase(t, cluster(), { poolSize: 4 })).sql, { clock });
     return { ...server, stores: server.service.stores };
   });
+});
+
+test('after a failed claim (the database down) the worker waits before claiming again, logging one failure per wait, and resumes once a claim works', async (t) => {
+  const server = await startTestServer(t, { clock: fakeClock(Date.now()) });
+  const store = server.service.stores.webhooks;
+  let down = true;
+  let claims = 0;
+  const failures: string[] = [];
+  const worker = startDeliveryWorker({
+    store: { ...store, claimDue: (...args) => {
+      claims++;
+      if (down) throw Object.assign(new Error('the database is unavailable'), { name: 'DatabaseUnavailableError' });
+      return store.claimDue(...args);
+    } },
+    clock: server.clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1], intervalMs: 3_600_000,
+    log: () => {}, failed: (event) => failures.push(event),
+  });
+  t.after(() => worker.stop());
+  await worker.tick();
+  await worker.tick();
+  await worker.tick();
+  assert.deepEqual([claims, failures], [1, ['webhook_claim_failed']], 'one claim, then a wait of 1 s');
+  await new Promise((resolve) => setTimeout(resolve, 1_050));
+  down = false;
+  await worker.tick();
+  await worker.tick();
+  assert.deepEqual([claims, failures.length], [3, 1], 'claiming again after the wait, at every tick once it works');
 });

@@ -7,7 +7,6 @@
 import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { closeDatabase, openWriterDatabase } from '../../src/storage/sqlite/database.ts';
 import { runWriter, type WriterStart } from '../../src/storage/sqlite/writer.ts';
-import { REMEMBERED } from '../../src/service/remembered.ts';
 
 const { path, memory } = workerData as WriterStart;
 const db = openWriterDatabase(path);
@@ -24,6 +23,6 @@ faults.onmessage = (event) => {
     Atomics.wait(new Int32Array(pause), 0, 0);
   }
 };
-await runWriter({ db, memory, control: parentPort!, responders: REMEMBERED });
+await runWriter({ db, memory, control: parentPort! });
 faults.close();
 closeDatabase(db);

@@ -3,9 +3,7 @@
  * instants as RFC 3339 UTC with milliseconds. Also the order's entity tag and its answers.
  */
 import type { Reply } from '../../http/reply.ts';
-import type { StoredResponse } from '../../storage/idempotency.ts';
 import type { Inventory, Order } from '../../storage/orders.ts';
-import { storedResponse } from '../idempotent-writes.ts';
 import { locationOf } from '../operation.ts';
 import { OPERATIONS } from '../operations.ts';
 
@@ -34,11 +32,6 @@ export function orderReply(order: Order): Reply {
 /** The 201 answer of a placed order. */
 export function placed(order: Order): Reply {
   return { status: 201, body: orderJson(order), headers: { Location: locationOf(OPERATIONS.placeOrder, order.id), ETag: orderETag(order) } };
-}
-
-/** What an Idempotency-Key of a placement remembers: its 201. */
-export function rememberedPlacement(order: Order): StoredResponse {
-  return storedResponse(placed(order));
 }
 
 /** `{"available":n,"pending":n,"sold":n}`. */

@@ -16,7 +16,7 @@ import { createIdempotentWrites } from '../idempotent-writes.ts';
 import { actorOf, type Caller } from '../../keys/caller.ts';
 import { allows } from '../../keys/scopes.ts';
 import { DEFAULT_HOLD_SECONDS, DEFAULT_MAX_OPEN_ORDERS } from '../../config.ts';
-import { placed, rememberedPlacement } from './json.ts';
+import { placed } from './json.ts';
 import { reportingEvents, type EventsObserver } from '../events/observer.ts';
 
 /** What the order paths report, for the metrics (src/ops/metrics.ts). */
@@ -68,7 +68,7 @@ export function createOrderWrites({
 
   /** The answer to a placement once made: 201, or why the pet could not be ordered. */
   function answer(petId: bigint) {
-    return (result: Exclude<PlacementResult, IdempotencyConflict>): Reply => {
+    return (result: Exclude<PlacementResult, IdempotencyConflict<Order>>): Reply => {
       if (result.expired !== undefined) observer.ordersExpired(result.expired.length);
       if (result.kind === 'pet_not_found') throw apiError('pet_not_found', petId);
       if (result.kind === 'pet_not_available') throw apiError('pet_not_available', petId, result.status);
@@ -84,16 +84,18 @@ export function createOrderWrites({
       const maxOpen = allows(caller.scopes, 'orders:manage') ? null : maxOpenOrders;
       const placement = (now: number): OrderPlacement => ({ petId, account: caller.account, now, expiresAt: now + holdSeconds * 1000, maxOpen, actor: actorOf(caller) });
       if (idempotency === null) {
-        return placements.submit(placement(clock())).then((result) => answer(petId)(result as Exclude<PlacementResult, IdempotencyConflict>));
+        return placements.submit(placement(clock())).then((result) => answer(petId)(result as Exclude<PlacementResult, IdempotencyConflict<Order>>));
       }
       const { key, fingerprint } = idempotency;
       return write(`placeOrder ${caller.id} ${key}`, fingerprint, {
         lookup: (now) => orders.findIdempotencyRecord(caller.id, key, now),
         submit: (now) => placements.submit({
           ...placement(now),
-          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: rememberedPlacement },
+          idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now },
         }),
-      }, answer(petId));
+        answer: answer(petId),
+        again: placed,
+      });
     },
 
     async change(change: OrderChange): Promise<OrderChangeOutcome> {

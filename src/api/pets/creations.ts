@@ -13,7 +13,7 @@ import type { IdempotentRequest } from '../idempotency.ts';
 import type { CreationResult, NewPet, Pet, PetCreation, PetsStore } from '../../storage/pets.ts';
 import { createIdempotentWrites } from '../idempotent-writes.ts';
 import type { Reply } from '../../http/reply.ts';
-import { created, rememberedCreation } from './json.ts';
+import { created } from './json.ts';
 
 /** What the create path reports, for the metrics (src/ops/metrics.ts). */
 export interface CreationsObserver {
@@ -58,10 +58,12 @@ export function createPetCreations({ pets, clock, groupCommit = true, schedule, 
     // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
     return write(`${apiKeyId} ${key}`, fingerprint, {
       lookup: (now) => pets.findIdempotencyRecord(apiKeyId, key, now),
-      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now, respond: rememberedCreation } }),
-    }, (stored: Pet) => {
-      observer.petCreated();
-      return created(stored);
+      submit: (now) => writer.submit({ ...pet, idempotency: { apiKeyId, key, fingerprint, createdAt: now } }),
+      answer: (stored: Pet) => {
+        observer.petCreated();
+        return created(stored);
+      },
+      again: created,
     });
   }
 

@@ -4,8 +4,6 @@
  */
 import type { Pet } from '../../storage/pets.ts';
 import type { Reply } from '../../http/reply.ts';
-import type { StoredResponse } from '../../storage/idempotency.ts';
-import { storedResponse } from '../idempotent-writes.ts';
 import { locationOf } from '../operation.ts';
 import { OPERATIONS } from '../operations.ts';
 
@@ -32,11 +30,6 @@ export function petReply(pet: Pet): Reply {
 /** The 201 answer for a stored pet. */
 export function created(pet: Pet): Reply {
   return { status: 201, body: petJson(pet), headers: { Location: locationOf(OPERATIONS.createPet, pet.id), ETag: petETag(pet) } };
-}
-
-/** What an Idempotency-Key of a creation remembers: its 201. */
-export function rememberedCreation(pet: Pet): StoredResponse {
-  return storedResponse(created(pet));
 }
 
 /** A JSON array of pets. */

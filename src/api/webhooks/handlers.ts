@@ -13,7 +13,7 @@ import type { Caller } from '../../keys/caller.ts';
 import type { RandomBytes } from '../../keys/api-keys.ts';
 import { allows } from '../../keys/scopes.ts';
 import { EVENT_TYPES } from '../../storage/events.ts';
-import { MAX_WEBHOOKS_PER_ACCOUNT, type WebhookCreation, type WebhookCreationResult, type WebhookOrders, type WebhooksStore } from '../../storage/webhooks.ts';
+import { MAX_WEBHOOKS_PER_ACCOUNT, type CreatedWebhook, type WebhookCreation, type WebhookCreationResult, type WebhookOrders, type WebhooksStore } from '../../storage/webhooks.ts';
 import type { IdempotencyConflict } from '../../storage/idempotency.ts';
 import { vetWebhookUrl, type AddressPolicy } from '../../webhooks/address-policy.ts';
 import { generateSecret } from '../../webhooks/signature.ts';
@@ -22,7 +22,7 @@ import { apiError } from '../errors.ts';
 import { fingerprintBody, parseIdempotencyKey } from '../idempotency.ts';
 import { createIdempotentWrites } from '../idempotent-writes.ts';
 import type { Handlers } from '../operations.ts';
-import { createdWebhook, deliveryAttemptsJson, rememberedWebhook as rememberedWebhookResponse, webhookReply, webhooksJson } from './json.ts';
+import { createdWebhook, deliveryAttemptsJson, webhookReply, webhooksJson } from './json.ts';
 
 /** The store's operations that the API uses (the delivery worker uses the rest). */
 export type WebhooksApiStore = Pick<WebhooksStore, 'create' | 'list' | 'get' | 'change' | 'remove' | 'attempts' | 'findIdempotencyRecord'>;
@@ -53,7 +53,7 @@ function storeId(webhookId: bigint): number | null {
   return webhookId >= 1n && webhookId <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(webhookId) : null;
 }
 
-function isConflict(result: WebhookCreationResult): result is WebhookCreationResult & IdempotencyConflict {
+function isConflict(result: WebhookCreationResult): result is IdempotencyConflict<CreatedWebhook> {
   return 'conflict' in result;
 }
 
@@ -72,7 +72,7 @@ export function createWebhooksHandlers({ webhooks, clock, policy, resolve, rando
   }
 
   /** The answer to a creation the store made, or why it did not. */
-  function answer(result: Exclude<WebhookCreationResult, IdempotencyConflict>): Reply {
+  function answer(result: Exclude<WebhookCreationResult, IdempotencyConflict<CreatedWebhook>>): Reply {
     if (result.kind === 'too_many_webhooks') throw apiError('too_many_webhooks', result.limit);
     return createdWebhook(result);
   }
@@ -137,11 +137,11 @@ export function createWebhooksHandlers({ webhooks, clock, policy, resolve, rando
       const fingerprint = fingerprintBody(sent);
       return write(`createWebhook ${caller.id} ${key}`, fingerprint, {
         lookup: (now) => webhooks.findIdempotencyRecord(caller.id, key, now),
-        submit: async (now) => {
-          const made = await creation(now);
-          return webhooks.create({ ...made, idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now, respond: rememberedWebhookResponse } });
-        },
-      }, answer);
+        submit: async (now) => webhooks.create({ ...(await creation(now)), idempotency: { apiKeyId: caller.id, key, fingerprint, createdAt: now } }),
+        answer,
+        // The record keeps the webhook and its secret: the replay is the first 201, secret included.
+        again: createdWebhook,
+      });
     },
 
     async getWebhook(context) {

@@ -1,13 +1,11 @@
 /**
  * Webhooks serialised by hand, in the interface's field order (id, url, types, orders, status,
  * createdAt; a creation's answer adds `secret` last), with instants as RFC 3339 UTC with
- * milliseconds. Also the answers built from them, the one a creation's Idempotency-Key
- * remembers among them, and the delivery log.
+ * milliseconds. Also the answers built from them (a creation's, built again for the replay of
+ * its Idempotency-Key from what the record keeps), and the delivery log.
  */
 import type { Reply } from '../../http/reply.ts';
-import type { StoredResponse } from '../../storage/idempotency.ts';
 import type { CreatedWebhook, DeliveryAttempt, Webhook } from '../../storage/webhooks.ts';
-import { storedResponse } from '../idempotent-writes.ts';
 import { locationOf } from '../operation.ts';
 import { OPERATIONS } from '../operations.ts';
 
@@ -39,11 +37,6 @@ export function createdWebhook({ webhook, secret }: CreatedWebhook): Reply {
     body: `${webhookFields(webhook)},"secret":${JSON.stringify(secret)}}`,
     headers: { Location: locationOf(OPERATIONS.createWebhook, webhook.id) },
   };
-}
-
-/** What an Idempotency-Key of a webhook's creation remembers: its 201, secret included, so that a replay answers the same. */
-export function rememberedWebhook(created: CreatedWebhook): StoredResponse {
-  return storedResponse(createdWebhook(created));
 }
 
 /** One attempt of the delivery log: `{"eventId":..,"attempt":..,"attemptedAt":..,"status":..,"error":..,"durationMs":..}`. */

@@ -600,7 +600,7 @@ export const MIGRATIONS: readonly string[] = [
   // transaction that appends them, so that no event commits without its deliveries, whichever
   // statement appended it. A claim takes deliveries with FOR UPDATE SKIP LOCKED and keeps them by
   // a lease (`holder`, `lease_until`) that another instance may take once it has ended
-  // (docs/decisions/0026). The attempts log keeps the newest 100 per webhook.
+  // (docs/decisions/0027). The attempts log keeps the newest 100 per webhook.
   `
   CREATE TABLE webhooks (
     id            bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -21,9 +21,12 @@
  * (migration 4): its cost does not grow with the number of pets.
  */
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRow } from '../idempotency.ts';
+import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
+import { MADE_FORMS } from '../made-forms.ts';
+import { parseStored } from '../stored-forms.ts';
+import { claimKey, rememberRecord } from './idempotency-records.ts';
 import {
-  decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
+  decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type Order, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
   type OrdersStore, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type Expiry, type PetRow, type PetStatus } from '../pets.ts';
@@ -32,6 +35,9 @@ import type { PostgresSql } from './driver.ts';
 import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
 import { inLoggedTransaction } from './event-log.ts';
 import { DUE_OF_ORDER, DUE_OF_PET_OR_ACCOUNT, expireWhere, sweep } from './order-expiries.ts';
+
+/** A placement's record read back: the order it made. */
+const READ_ORDER = parseStored(MADE_FORMS.placeOrder);
 
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, expires_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
@@ -131,7 +137,7 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
         SELECT * FROM order_idempotency_keys
          WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key}
            AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
+      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!, READ_ORDER);
     },
 
     async inventory() {
@@ -192,7 +198,7 @@ async function each<T, R>(items: readonly T[], apply: (item: T) => Promise<R>): 
 /** One placement, inside the batch's transaction. */
 async function place(tx: PostgresSql, { petId, account, now, expiresAt, maxOpen, idempotency }: OrderPlacement): Promise<PlacementResult> {
   if (idempotency) {
-    const conflict = await claimKey(tx, idempotency.apiKeyId, idempotency.key, idempotency.createdAt);
+    const conflict = await claimKey(tx, 'placeOrder', idempotency.apiKeyId, idempotency.key, idempotency.createdAt);
     if (conflict) return conflict;
   }
   const id = petId.toString();
@@ -225,35 +231,8 @@ async function place(tx: PostgresSql, { petId, account, now, expiresAt, maxOpen,
     { prepare: true },
   );
   const order = toOrder(row!);
-  if (idempotency) {
-    const response = idempotency.respond(order);
-    await tx.unsafe(
-      `INSERT INTO order_idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::bigint)
-       ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
-         fingerprint = excluded.fingerprint, response_status = excluded.response_status,
-         response_headers = excluded.response_headers, response_body = excluded.response_body, created_at = excluded.created_at
-       WHERE k.created_at <= excluded.created_at - ${IDEMPOTENCY_TTL_MS}`,
-      [idempotency.apiKeyId, idempotency.key, idempotency.fingerprint, response.status, JSON.stringify(response.headers), response.body, idempotency.createdAt],
-      { prepare: true },
-    );
-  }
+  if (idempotency) await rememberRecord(tx, 'placeOrder', idempotency, order);
   return withExpiries({ kind: 'placed', order, pet: toPet(pets[0]!) }, expired);
-}
-
-/**
- * Claims a placement's Idempotency-Key with a transaction-level advisory lock (named apart from
- * createPet's) and looks up its live record: the conflict it meets, or null when it may be made.
- */
-async function claimKey(tx: PostgresSql, apiKeyId: string, key: string, now: number): Promise<IdempotencyConflict | null> {
-  const [lock] = await tx.unsafe<{ got: boolean }[]>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS got', [`placeOrder ${apiKeyId} ${key}`], { prepare: true });
-  if (!lock!.got) return { conflict: 'in_flight' };
-  const rows = await tx.unsafe<IdempotencyRow[]>(
-    `SELECT * FROM order_idempotency_keys WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint`,
-    [apiKeyId, key, now - IDEMPOTENCY_TTL_MS],
-    { prepare: true },
-  );
-  return rows.length === 0 ? null : { conflict: 'recorded', record: toIdempotencyRecord(rows[0]!) };
 }
 
 /** One step of an order, inside the batch's transaction. */

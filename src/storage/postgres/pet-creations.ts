@@ -12,7 +12,9 @@
  * at a time, each in a savepoint, so that only the failing one is refused.
  */
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRecord, type IdempotencyRow, type IdempotencyWrite } from '../idempotency.ts';
+import { IDEMPOTENCY_TTL_MS, madeColumns, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRecord, type IdempotencyRow, type IdempotencyWrite } from '../idempotency.ts';
+import { MADE_FORMS } from '../made-forms.ts';
+import { parseStored, storedJson } from '../stored-forms.ts';
 import type { CreationResult, Pet, PetCreation, PetRow } from '../pets.ts';
 import { toPet } from '../pets.ts';
 import { guard } from './database.ts';
@@ -71,7 +73,7 @@ async function insertPets(tx: PostgresSql, creations: readonly PetCreation[], { 
  * here with no live record). A key twice in the batch is claimed twice (the lock is re-entrant);
  * the inserts below decide between the two.
  */
-async function claimKeys(tx: PostgresSql, creations: readonly PetCreation[]): Promise<(IdempotencyConflict | null)[]> {
+async function claimKeys(tx: PostgresSql, creations: readonly PetCreation[]): Promise<(IdempotencyConflict<Pet> | null)[]> {
   const writes = creations.flatMap((creation) => (creation.idempotency ? [creation.idempotency] : []));
   const locks = await tx.unsafe<{ got: boolean }[]>(
     `SELECT pg_try_advisory_xact_lock(hashtextextended(slot, 0)) AS got
@@ -86,9 +88,9 @@ async function claimKeys(tx: PostgresSql, creations: readonly PetCreation[]): Pr
     [writes.map((w) => w.apiKeyId), writes.map((w) => w.key), writes.map((w) => w.createdAt - IDEMPOTENCY_TTL_MS)],
     { prepare: true },
   );
-  const recorded = new Map(existing.map((row) => [`${row.api_key_id} ${row.idempotency_key}`, toIdempotencyRecord(row)]));
+  const recorded = new Map(existing.map((row) => [`${row.api_key_id} ${row.idempotency_key}`, toIdempotencyRecord(row, READ_PET)]));
   let lock = 0;
-  return creations.map((creation): IdempotencyConflict | null => {
+  return creations.map((creation): IdempotencyConflict<Pet> | null => {
     const write = creation.idempotency;
     if (!write) return null;
     // Held by another instance's transaction, between its claim and its commit.
@@ -103,7 +105,7 @@ async function claimKeys(tx: PostgresSql, creations: readonly PetCreation[]): Pr
  * conflict is settled before them, so only a failure can stop them: a creation whose key an
  * earlier creation of the batch writes is not made, and replays that one once it is.
  */
-async function insertTogether(tx: PostgresSql, creations: readonly PetCreation[], claims: readonly (IdempotencyConflict | null)[]): Promise<CreationResult[]> {
+async function insertTogether(tx: PostgresSql, creations: readonly PetCreation[], claims: readonly (IdempotencyConflict<Pet> | null)[]): Promise<CreationResult[]> {
   const results = new Array<CreationResult>(creations.length);
   const toInsert: number[] = [];
   const writerOf = new Map<string, number>();
@@ -126,16 +128,16 @@ async function insertTogether(tx: PostgresSql, creations: readonly PetCreation[]
     toInsert.push(index);
   });
   const pets = await insertPets(tx, toInsert.map((index) => creations[index]!));
-  const made = new Map<number, IdempotencyRecord>();
+  const made = new Map<number, IdempotencyRecord<Pet>>();
   const remembered: Remembered[] = [];
   pets.forEach((pet, i) => {
     const index = toInsert[i]!;
     results[index] = pet;
     const write = creations[index]!.idempotency;
     if (write) {
-      const record = recordOf(write, pet);
+      const { record, remembered: columns } = recordOf(write, pet);
       made.set(index, record);
-      remembered.push({ write, record });
+      remembered.push(columns);
     }
   });
   await remember(tx, remembered);
@@ -148,8 +150,8 @@ async function insertTogether(tx: PostgresSql, creations: readonly PetCreation[]
  * failed): a creation whose statement fails is rolled back alone, and one whose key an earlier
  * creation of the batch wrote replays that one.
  */
-async function insertOneByOne(tx: PostgresSql, creations: readonly PetCreation[], claims: readonly (IdempotencyConflict | null)[]): Promise<ItemOutcome<CreationResult>[]> {
-  const made = new Map<string, IdempotencyRecord>();
+async function insertOneByOne(tx: PostgresSql, creations: readonly PetCreation[], claims: readonly (IdempotencyConflict<Pet> | null)[]): Promise<ItemOutcome<CreationResult>[]> {
+  const made = new Map<string, IdempotencyRecord<Pet>>();
   const outcomes: ItemOutcome<CreationResult>[] = [];
   for (const [index, creation] of creations.entries()) {
     const claim = claims[index]!;
@@ -161,8 +163,8 @@ async function insertOneByOne(tx: PostgresSql, creations: readonly PetCreation[]
       outcomes.push(await inSavepoint(tx, async (sp) => {
         const [pet] = await insertPets(sp, [creation]);
         if (write) {
-          const record = recordOf(write, pet!);
-          await remember(sp, [{ write, record }]);
+          const { record, remembered } = recordOf(write, pet!);
+          await remember(sp, [remembered]);
           made.set(slotOf(write), record);
         }
         return pet!;
@@ -188,11 +190,11 @@ async function remember(tx: PostgresSql, remembered: readonly Remembered[]): Pro
     [
       remembered.map((r) => r.write.apiKeyId),
       remembered.map((r) => r.write.key),
-      remembered.map((r) => r.record.fingerprint),
-      remembered.map((r) => r.record.response.status),
-      remembered.map((r) => JSON.stringify(r.record.response.headers)),
-      remembered.map((r) => r.record.response.body),
-      remembered.map((r) => r.record.createdAt),
+      remembered.map((r) => r.write.fingerprint),
+      remembered.map((r) => r.columns.status),
+      remembered.map((r) => r.columns.headers),
+      remembered.map((r) => r.columns.body),
+      remembered.map((r) => r.write.createdAt),
     ],
     { prepare: true },
   );
@@ -200,18 +202,24 @@ async function remember(tx: PostgresSql, remembered: readonly Remembered[]): Pro
 }
 
 /** The advisory lock's and the batch's name for an API key's Idempotency-Key. */
-function slotOf(write: IdempotencyWrite<Pet>): string {
+function slotOf(write: IdempotencyWrite): string {
   // API key ids contain no space and Idempotency-Keys are visible ASCII, so this is unambiguous.
   return `${write.apiKeyId} ${write.key}`;
 }
 
-/** A record to write for a creation just made. */
+/** A record to write for a creation just made: its columns. */
 interface Remembered {
-  write: IdempotencyWrite<Pet>;
-  record: IdempotencyRecord;
+  write: IdempotencyWrite;
+  columns: ReturnType<typeof madeColumns>;
 }
 
-/** The record a creation leaves: the same a later lookup of its key finds. */
-function recordOf(write: IdempotencyWrite<Pet>, pet: Pet): IdempotencyRecord {
-  return { fingerprint: write.fingerprint, createdAt: write.createdAt, response: write.respond(pet) };
+/** A creation's record read back: the pet it made. */
+export const READ_PET = parseStored(MADE_FORMS.createPet);
+
+/** The record a creation leaves, as it is written and as a later lookup of its key finds it. */
+function recordOf(write: IdempotencyWrite, pet: Pet): { record: IdempotencyRecord<Pet>; remembered: Remembered } {
+  return {
+    record: { fingerprint: write.fingerprint, createdAt: write.createdAt, made: pet },
+    remembered: { write, columns: madeColumns(storedJson(MADE_FORMS.createPet, pet)) },
+  };
 }

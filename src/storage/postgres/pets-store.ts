@@ -10,8 +10,9 @@ import type { PetsStore } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 import { changeMany } from './pet-changes.ts';
-import { insertMany } from './pet-creations.ts';
+import { insertMany, READ_PET } from './pet-creations.ts';
 import { createPetReads } from './pet-reads.ts';
+import { RECORD_TABLES } from './idempotency-records.ts';
 
 /** The pets store over a migrated database. */
 export function createPetsStore(sql: PostgresSql): PetsStore {
@@ -23,14 +24,14 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
       const rows = await guardRead(() => sql<IdempotencyRow[]>`
         SELECT * FROM idempotency_keys
          WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
+      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!, READ_PET);
     },
 
     async purgeIdempotencyRecords(now, limit) {
       // createPet's records, then placeOrder's and createWebhook's (tables of their own, see
       // migrations 4 and 8), up to `limit` in all.
       let purged = 0;
-      for (const table of ['idempotency_keys', 'order_idempotency_keys', 'webhook_idempotency_keys']) {
+      for (const table of Object.values(RECORD_TABLES)) {
         if (purged >= limit) break;
         const result = await guard(() => sql.unsafe(
           `DELETE FROM ${table} WHERE (api_key_id, idempotency_key) IN (

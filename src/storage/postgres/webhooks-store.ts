@@ -2,18 +2,20 @@
  * Webhooks in PostgreSQL, shared by every instance:
  * - the cap of webhooks per account is exact: a creation takes a transaction-level advisory lock
  *   of its account before it counts, as a placement does for the open orders (decision 0024);
- * - a creation's Idempotency-Key is claimed with an advisory lock and looked up, as placeOrder's;
+ * - a creation's Idempotency-Key is claimed with an advisory lock and looked up, as placeOrder's
+ *   (idempotency-records.ts);
  * - deliveries are inserted by the trigger on events (migration 8), in the transaction that
  *   appends each event, and name it by `seq`. A claim runs the sequencer first (event-log.ts) and
  *   takes only events that have their id, which is what a delivery sends as `webhook-id`;
  * - a claim is one statement: the due deliveries whose lease is free, locked with FOR UPDATE
  *   SKIP LOCKED (two instances claiming at once take different ones, neither waits), marked with
  *   the holder and the lease's end. Once that lease has ended, any instance may take the delivery
- *   again: a holder that died costs its deliveries one lease of delay (docs/decisions/0026);
+ *   again: a holder that died costs its deliveries one lease of delay (docs/decisions/0027);
  * - an attempt is recorded only while the delivery is still the holder's, under its row lock.
  */
 import type { PostgresSql } from './driver.ts';
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyRow } from '../idempotency.ts';
+import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from '../idempotency.ts';
+import { claimKey, recordOfRow, rememberRecord } from './idempotency-records.ts';
 import { toEvent, type EventRow } from '../events.ts';
 import { afterAttempt } from '../../webhooks/retries.ts';
 import { MAX_ATTEMPTS_PER_ENDPOINT } from '../../webhooks/runner.ts';
@@ -99,7 +101,7 @@ export function createWebhooksStore(sql: PostgresSql): WebhooksStore {
       const rows = await guardRead(() => sql.unsafe<IdempotencyRow[]>(
         'SELECT * FROM webhook_idempotency_keys WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint',
         [apiKeyId, key, now - IDEMPOTENCY_TTL_MS], { prepare: true }));
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!);
+      return rows.length === 0 ? null : recordOfRow('createWebhook', rows[0]!);
     },
 
     async claimDue(holder, now, leaseMs, limit, skip) {
@@ -165,7 +167,7 @@ export function createWebhooksStore(sql: PostgresSql): WebhooksStore {
 /** One creation, in its transaction: the account's lock, the key's claim, the count, the row and its record. */
 async function create(tx: PostgresSql, { account, url, types, orders, secret, now, maxPerAccount, idempotency }: WebhookCreation): Promise<WebhookCreationResult> {
   if (idempotency) {
-    const conflict = await claimKey(tx, idempotency.apiKeyId, idempotency.key, idempotency.createdAt);
+    const conflict = await claimKey(tx, 'createWebhook', idempotency.apiKeyId, idempotency.key, idempotency.createdAt);
     if (conflict) return conflict;
   }
   // Two creations of one account, on any instances, count one after the other: the cap is exact.
@@ -176,28 +178,6 @@ async function create(tx: PostgresSql, { account, url, types, orders, secret, no
     `INSERT INTO webhooks (account, url, types, orders, status, secret, created_at) VALUES ($1, $2, $3::text[], $4, 'enabled', $5, $6::bigint) RETURNING ${COLUMNS}`,
     [account, url, [...types], orders, secret, now], { prepare: true });
   const webhook = toWebhook(row!);
-  if (idempotency) {
-    const response = idempotency.respond({ webhook, secret });
-    await tx.unsafe(
-      `INSERT INTO webhook_idempotency_keys AS k (api_key_id, idempotency_key, fingerprint, response_status, response_headers, response_body, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::bigint)
-       ON CONFLICT (api_key_id, idempotency_key) DO UPDATE SET
-         fingerprint = excluded.fingerprint, response_status = excluded.response_status,
-         response_headers = excluded.response_headers, response_body = excluded.response_body, created_at = excluded.created_at
-       WHERE k.created_at <= excluded.created_at - ${IDEMPOTENCY_TTL_MS}`,
-      [idempotency.apiKeyId, idempotency.key, idempotency.fingerprint, response.status, JSON.stringify(response.headers), response.body, idempotency.createdAt],
-      { prepare: true },
-    );
-  }
+  if (idempotency) await rememberRecord(tx, 'createWebhook', idempotency, { webhook, secret });
   return { kind: 'created', webhook, secret };
-}
-
-/** Claims a creation's Idempotency-Key (a lock named apart from the other operations') and looks up its live record. */
-async function claimKey(tx: PostgresSql, apiKeyId: string, key: string, now: number): Promise<IdempotencyConflict | null> {
-  const [lock] = await tx.unsafe<{ got: boolean }[]>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS got', [`createWebhook ${apiKeyId} ${key}`], { prepare: true });
-  if (!lock!.got) return { conflict: 'in_flight' };
-  const rows = await tx.unsafe<IdempotencyRow[]>(
-    'SELECT * FROM webhook_idempotency_keys WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint',
-    [apiKeyId, key, now - IDEMPOTENCY_TTL_MS], { prepare: true });
-  return rows.length === 0 ? null : { conflict: 'recorded', record: toIdempotencyRecord(rows[0]!) };
 }

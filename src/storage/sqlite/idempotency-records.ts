@@ -4,13 +4,15 @@
  * (createPet's is the table of the previous versions, unchanged).
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyOperation, type IdempotencyRecord, type IdempotencyRow, type IdempotencyWrite, type StoredResponse } from '../idempotency.ts';
+import { IDEMPOTENCY_TTL_MS, madeColumns, toIdempotencyRecord, type IdempotencyOperation, type IdempotencyRecord, type IdempotencyRow, type IdempotencyWrite } from '../idempotency.ts';
+import { MADE_FORMS, type Made } from '../made-forms.ts';
+import { parseStored, storedJson } from '../stored-forms.ts';
 
-export interface IdempotencyRecords {
+export interface IdempotencyRecords<T> {
   /** The live record of an API key's key, or null. */
-  recall(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
-  /** Writes the record of a request just made; throws if a live one exists (which a lookup in the same transaction ruled out). */
-  remember<T>(write: IdempotencyWrite<T>, response: StoredResponse): void;
+  recall(apiKeyId: string, key: string, now: number): IdempotencyRecord<T> | null;
+  /** Writes the record of a request that just made `made`; throws if a live one exists (which a lookup in the same transaction ruled out). */
+  remember(write: IdempotencyWrite, made: T): void;
 }
 
 /** Each operation's table of records. */
@@ -19,8 +21,10 @@ export const RECORD_TABLES: Readonly<Record<IdempotencyOperation, string>> = {
 };
 
 /** Prepares the statements of `operation`'s records once. */
-export function createIdempotencyRecords(db: DatabaseSync, operation: IdempotencyOperation): IdempotencyRecords {
+export function createIdempotencyRecords<Op extends IdempotencyOperation>(db: DatabaseSync, operation: Op): IdempotencyRecords<Made[Op]> {
   const table = RECORD_TABLES[operation];
+  const form = MADE_FORMS[operation];
+  const parse = parseStored(form);
   // An expired record that the purge has not reached yet is replaced; a live one never is (the
   // WHERE makes the upsert change nothing, which `remember` turns into a failed item).
   const upsert = db.prepare(`
@@ -37,12 +41,12 @@ export function createIdempotencyRecords(db: DatabaseSync, operation: Idempotenc
   return {
     recall(apiKeyId, key, now) {
       const row = select.get(apiKeyId, key, now - IDEMPOTENCY_TTL_MS) as IdempotencyRow | undefined;
-      return row ? toIdempotencyRecord(row) : null;
+      return row ? toIdempotencyRecord(row, parse) : null;
     },
-    remember(write, response) {
+    remember(write, made) {
       const { changes } = upsert.run({
         apiKeyId: write.apiKeyId, key: write.key, fingerprint: write.fingerprint,
-        status: response.status, headers: JSON.stringify(response.headers), body: response.body, createdAt: write.createdAt, ttl: IDEMPOTENCY_TTL_MS,
+        ...madeColumns(storedJson(form, made)), createdAt: write.createdAt, ttl: IDEMPOTENCY_TTL_MS,
       });
       // No live record was found in this transaction, so the upsert must write: should that ever
       // break, this item fails (rolled back alone) rather than overwrite a live record.

@@ -198,7 +198,7 @@ export const MIGRATIONS: readonly string[] = [
   // A delivery is one row per webhook and event, written by the trigger on events in the very
   // transaction that appends the event, so that an event is never committed without its
   // deliveries; a new one is due at once (due_at 0). `holder` and `lease_until` are the claim of
-  // the delivery worker that attempts it (docs/decisions/0026). The attempts log keeps the newest
+  // the delivery worker that attempts it (docs/decisions/0027). The attempts log keeps the newest
   // 100 per webhook (trimmed as each is added). createWebhook's Idempotency-Key records have a
   // table of their own, like placeOrder's.
   `

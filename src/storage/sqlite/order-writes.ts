@@ -13,7 +13,7 @@ import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
 import type { IdempotencyRecord } from '../idempotency.ts';
 import {
-  decidePlacement, decideStep, toOrder, withExpiries, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow, type PlacementResult,
+  decidePlacement, decideStep, toOrder, withExpiries, type Order, type OrderChange, type OrderChangeOutcome, type OrderPlacement, type OrderRow, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type Expiry, type PetRow, type PetStatus } from '../pets.ts';
 import { createIdempotencyRecords } from './idempotency-records.ts';
@@ -29,7 +29,7 @@ export interface OrderWrites {
   /** The sweep: expires up to `limit` orders due at `now`, oldest hold first; the result is what it expired. */
   expire(items: readonly { now: number; limit: number }[], isolate: IsolateItem): ItemOutcome<Expiry[]>[];
   /** The live record of an API key's Idempotency-Key for placeOrder, or null. */
-  recall(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
+  recall(apiKeyId: string, key: string, now: number): IdempotencyRecord<Order> | null;
 }
 
 /** Prepares the statements of the writes of orders on `db` once. */
@@ -60,7 +60,7 @@ export function createOrderWrites(db: DatabaseSync): OrderWrites {
     if (decided.kind !== 'take') return withExpiries(decided, expired);
     const petRow = takePet.get(petId) as unknown as PetRow;
     const order = toOrder(insertOrder.get(petId, account, now, now, expiresAt) as unknown as OrderRow);
-    if (idempotency) records.remember(idempotency, idempotency.respond(order));
+    if (idempotency) records.remember(idempotency, order);
     return withExpiries({ kind: 'placed', order, pet: toPet(petRow) }, expired);
   }
 

@@ -23,7 +23,7 @@ export interface SqliteOrdersStore extends OrdersStore {
   changeMany(changes: readonly OrderChange[]): ItemOutcome<OrderChangeOutcome>[];
   get(id: bigint): Order | null;
   list(options: OrderListOptions): Order[];
-  findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord<Order> | null;
   inventory(): Inventory;
   expireDue(now: number, limit: number): number;
 }

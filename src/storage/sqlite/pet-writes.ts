@@ -23,7 +23,7 @@ export interface PetWrites {
   /** Applies the changes in order, each through `isolate`. */
   change(changes: readonly PetChange[], isolate: IsolateItem): ItemOutcome<ChangeOutcome>[];
   /** The live record of an API key's Idempotency-Key for createPet, or null. */
-  recall(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
+  recall(apiKeyId: string, key: string, now: number): IdempotencyRecord<Pet> | null;
 }
 
 /** Prepares the statements of the writes to pets on `db` once. */
@@ -91,7 +91,7 @@ export function createPetWrites(db: DatabaseSync): PetWrites {
         if (taken) return { conflict: 'recorded', record: taken };
         const { id, version } = insert.get(creation.name, creation.categoryId, creation.status) as { id: number; version: number };
         const pet: Pet = { id, name: creation.name, categoryId: creation.categoryId, status: creation.status, version };
-        if (record) records.remember(record, record.respond(pet));
+        if (record) records.remember(record, pet);
         return pet;
       }));
     },

@@ -20,7 +20,7 @@ export interface SqlitePetsStore extends PetsStore {
   /** Pets without an Idempotency-Key never meet a conflict (seeding, tests), but may fail alone. */
   insertMany(pets: readonly NewPet[]): ItemOutcome<Pet>[];
   insertMany(pets: readonly PetCreation[]): ItemOutcome<CreationResult>[];
-  findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord | null;
+  findIdempotencyRecord(apiKeyId: string, key: string, now: number): IdempotencyRecord<Pet> | null;
   purgeIdempotencyRecords(now: number, limit: number): number;
   get(id: bigint): Pet | null;
   list(options: ListOptions): Pet[];

@@ -17,7 +17,7 @@ import {
   ATTEMPTS_KEPT, toWebhook, type AttemptRecord, type ClaimedDelivery, type Webhook, type WebhookChange, type WebhookCreation, type WebhookCreationResult,
   type WebhookOrders, type WebhookRow, type WebhookStatus,
 } from '../webhooks.ts';
-import { createIdempotencyRecords, type IdempotencyRecords } from './idempotency-records.ts';
+import { createIdempotencyRecords } from './idempotency-records.ts';
 import type { IsolateItem } from './item-savepoints.ts';
 
 /** What a claim asks for (storage/webhooks.ts, `claimDue`); `skip` as an array, which crosses threads. */
@@ -56,7 +56,7 @@ export function webhookOfRow(row: StoredWebhookRow): Webhook {
 
 /** Prepares the statements of the writes of webhooks on `db` once. */
 export function createWebhookWrites(db: DatabaseSync): WebhookWrites {
-  const records: IdempotencyRecords = createIdempotencyRecords(db, 'createWebhook');
+  const records = createIdempotencyRecords(db, 'createWebhook');
   const countOf = db.prepare('SELECT count(*) AS n FROM webhooks WHERE account = ?');
   const insert = db.prepare(`INSERT INTO webhooks (account, url, types, orders, status, secret, created_at)
     VALUES (?, ?, ?, ?, 'enabled', ?, ?) RETURNING ${WEBHOOK_COLUMNS}`);
@@ -98,7 +98,7 @@ export function createWebhookWrites(db: DatabaseSync): WebhookWrites {
     const { n } = countOf.get(account) as { n: number };
     if (n >= maxPerAccount) return { kind: 'too_many_webhooks', limit: maxPerAccount };
     const webhook = webhookOfRow(insert.get(account, url, types.join(' '), orders, secret, now) as unknown as StoredWebhookRow);
-    if (idempotency) records.remember(idempotency, idempotency.respond({ webhook, secret }));
+    if (idempotency) records.remember(idempotency, { webhook, secret });
     return { kind: 'created', webhook, secret };
   }
 

@@ -12,8 +12,8 @@ import { describeWithPostgres, openTestDatabase } from '../../support/postgres.t
 
 const T0 = Date.UTC(2026, 0, 1);
 
-function remembering(key: string): IdempotencyWrite<Pet> {
-  return { apiKeyId: 'key_a', key, fingerprint: 'fp', createdAt: T0, respond: (pet: Pet) => ({ status: 201, headers: {}, body: String(pet.id) }) };
+function remembering(key: string): IdempotencyWrite {
+  return { apiKeyId: 'key_a', key, fingerprint: 'fp', createdAt: T0 };
 }
 
 /**
@@ -76,7 +76,7 @@ describeWithPostgres('PostgreSQL pets: idempotency across instances, and batches
     const [first] = allSucceeded(await pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available', idempotency: remembering('k1') }]));
     const [second] = allSucceeded(await pets.insertMany([{ name: 'Rex', categoryId: 1n, status: 'available', idempotency: remembering('k1') }]));
     assert.ok(!isConflict(first!));
-    assert.deepEqual(second, { conflict: 'recorded', record: { fingerprint: 'fp', createdAt: T0, response: { status: 201, headers: {}, body: String((first as Pet).id) } } });
+    assert.deepEqual(second, { conflict: 'recorded', record: { fingerprint: 'fp', createdAt: T0, made: first } });
   });
 
   test('the same key sent to three instances at once creates one pet', async (t) => {

@@ -9,6 +9,7 @@ import { isConflict, type Pet, type PetChange, type PetPatch } from '../../../sr
 import { allSucceeded, isItemFailure } from '../../../src/lib/item-outcome.ts';
 import type { IdempotencyWrite } from '../../../src/storage/idempotency.ts';
 import { petETag } from '../../../src/api/pets/json.ts';
+import { FULL_DISK, LARGE } from '../../support/full-disk.ts';
 
 function store() {
   const db = openDatabase(':memory:');
@@ -66,20 +67,17 @@ test('a status-filtered page is served by the (status, id) index, not a scan', (
 
 const DAY = 24 * 60 * 60 * 1000;
 
-function remembered(key: string, createdAt: number, fingerprint = 'fp', apiKeyId = 'key_a'): IdempotencyWrite<Pet> {
-  return {
-    apiKeyId, key, fingerprint, createdAt,
-    respond: (pet) => ({ status: 201, headers: { Location: `/v1/pets/${pet.id}` }, body: `{"id":${pet.id}}` }),
-  };
+function remembered(key: string, createdAt: number, fingerprint = 'fp', apiKeyId = 'key_a'): IdempotencyWrite {
+  return { apiKeyId, key, fingerprint, createdAt };
 }
 
-test('insertMany writes the idempotency record with its pet, holding the response built from the id', () => {
-  const { pets } = store();
-  const [pet] = pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k1', 1000) }]) as Pet[];
-  assert.deepEqual(pets.findIdempotencyRecord('key_a', 'k1', 1000), {
-    fingerprint: 'fp',
-    createdAt: 1000,
-    response: { status: 201, headers: { Location: `/v1/pets/${pet!.id}` }, body: `{"id":${pet!.id}}` },
+test('insertMany writes the idempotency record with its pet, holding the pet as made, in its stored form under the marker status', () => {
+  const { db, pets } = store();
+  const [pet] = pets.insertMany([{ name: 'a "b"', categoryId: 9_223_372_036_854_775_807n, status: 'available', idempotency: remembered('k1', 1000) }]) as Pet[];
+  assert.deepEqual(pets.findIdempotencyRecord('key_a', 'k1', 1000), { fingerprint: 'fp', createdAt: 1000, made: pet });
+  assert.deepEqual({ ...db.prepare('SELECT response_status, response_headers, response_body FROM idempotency_keys').get() }, {
+    response_status: 0, response_headers: '{}',
+    response_body: `{"id":${pet!.id},"name":"a \\"b\\"","categoryId":"9223372036854775807","status":"available","version":1}`,
   });
   assert.equal(pets.findIdempotencyRecord('key_b', 'k1', 1000), null, 'keys are scoped by API key');
   assert.equal(pets.findIdempotencyRecord('key_a', 'k2', 1000), null);
@@ -105,12 +103,12 @@ test('a creation that fails leaves neither its pet nor its record; the others of
 
 test('a failure that means the database cannot be written fails the whole batch: nothing is stored', () => {
   const { db, pets } = store();
-  const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
-  const failing: IdempotencyWrite<Pet> = { ...remembered('k2', 1000), respond: () => { throw full; } };
+  db.exec(FULL_DISK);
+  const failing: IdempotencyWrite = { ...remembered('k2', 1000), fingerprint: 'f'.repeat(LARGE) };
   assert.throws(() => pets.insertMany([
     { name: 'a', categoryId: 1n, status: 'available', idempotency: remembered('k1', 1000) },
     { name: 'b', categoryId: 1n, status: 'available', idempotency: failing },
-  ]), full);
+  ]), { errcode: 13 });
   assert.equal((db.prepare('SELECT count(*) AS n FROM pets').get() as { n: number }).n, 0);
   assert.equal((db.prepare('SELECT count(*) AS n FROM idempotency_keys').get() as { n: number }).n, 0);
   assert.equal(db.isTransaction, false);
@@ -249,7 +247,7 @@ test('the journal remembers the last JOURNAL_LENGTH writes; older revisions are 
 });
 
 test('the writes of a batch with a failed item are journaled; a failed write journaled all the same is harmless', () => {
-  const { pets } = withPets();
+  const { db, pets } = withPets();
   const start = pets.revision().writes;
   pets.insertMany([{ name: 'a', categoryId: 1n, status: 'available' }, { name: 'b', categoryId: 0n, status: 'available' }]);
   assert.equal(pets.writtenSince(start, 3n, Infinity), true, 'pet a, stored beside the failed b');
@@ -257,10 +255,10 @@ test('the writes of a batch with a failed item are journaled; a failed write jou
   pets.changeMany([update(1n, { name: 'x' }), update(2n, { categoryId: 0n })]);
   assert.equal(pets.writtenSince(afterInsert, 0n, 1), true, 'the change of pet 1, committed beside the failed one');
   assert.equal(pets.writtenSince(afterInsert, 1n, 2), false, 'the failed change of pet 2 is no write');
-  const full = Object.assign(new Error('database or disk is full'), { code: 'ERR_SQLITE_ERROR', errcode: 13 });
   const afterChange = pets.revision().writes;
-  const failing: IdempotencyWrite<Pet> = { ...remembered('k', 1000), respond: () => { throw full; } };
-  assert.throws(() => pets.insertMany([{ name: 'c', categoryId: 1n, status: 'available', idempotency: failing }]));
+  db.exec(FULL_DISK);
+  const failing: IdempotencyWrite = { ...remembered('k', 1000), fingerprint: 'f'.repeat(LARGE) };
+  assert.throws(() => pets.insertMany([{ name: 'c', categoryId: 1n, status: 'available', idempotency: failing }]), { errcode: 13 });
   assert.equal(pets.writtenSince(afterChange, 0n, Infinity), false, 'the batch failed before it was journaled');
 });
 
@@ -273,6 +271,8 @@ test('migration 4 gives every existing pet version 1, and remembered creations t
   migrate(db);
   const pets = createPetsStore(db);
   assert.deepEqual(pets.get(1n), { id: 1, name: 'old', categoryId: 5n, status: 'sold', version: 1 });
-  assert.deepEqual(pets.findIdempotencyRecord('key_a', 'k', 1000)!.response.headers, { Location: '/v1/pets/1', ETag: petETag({ id: 1, version: 1 }) });
+  const record = pets.findIdempotencyRecord('key_a', 'k', 1000)!;
+  assert.ok('response' in record, 'a record of an earlier version is read as the response it kept');
+  assert.deepEqual(record.response.headers, { Location: '/v1/pets/1', ETag: petETag({ id: 1, version: 1 }) });
   assert.throws(() => db.exec('UPDATE pets SET version = 0'), /CHECK/);
 });

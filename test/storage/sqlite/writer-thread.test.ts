@@ -20,7 +20,6 @@ import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
 import { sqliteErrorOf } from '../../../src/storage/sqlite/errors.ts';
 import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
 import { isItemFailure, type ItemOutcome } from '../../../src/lib/item-outcome.ts';
-import { REMEMBERED } from '../../../src/service/remembered.ts';
 import { statusBit, type ChangeOutcome, type CreationResult, type NewPet, type Pet, type PetCreation } from '../../../src/storage/pets.ts';
 import { fakeClock, TEST_WRITER_ENTRY, writerFaults, writerReady } from '../../support/test-server.ts';
 
@@ -62,7 +61,7 @@ function commitsOf(path: string): number {
 const insert = (client: WriterClient, pets: readonly PetCreation[]) => client.submit('insertPets', pets) as Promise<ItemOutcome<CreationResult>[]>;
 const rename = (client: WriterClient, id: number, name: string, expectedVersion: number | null) =>
   client.submit('changePets', [{ kind: 'update', id: BigInt(id), patch: { name }, expectedVersion, now: 0 }]) as Promise<ItemOutcome<ChangeOutcome>[]>;
-const remembering = (key: string, createdAt = T0) => ({ apiKeyId: 'key_a', key, fingerprint: `fp-${key}`, createdAt, respond: REMEMBERED.createPet });
+const remembering = (key: string, createdAt = T0) => ({ apiKeyId: 'key_a', key, fingerprint: `fp-${key}`, createdAt });
 
 test('the batches of one port commit in the order it sent them, each seeing the one before', async (t) => {
   const { clients: [client], reader } = await startWriter(t, 1);
@@ -158,14 +157,14 @@ test('an item that fails alone is answered alone, with its own error, and every 
   assert.deepEqual((await reader.pets.list({ afterId: 0n, status: undefined, limit: 10 })).map((p) => p.name), ['Good', 'Other']);
 });
 
-test('one Idempotency-Key from two ports in one group makes one pet; the other is answered with the record the writer built', async (t) => {
+test('one Idempotency-Key from two ports in one group makes one pet; the other is answered with the record the writer wrote', async (t) => {
   const { clients: [first, second], count } = await startWriter(t);
   const [a, b] = await Promise.all([
     insert(first!, [{ ...pet('Rex'), idempotency: remembering('same') }]),
     insert(second!, [{ ...pet('Rex'), idempotency: remembering('same') }]),
   ]);
   const made = a![0] as Pet;
-  assert.deepEqual(b![0], { conflict: 'recorded', record: { fingerprint: 'fp-same', createdAt: T0, response: REMEMBERED.createPet(made) } });
+  assert.deepEqual(b![0], { conflict: 'recorded', record: { fingerprint: 'fp-same', createdAt: T0, made } });
   assert.equal(count('pets'), 1);
 });
 

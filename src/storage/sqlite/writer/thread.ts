@@ -19,7 +19,6 @@ import type { DatabaseSync } from 'node:sqlite';
 import { createCommitPublisher, publicationIn } from '../data-version.ts';
 import { journalIn } from './journal.ts';
 import { createWriteExecutor, nextGroup, type WriteRequest } from './executor.ts';
-import type { Responders } from '../../stores.ts';
 import { requestOf, sendError, sendOutcomes, type WriteAnswer, type WriteMessage, type WriterControl, type WriterMemory } from './protocol.ts';
 
 export interface WriterDeps {
@@ -28,7 +27,6 @@ export interface WriterDeps {
   memory: WriterMemory;
   /** From the thread's owner: new ports, and the order to close (`parentPort`). */
   control: MessagePort;
-  responders: Responders;
 }
 
 /** WAL frames after which the writer checkpoints, once its group is answered (SQLite's default). */
@@ -40,7 +38,7 @@ interface Received {
 }
 
 /** Serves writes until told to close; resolves once closed (the connection too). */
-export function runWriter({ db, memory, control, responders }: WriterDeps): Promise<void> {
+export function runWriter({ db, memory, control }: WriterDeps): Promise<void> {
   const executor = createWriteExecutor(db, journalIn(memory.journal));
   const publisher = createCommitPublisher(db, publicationIn(memory.publication));
   const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
@@ -68,7 +66,7 @@ export function runWriter({ db, memory, control, responders }: WriterDeps): Prom
   }
 
   function commit(group: readonly Received[]): void {
-    const requests: WriteRequest[] = group.map(({ message }) => requestOf(message, responders));
+    const requests: WriteRequest[] = group.map(({ message }) => requestOf(message));
     let answers: WriteAnswer[];
     let frames = 0;
     try {

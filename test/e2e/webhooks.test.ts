@@ -1,6 +1,8 @@
 /**
- * Webhook deliveries are durable and attempted by one instance at a time, with real processes
- * (`node src/main.ts`) killed with SIGKILL:
+ * Webhook deliveries made by real processes (`node src/main.ts`):
+ * - with WORKERS=2 on a SQLite file, the primary thread delivers what either worker wrote, and
+ *   /metrics counts the attempt and the pending deliveries;
+ * - they are durable and attempted by one instance at a time, processes killed with SIGKILL:
  * - on a SQLite file, killed while every delivery waits for a receiver that is down: after the
  *   restart, with the receiver up, every one arrives (at least once);
  * - with three instances on one PostgreSQL database, one killed in the middle: every delivery
@@ -26,6 +28,7 @@ import { killAll, startInstance, type Instance } from '../support/instances.ts';
 import { tempDir } from '../support/main-process.ts';
 import { openTestDatabase, postgresSkip, startPostgres } from '../support/postgres.ts';
 import { startReceiver, type Received } from '../support/webhook-receivers.ts';
+import { parseExposition, valueOf } from '../support/prometheus-text.ts';
 
 const PETS = 40;
 /** Long enough that no delivery is abandoned while the receiver is down and the server restarts. */
@@ -80,6 +83,40 @@ async function until(what: string, ready: () => boolean, timeoutMs: number): Pro
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+test('with WORKERS=2 the primary delivers what the workers wrote, verified by the receiver; /metrics counts the attempts and what is pending', async (t) => {
+  const dir = tempDir(t, 'pets-webhooks-workers-');
+  const path = join(dir, 'pets.db');
+  let status = 503;
+  const receiver = await startReceiver(t, (_request, response) => {
+    response.writeHead(status);
+    response.end();
+  });
+  const db = openDatabase(path);
+  const key = await keyAndWebhook(createSqliteKeysStore(db, { appEnv: 'development' }), createSqliteWebhooksStore(db), `http://127.0.0.1:${receiver.port}/hooks`);
+  closeDatabase(db);
+  const instance = await startInstance({
+    DATABASE_PATH: path, APP_ENV: 'development', WORKERS: '2', METRICS_PORT: '0', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', WEBHOOK_RETRY_SCHEDULE: '1',
+  });
+  t.after(() => killAll([instance]));
+  const metricsUrl = /"event":"metrics_listening","url":"([^"]+)"/.exec(instance.stdout.join('\n'))![1]!;
+  const scrape = async () => parseExposition(await (await fetch(`${metricsUrl}/metrics`)).text());
+  await createPets([instance.url], key, 4);
+  await until('every delivery attempted once', () => receiver.requests.length >= 4, 10_000);
+  status = 204;
+  await until('every delivery arrived', () => new Set(receiver.requests.filter((r) => r !== undefined).map((r) => r.headers['webhook-id'])).size === 4 && receiver.requests.length >= 8, 10_000);
+  // Counted once recorded; the gauge every 5 s.
+  let exposition = await scrape();
+  const deadline = Date.now() + 10_000;
+  while ((valueOf(exposition, 'webhook_attempts_total', { outcome: 'success' }) < 4 || valueOf(exposition, 'webhook_deliveries_pending') !== 0) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    exposition = await scrape();
+  }
+  assert.equal(valueOf(exposition, 'webhook_attempts_total', { outcome: 'http_status' }), 4);
+  assert.equal(valueOf(exposition, 'webhook_attempts_total', { outcome: 'success' }), 4);
+  assert.equal(valueOf(exposition, 'webhook_deliveries_pending'), 0);
+  assert.equal(await instance.stop(), 0);
+});
 
 test('a SQLite server killed with SIGKILL while every delivery waits for a receiver that is down delivers each after its restart', async (t) => {
   const dir = tempDir(t, 'pets-webhooks-kill-');
