@@ -25,6 +25,11 @@ import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
 import { openTestDatabase, postgresSkip, startPostgres, type PostgresCluster } from '../support/postgres.ts';
 import { CONTRACT_ERRORS, settings } from '../support/property.ts';
+import { petJson } from '../../src/api/pets/json.ts';
+import { MADE } from '../../src/storage/idempotency.ts';
+import { parseStored, PET_FORM } from '../../src/storage/stored-forms.ts';
+
+const readPet = parseStored(PET_FORM);
 
 /** Pets each run changes and deletes; creates make new ones, which nothing changes. */
 const PETS = 3;
@@ -186,8 +191,11 @@ describe('concurrent writes on PostgreSQL: every answer is the contract\'s, and 
         }
         if (answer.status === 422) assert.notEqual(request.variant, winner.request.variant, `${prefix}: 422 only for another body`);
       }
-      const [record] = await sql<{ response_body: string }[]>`SELECT response_body FROM idempotency_keys WHERE idempotency_key = ${`${prefix}-${name}`}`;
-      assert.equal(record?.response_body, winner.answer.body, `${prefix}: the record of key ${name} is its first 201`);
+      // The record keeps the pet it made; rendered as the API renders it, that is its first 201.
+      const [record] = await sql<{ response_status: number; response_body: string }[]>`
+        SELECT response_status, response_body FROM idempotency_keys WHERE idempotency_key = ${`${prefix}-${name}`}`;
+      assert.equal(record?.response_status, MADE, `${prefix}: the record of key ${name} keeps what was made`);
+      assert.equal(petJson(readPet(record.response_body)), winner.answer.body, `${prefix}: the record of key ${name} is its first 201`);
     }
     const perTransaction = new Map<string, number>();
     for (const row of createdRows) perTransaction.set(row.tx, (perTransaction.get(row.tx) ?? 0) + 1);
