@@ -31,6 +31,9 @@ import { createCors } from '../http/cors.ts';
 import { proxyTrust } from '../http/trusted-proxies.ts';
 import { allowedHosts } from '../http/allowed-hosts.ts';
 import type { Stores } from '../storage/stores.ts';
+import { createWebhooksHandlers } from '../api/webhooks/handlers.ts';
+import { systemResolver, type Resolver } from '../http/outbound-resolution.ts';
+import { createAddressPolicy } from '../webhooks/address-policy.ts';
 
 export type ServiceConfig = Pick<
   Config,
@@ -39,7 +42,7 @@ export type ServiceConfig = Pick<
   // Optional so that the service can be built without them (tests, bench). An absent
   // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
   // server's default; an absent hold or cap, the variables' defaults.
-  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts' | 'orderHoldSeconds' | 'maxOpenOrdersPerAccount'>>;
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts' | 'orderHoldSeconds' | 'maxOpenOrdersPerAccount' | 'webhookAllowedNetworks'>>;
 
 /** What a test may replace: a store that fails, a limiter that never refuses, another document. */
 export interface ServiceOverrides {
@@ -63,6 +66,8 @@ export interface ServiceDeps<S extends Stores = Stores> {
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
   observer?: PipelineObserver & CreationsObserver & OrdersObserver & Partial<EventsObserver & StreamsObserver>;
+  /** Resolves a webhook URL's host when it is set; the system's resolver unless a test maps its own names. */
+  resolver?: Resolver;
   /** The event streams' caps (WORKERS: counted in the primary thread) and, for tests, shorter intervals. */
   streams?: StreamOptions;
 }
@@ -83,7 +88,7 @@ export interface Service<S extends Stores = Stores> {
 }
 
 /** Builds the service over an engine's stores. */
-export function createService<S extends Stores>({ stores, config, clock, logger, overrides = {}, server, groupCommit = true, observer, streams: streamOptions = {} }: ServiceDeps<S>): Service<S> {
+export function createService<S extends Stores>({ stores, config, clock, logger, overrides = {}, server, groupCommit = true, observer, resolver = systemResolver, streams: streamOptions = {} }: ServiceDeps<S>): Service<S> {
   const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
   const openapi = serializeOpenApiDocument(document);
   // GET /docs is rendered on its first request, with its modules loaded then, and kept: one build
@@ -128,6 +133,10 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
       }),
       ...ordersHandlers(),
       ...createEventsHandlers({ events: stores.events, waiter, clock, streams }),
+      ...createWebhooksHandlers({
+        webhooks: stores.webhooks, clock, policy: createAddressPolicy(config.webhookAllowedNetworks ?? []), resolve: resolver,
+        ...(observer ? { replayed: () => observer.idempotentReplayed() } : {}),
+      }),
       getOpenApiDocument: () => ({ status: 200, body: served }),
     },
     databaseErrorOf: stores.databaseErrorOf,
