@@ -70,6 +70,14 @@ const API_ERRORS = {
     status: 422,
     message: () => 'This Idempotency-Key was already used with a different body; use a new key for a new request.',
   },
+  too_many_streams: {
+    status: 429,
+    message: (cap: 'key' | 'instance', limit: number) =>
+      cap === 'key'
+        ? `This key already has ${limit} event streams open, the most one key may have: close one, or follow the feed's pages.`
+        : `This instance already serves ${limit} event streams, the most it serves at once: retry after Retry-After, or follow the feed's pages.`,
+    headers: { 'Retry-After': '5' },
+  },
   not_implemented: { status: 501, message: () => 'This operation is not available in this version.' },
 } as const satisfies Readonly<Record<string, ErrorDefinition>>;
 

@@ -13,7 +13,7 @@ import { JSON_BODY, MERGE_PATCH_BODY } from '../http/request-body.ts';
 import type { HandlerContext, HandlersOf } from './handler.ts';
 import { deprecationHeaders, sunsetDay, type OperationSpec } from './operation.ts';
 import {
-  createPetParameters, eventsPageSchema, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listEventsParameters, listOrdersParameters, listPetsParameters,
+  createPetParameters, eventsPageSchema, eventStreamSchema, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listEventsParameters, listOrdersParameters, listPetsParameters,
   newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, petPatchSchema, petSchema, petsPageSchema,
   placeOrderParameters, createdWebhookSchema, createWebhookParameters, listWebhooksParameters, newWebhookSchema, webhookDeliveriesSchema,
   webhookIdParameters, webhookPatchSchema, webhookSchema, webhooksPageSchema,
@@ -273,15 +273,31 @@ export const OPERATIONS = {
     description:
       'The events after `after`, in id order: every pet event, and the order events of the key\'s own account (of every account ' +
       'with `orders:manage`). Ids become visible in commit order, so a consumer that follows `Link: rel="next"` forever sees every ' +
-      'event it may see exactly once, on any instance. With `wait`, an empty page waits for the next event. See docs/events.md.',
+      'event it may see exactly once, on any instance. With `wait`, an empty page waits for the next event. ' +
+      'With `Accept: text/event-stream`, the answer is a live stream of the same events instead (server-sent events): it starts ' +
+      'after `Last-Event-ID` (the header, which wins) or `after`, keeps `types`, ignores `limit` and `wait`, writes each event within ' +
+      'a second of its commit and a `: keep-alive` comment every 15 s of silence, and ends when the key is revoked or expires or ' +
+      'the server drains (reconnect with `Last-Event-ID`). At most 5 streams per key and 1,000 per instance. See docs/events.md.',
     scope: 'events:read',
     parameters: listEventsParameters,
     responses: {
-      200: { description: 'A page of events (empty when none came within `wait`).', content: { 'application/json': eventsPageSchema }, headers: ['EventsLink'] },
-      400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
+      200: {
+        description: 'A page of events (empty when none came within `wait`); or, asked with `Accept: text/event-stream`, the live stream.',
+        content: { 'application/json': eventsPageSchema, 'text/event-stream': eventStreamSchema },
+        // The page's Link, or the stream's X-Accel-Buffering: each is required of its own media type.
+        headers: [{ optional: 'EventsLink' }, { optional: 'X-Accel-Buffering' }],
+      },
+      400: { description: 'A bad, repeated or unknown query parameter, or a `Last-Event-ID` that is not an id; the message names it.', codes: ['invalid_query', 'bad_request'] },
       410: {
         description: '`after` is below the highest id that retention deleted (`EVENTS_RETENTION_DAYS`): events after it may be gone. Start again from a full read of the pets and orders.',
         codes: ['cursor_expired'],
+      },
+      429: {
+        description:
+          'Rate limit exceeded, or this caller is temporarily banned (retry after `Retry-After`, with exponential backoff); or, for a ' +
+          'stream, this key already has 5 streams open or this instance 1,000 (`too_many_streams`). A stream counts as one request, when it opens.',
+        codes: ['rate_limited', 'temporarily_banned', 'too_many_streams'],
+        headers: ['Retry-After'],
       },
     },
   },

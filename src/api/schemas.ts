@@ -396,6 +396,16 @@ export const listEventsParameters = [
   },
 ] as const satisfies readonly Parameter[];
 
+/**
+ * The stream's body, as the document describes a `text/event-stream` answer. Not a `string`
+ * schema: a string has a bounded length (the OWASP ruleset requires one), and a stream has none.
+ */
+export const eventStreamSchema = {
+  description:
+    'Server-sent events, one per event the key may see, in id order: `id: <id>`, `event: <type>`, `data: <the event as JSON, ' +
+    'as in a page>` and a blank line. A line starting with `:` (`: keep-alive`) is a comment, sent every 15 s of silence.',
+} as const;
+
 /** A reference to a component schema of the document. */
 const componentRef = (name: string) => ({ $ref: `#/components/schemas/${name}` }) as const;
 

@@ -84,7 +84,9 @@ function response(spec: OperationSpec, subject: HeaderSubject, status: number, {
 function responses(spec: OperationSpec, subject: HeaderSubject): JsonObject {
   const own = Object.entries(spec.responses).map(([status, answer]) => [status, response(spec, subject, Number(status), answer)]);
   // The document itself needs no key, so it never answers 401.
-  const common: SharedResponse[] = spec.scope === null ? EVERY_OPERATION.filter((name) => name !== 'Unauthorized') : [...EVERY_OPERATION, 'Forbidden'];
+  const every: SharedResponse[] = spec.scope === null ? EVERY_OPERATION.filter((name) => name !== 'Unauthorized') : [...EVERY_OPERATION, 'Forbidden'];
+  // An answer of its own (the feed's 429, with the streams' cap) replaces the shared one of its status.
+  const common = every.filter((name) => !(String(SHARED_RESPONSES[name][0]) in spec.responses));
   const variants: JsonObject = {};
   // A replay returns the first response, whatever the operation answered.
   const replayed: HeaderName[] = spec.replayable ? ['Idempotent-Replayed'] : [];

@@ -177,7 +177,7 @@ test('components: the pets\', the orders\' and the inventory\'s schemas and Erro
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 33, 'the 33 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2; the cap\'s and cursor_expired since 1.3; the webhooks\' two since)');
+  assert.equal(schemas.Error.properties.code.enum.length, 34, 'the 34 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2; the cap\'s, cursor_expired and too_many_streams since 1.3; the webhooks\' two since)');
 });
 
 test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {
@@ -366,6 +366,13 @@ test('Event is a oneOf discriminated by type, one schema per type, each with its
   const feed = operation(served(), 'listEvents');
   assert.deepEqual(feed.responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/Event' });
   assert.deepEqual(feed.parameters.map((parameter: { name: string }) => parameter.name), ['after', 'limit', 'types', 'wait']);
+  assert.deepEqual(Object.keys(feed.responses['200'].content), ['application/json', 'text/event-stream'], 'the stream, a second media type of the 200');
+  assert.match(feed.responses['200'].content['text/event-stream'].schema.description, /`id: <id>`, `event: <type>`, `data: /);
+  const tooMany = feed.responses['429'];
+  assert.deepEqual(tooMany.content['application/json'].schema.allOf[1].properties.code.enum, ['rate_limited', 'temporarily_banned', 'too_many_streams']);
+  assert.ok('Retry-After' in tooMany.headers);
+  const listPets = operation(served(), 'listPets');
+  assert.equal(listPets.responses['429'].$ref, '#/components/responses/TooManyRequests', 'the other operations keep the shared 429, without the streams\' code');
 });
 
 test('the webhook schemas: the fields in the interface\'s order, the secret only in the creation\'s answer, types an array of distinct event types', () => {

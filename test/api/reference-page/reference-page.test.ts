@@ -74,6 +74,15 @@ test('every error code of the document is listed once, with its status and who a
   assert.deepEqual(entries.find((entry) => entry.code === 'not_found')!.elsewhere.length, 1, 'a path with no operation');
   assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 18);
   assert.deepEqual(entries.find((entry) => entry.code === 'precondition_failed')!.operations.map((entry) => entry.operationId), ['updatePet', 'deletePet', 'updateOrder']);
+  assert.deepEqual(entries.find((entry) => entry.code === 'too_many_streams')!.operations.map((entry) => entry.operationId), ['listEvents'], 'the feed\'s own 429');
+});
+
+test('the feed shows its stream: the second content type of its 200 and its 429 too_many_streams', () => {
+  const feed = text(article(renderReferencePage(freshDocument(), OPTIONS), 'listEvents'));
+  assert.match(feed, /Body application\/json/);
+  assert.match(feed, /Body text\/event-stream/);
+  assert.match(feed, /Last-Event-ID/);
+  assert.match(feed, /too_many_streams/);
 });
 
 test('a deprecated operation says so in the contents, its heading and a callout, and comes last in its group', () => {
