@@ -6,10 +6,14 @@
  * throws them away; it stops when `signal` aborts; and each request has a connection of its own,
  * closed at the end (no pooled connection could carry one request to another's host).
  */
-import { request as httpRequest, type ClientRequest, type IncomingMessage, type RequestOptions } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { isIP } from 'node:net';
 import { codeOf, lookupFrom, type ResolvedAddress } from './outbound-resolution.ts';
+
+// Not `import ... from 'node:http'` nor 'node:https': this module is loaded at every start, and
+// Node's ES-module view of either reads every export once, loading undici (see server.ts).
+const { request: httpRequest } = process.getBuiltinModule('node:http');
+const { request: httpsRequest } = process.getBuiltinModule('node:https');
 
 export interface OutboundPost {
   /** An `http:` or `https:` URL. */
