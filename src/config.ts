@@ -315,7 +315,7 @@ function rangeList(name: string, raw: string, expected: string): readonly string
 /** The contract's retry schedule: seven waits, from 5 s to 10 h, about 27 hours in all. */
 export const DEFAULT_RETRY_SCHEDULE: readonly number[] = [5, 300, 1800, 7200, 18000, 36000, 36000];
 /** Most waits in WEBHOOK_RETRY_SCHEDULE, so at most this many retries of one delivery. */
-const MAX_RETRIES = 20;
+export const MAX_RETRIES = 20;
 
 /**
  * Comma-separated positive whole seconds, 1 to 20 of them. Ten digits at most (over 300 years)

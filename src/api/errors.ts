@@ -1,6 +1,6 @@
 /**
  * The API's own error codes: those of its resources and their rules (a pet, an order and its
- * transitions, an Idempotency-Key, a deprecated operation) and of its validation of paths and
+ * transitions, a webhook, an Idempotency-Key, a deprecated operation) and of its validation of paths and
  * queries. Each has its status and its one message, made from the details of the case, so that
  * no code is worded twice. The HTTP-level codes are in src/http/api-error.ts; ERROR_STATUS below
  * is both, the contract's table of permanent codes (docs/api.md lists every one; a test checks).
@@ -28,6 +28,7 @@ const API_ERRORS = {
   },
   pet_not_found: { status: 404, message: (petId: bigint | number) => `No pet has id ${petId}.` },
   order_not_found: { status: 404, message: (orderId: bigint) => `No order has id ${orderId}.` },
+  webhook_not_found: { status: 404, message: (webhookId: bigint) => `This account has no webhook with id ${webhookId}.` },
   idempotency_key_in_flight: {
     status: 409,
     message: () => 'A request with this Idempotency-Key is still being processed; retry later.',
@@ -42,6 +43,10 @@ const API_ERRORS = {
     status: 409,
     message: (limit: number) =>
       `This account already has ${limit} open order${limit === 1 ? '' : 's'} (placed or approved), the most it may have: cancel one, or wait for one to be completed or to expire.`,
+  },
+  too_many_webhooks: {
+    status: 409,
+    message: (limit: number) => `This account already has ${limit} webhook${limit === 1 ? '' : 's'}, the most it may have: delete one, or change one to deliver what a new one would.`,
   },
   invalid_transition: {
     status: 409,
@@ -64,6 +69,14 @@ const API_ERRORS = {
   idempotency_key_reused: {
     status: 422,
     message: () => 'This Idempotency-Key was already used with a different body; use a new key for a new request.',
+  },
+  too_many_streams: {
+    status: 429,
+    message: (cap: 'key' | 'instance', limit: number) =>
+      cap === 'key'
+        ? `This key already has ${limit} event streams open, the most one key may have: close one, or follow the feed's pages.`
+        : `This instance already serves ${limit} event streams, the most it serves at once: retry after Retry-After, or follow the feed's pages.`,
+    headers: { 'Retry-After': '5' },
   },
   not_implemented: { status: 501, message: () => 'This operation is not available in this version.' },
 } as const satisfies Readonly<Record<string, ErrorDefinition>>;

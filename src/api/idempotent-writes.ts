@@ -1,9 +1,9 @@
 /**
- * The way of a write that carries an Idempotency-Key (createPet, placeOrder): answered from its
- * record when it was already made, refused while it is being made, and remembered in the same
- * transaction as what it made when it succeeds. Only the operation's own success is remembered:
- * a request refused before the operation ran never gets here, and a failed write rolls back its
- * record with it, so a retry can still succeed.
+ * The way of a write that carries an Idempotency-Key (createPet, placeOrder, createWebhook):
+ * answered from its record when it was already made, refused while it is being made, and
+ * remembered in the same transaction as what it made when it succeeds. Only the operation's own
+ * success is remembered: a request refused before the operation ran never gets here, and a failed
+ * write rolls back its record with it, so a retry can still succeed.
  *
  * The record keeps what the write made, not an answer (storage/idempotency.ts): a replay is built
  * by the operation's own `again`, the function that built its first 201, so the two are the same

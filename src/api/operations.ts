@@ -13,16 +13,19 @@ import { JSON_BODY, MERGE_PATCH_BODY } from '../http/request-body.ts';
 import type { HandlerContext, HandlersOf } from './handler.ts';
 import { deprecationHeaders, sunsetDay, type OperationSpec } from './operation.ts';
 import {
-  createPetParameters, eventsPageSchema, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listEventsParameters, listOrdersParameters, listPetsParameters,
+  createPetParameters, eventsPageSchema, eventStreamSchema, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listEventsParameters, listOrdersParameters, listPetsParameters,
   newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, petPatchSchema, petSchema, petsPageSchema,
-  placeOrderParameters,
+  placeOrderParameters, createdWebhookSchema, createWebhookParameters, listWebhooksParameters, newWebhookSchema, webhookDeliveriesSchema,
+  webhookIdParameters, webhookPatchSchema, webhookSchema, webhooksPageSchema,
 } from './schemas.ts';
+import { MAX_WEBHOOKS_PER_ACCOUNT } from '../storage/webhooks.ts';
 
 /** The groups of operations, as the document and /docs show them. */
 export const TAGS = {
   pets: 'Animals available for adoption.',
   store: 'Orders to adopt pets, and the store\'s inventory.',
   events: 'The log of every change to pets and orders, to follow without polling everything.',
+  webhooks: 'Endpoints of the account that the events it may see are POSTed to, signed, as they happen.',
   meta: 'This document.',
 } as const;
 
@@ -33,6 +36,17 @@ const PET_CHANGE_REFUSALS = {
   404: { description: 'No pet has this id (it never existed, or it was deleted).', codes: ['pet_not_found'] },
   412: { description: "`If-Match` lists none of the pet's current ETag: it was changed since. Nothing was changed.", codes: ['precondition_failed'] },
 } as const;
+
+/** The answers of a webhook's operations to a path that names none of the account's webhooks. */
+const WEBHOOK_NOT_FOUND = {
+  404: { description: 'The account has no webhook with this id (it never had, it was deleted, or it is another account\'s).', codes: ['webhook_not_found'] },
+} as const;
+
+/** What a webhook's body may be refused for, in words shared by its creation and its change. */
+const WEBHOOK_BODY_RULES =
+  'invalid fields (the message names every one), or a `url` that is not allowed: not absolute, not `https:`, longer than 2,048 ' +
+  'characters, with user information or a fragment, or whose host does not resolve or resolves to an address that is not public ' +
+  '(the message says why)';
 
 /** Hoisted from the table: the deprecated getPet names it as its successor, and listOrders as its model. */
 const listPets = {
@@ -259,16 +273,144 @@ export const OPERATIONS = {
     description:
       'The events after `after`, in id order: every pet event, and the order events of the key\'s own account (of every account ' +
       'with `orders:manage`). Ids become visible in commit order, so a consumer that follows `Link: rel="next"` forever sees every ' +
-      'event it may see exactly once, on any instance. With `wait`, an empty page waits for the next event. See docs/events.md.',
+      'event it may see exactly once, on any instance. With `wait`, an empty page waits for the next event. ' +
+      'With `Accept: text/event-stream`, the answer is a live stream of the same events instead (server-sent events): it starts ' +
+      'after `Last-Event-ID` (the header, which wins) or `after`, keeps `types`, ignores `limit` and `wait`, writes each event within ' +
+      'a second of its commit and a `: keep-alive` comment every 15 s of silence, and ends when the key is revoked or expires or ' +
+      'the server drains (reconnect with `Last-Event-ID`). At most 5 streams per key and 1,000 per instance. See docs/events.md.',
     scope: 'events:read',
     parameters: listEventsParameters,
     responses: {
-      200: { description: 'A page of events (empty when none came within `wait`).', content: { 'application/json': eventsPageSchema }, headers: ['EventsLink'] },
-      400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
+      200: {
+        description: 'A page of events (empty when none came within `wait`); or, asked with `Accept: text/event-stream`, the live stream.',
+        content: { 'application/json': eventsPageSchema, 'text/event-stream': eventStreamSchema },
+        // The page's Link, or the stream's X-Accel-Buffering: each is required of its own media type.
+        headers: [{ optional: 'EventsLink' }, { optional: 'X-Accel-Buffering' }],
+      },
+      400: { description: 'A bad, repeated or unknown query parameter, or a `Last-Event-ID` that is not an id; the message names it.', codes: ['invalid_query', 'bad_request'] },
       410: {
         description: '`after` is below the highest id that retention deleted (`EVENTS_RETENTION_DAYS`): events after it may be gone. Start again from a full read of the pets and orders.',
         codes: ['cursor_expired'],
       },
+      429: {
+        description:
+          'Rate limit exceeded, or this caller is temporarily banned (retry after `Retry-After`, with exponential backoff); or, for a ' +
+          'stream, this key already has 5 streams open or this instance 1,000 (`too_many_streams`). A stream counts as one request, when it opens.',
+        codes: ['rate_limited', 'temporarily_banned', 'too_many_streams'],
+        headers: ['Retry-After'],
+      },
+    },
+  },
+  listWebhooks: {
+    method: 'GET',
+    path: '/webhooks',
+    tag: 'webhooks',
+    summary: 'List webhooks',
+    description: `The account's webhooks, sorted by id, as a plain JSON array (at most ${MAX_WEBHOOKS_PER_ACCOUNT}). Paginated like \`${LIST_PETS}\`. Never shows a secret.`,
+    scope: 'webhooks:manage',
+    parameters: listWebhooksParameters,
+    responses: {
+      200: { description: 'A page of webhooks.', content: { 'application/json': webhooksPageSchema }, headers: ['NextLink'] },
+      400: { description: 'A bad, repeated or unknown query parameter; the message names it.', codes: ['invalid_query', 'bad_request'] },
+    },
+  },
+  createWebhook: {
+    method: 'POST',
+    path: '/webhooks',
+    tag: 'webhooks',
+    summary: 'Add a webhook',
+    description:
+      'Registers an endpoint of the key\'s account: every event the account may see, of the types listed, is POSTed to it from then on, ' +
+      'signed with the secret of this answer (Standard Webhooks; see the `webhooks` of this document). The secret is shown here only. ' +
+      `An account has at most ${MAX_WEBHOOKS_PER_ACCOUNT}. \`orders: "all"\` needs \`orders:manage\` too, decided once the body is valid. ` +
+      'Answers once durably stored.',
+    scope: 'webhooks:manage',
+    parameters: createWebhookParameters,
+    requestBody: { description: 'At most 16 KiB.', schema: newWebhookSchema, mediaTypes: JSON_BODY },
+    replayable: true,
+    responses: {
+      201: { description: 'The webhook, and its secret (shown this once).', content: { 'application/json': createdWebhookSchema }, headers: ['Location', 'Idempotent-Replayed'] },
+      400: {
+        description: `A bad \`Idempotency-Key\`, an empty body or one that is not a JSON object, malformed JSON, ${WEBHOOK_BODY_RULES}.`,
+        codes: ['invalid_idempotency_key', 'invalid_body', 'invalid_json', 'bad_request'],
+      },
+      409: {
+        description: `The account already has ${MAX_WEBHOOKS_PER_ACCOUNT} webhooks (the message names the limit); or a request with this \`Idempotency-Key\` is still being processed.`,
+        codes: ['too_many_webhooks', 'idempotency_key_in_flight'],
+        headers: [{ optional: 'Retry-After' }],
+      },
+      413: { description: 'The body is larger than 16 KiB.', codes: ['payload_too_large'] },
+      415: { description: 'The body is not sent as `Content-Type: application/json`.', codes: ['unsupported_media_type'] },
+      422: { description: 'This `Idempotency-Key` was used with a different body.', codes: ['idempotency_key_reused'] },
+    },
+  },
+  getWebhook: {
+    method: 'GET',
+    path: '/webhooks/{webhookId}',
+    tag: 'webhooks',
+    summary: 'Get a webhook',
+    description: 'A webhook of the key\'s account, without its secret; another account\'s is `404`, so the answer never tells whether it exists.',
+    scope: 'webhooks:manage',
+    parameters: webhookIdParameters,
+    responses: {
+      200: { description: 'The webhook.', content: { 'application/json': webhookSchema } },
+      400: { description: '`webhookId` is not an int64 in decimal.', codes: ['invalid_path', 'bad_request'] },
+      ...WEBHOOK_NOT_FOUND,
+    },
+  },
+  updateWebhook: {
+    method: 'PATCH',
+    path: '/webhooks/{webhookId}',
+    tag: 'webhooks',
+    summary: 'Change a webhook',
+    description:
+      'Applies a JSON merge patch (RFC 7396) of `url`, `types`, `orders` and `status`, with the rules of a creation, and answers once the ' +
+      'change is durably stored. `status: "enabled"` resumes deliveries of a disabled webhook with the events from then on. ' +
+      'Checked in this order: the path, the webhook\'s existence, the body, then the scope `orders: "all"` needs.',
+    scope: 'webhooks:manage',
+    parameters: webhookIdParameters,
+    requestBody: {
+      description: 'At most 16 KiB, as `application/merge-patch+json` or `application/json`.',
+      schema: webhookPatchSchema,
+      mediaTypes: MERGE_PATCH_BODY,
+    },
+    responses: {
+      200: { description: 'The whole webhook after the change.', content: { 'application/json': webhookSchema } },
+      400: {
+        description: `A bad \`webhookId\`, an empty body or one that is not a JSON object, malformed JSON, ${WEBHOOK_BODY_RULES}.`,
+        codes: ['invalid_path', 'bad_request', 'invalid_body', 'invalid_json'],
+      },
+      ...WEBHOOK_NOT_FOUND,
+      413: { description: 'The body is larger than 16 KiB.', codes: ['payload_too_large'] },
+      415: { description: 'The body is not sent as `application/merge-patch+json` or `application/json`.', codes: ['unsupported_media_type'] },
+    },
+  },
+  deleteWebhook: {
+    method: 'DELETE',
+    path: '/webhooks/{webhookId}',
+    tag: 'webhooks',
+    summary: 'Remove a webhook',
+    description: 'Removes the webhook with its pending deliveries and their log, once that is durably stored: nothing more is delivered to it.',
+    scope: 'webhooks:manage',
+    parameters: webhookIdParameters,
+    responses: {
+      204: { description: 'The webhook is gone. No body.' },
+      400: { description: '`webhookId` is not an int64 in decimal.', codes: ['invalid_path', 'bad_request'] },
+      ...WEBHOOK_NOT_FOUND,
+    },
+  },
+  listWebhookDeliveries: {
+    method: 'GET',
+    path: '/webhooks/{webhookId}/deliveries',
+    tag: 'webhooks',
+    summary: 'A webhook\'s delivery attempts',
+    description: 'The webhook\'s last 100 delivery attempts, newest first: which event, which attempt, when, what the endpoint answered and how long it took.',
+    scope: 'webhooks:manage',
+    parameters: webhookIdParameters,
+    responses: {
+      200: { description: 'The attempts (empty before the first).', content: { 'application/json': webhookDeliveriesSchema } },
+      400: { description: '`webhookId` is not an int64 in decimal.', codes: ['invalid_path', 'bad_request'] },
+      ...WEBHOOK_NOT_FOUND,
     },
   },
   getOpenApiDocument: {

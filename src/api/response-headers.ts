@@ -56,6 +56,11 @@ export const HEADERS = {
     required: true,
     schema: { type: 'string', maxLength: MAX_RATE_HEADER_LENGTH, pattern: '^"minute";r=[0-9]+;t=[0-9]+, "day";r=[0-9]+;t=[0-9]+$' },
   },
+  'X-Accel-Buffering': {
+    description: 'On an event stream only: `no`, so that a proxy (nginx reads this header) passes each event on at once rather than buffering the response.',
+    required: true,
+    schema: { type: 'string', enum: ['no'] },
+  },
   'Retry-After': integerHeader('Whole seconds (at least 1) until a request would be accepted.', 'int32', 1, MAX_RETRY_AFTER_SECONDS),
   'WWW-Authenticate': {
     description: 'The Bearer challenge; `error="invalid_token"` when a key was sent but is not valid.',
@@ -135,7 +140,8 @@ export const OPERATION_HEADERS = {
   EventsLink: ({ path }: HeaderSubject): HeaderObject => ({
     description:
       'RFC 8288 `Link` to the next page of the feed, on every answer: `after` the last id returned (unchanged, or `0` when omitted, ' +
-      'on an empty page), the effective `limit`, and `types` and `wait` when they were given. Following it forever sees every event once.',
+      'on an empty page), the effective `limit`, and `types` and `wait` when they were given. Following it forever sees every event once. ' +
+      'On every page; a stream has none.',
     required: true,
     schema: { type: 'string', maxLength: 256, pattern: `^<${literally(path)}\\?after=(0|[1-9][0-9]*)&limit=[1-9][0-9]*(&types=[a-z.,]+)?(&wait=[0-9]+)?>; rel="next"$` },
   }),

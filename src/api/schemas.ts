@@ -10,6 +10,10 @@
 import { PET_STATUSES } from '../storage/pets.ts';
 import { ORDER_STATUSES } from '../storage/orders.ts';
 import { EVENT_TYPES } from '../storage/events.ts';
+import { ATTEMPTS_KEPT, MAX_WEBHOOKS_PER_ACCOUNT, WEBHOOK_ORDERS, WEBHOOK_STATUSES } from '../storage/webhooks.ts';
+import { DELIVERY_ERRORS } from '../webhooks/attempt.ts';
+import { MAX_URL_LENGTH } from '../webhooks/address-policy.ts';
+import { MAX_RETRIES } from '../config.ts';
 
 /** The int64 range, exact: bounds beyond 2^53 are bigints (the document writes their digits). */
 export const INT64_MIN = -(2n ** 63n);
@@ -43,10 +47,27 @@ export interface IntegerSchema {
   default?: number;
 }
 
+/**
+ * A JSON array property of a body: strings of `items`, `minItems` to `maxItems` of them, each at
+ * most once when `uniqueItems`. No default: an omitted list is the handler's to fill in.
+ */
+export interface StringArraySchema {
+  type: 'array';
+  description?: string;
+  items: StringSchema;
+  minItems: number;
+  maxItems: number;
+  uniqueItems?: true;
+  default?: undefined;
+}
+
+/** What a property of an object schema may be. */
+export type PropertySchema = StringSchema | IntegerSchema | StringArraySchema;
+
 export interface ObjectSchema {
   type: 'object';
   description?: string;
-  properties: Readonly<Record<string, StringSchema | IntegerSchema>>;
+  properties: Readonly<Record<string, PropertySchema>>;
   required: readonly string[];
   additionalProperties: false;
 }
@@ -152,14 +173,14 @@ type MergePatch<S extends ObjectSchema> = {
  * copied without it).
  */
 function mergePatchOf<S extends ObjectSchema>(schema: S, description: string): MergePatch<S> {
-  const properties: Record<string, StringSchema | IntegerSchema> = {};
+  const properties: Record<string, PropertySchema> = {};
   for (const [name, property] of Object.entries(schema.properties)) {
     if (property.default === undefined) {
       properties[name] = property;
       continue;
     }
     const { default: _default, ...rules } = property;
-    properties[name] = rules;
+    properties[name] = rules as PropertySchema;
   }
   return { type: 'object', description, properties: properties as MergePatch<S>['properties'], required: [], additionalProperties: false };
 }
@@ -375,6 +396,16 @@ export const listEventsParameters = [
   },
 ] as const satisfies readonly Parameter[];
 
+/**
+ * The stream's body, as the document describes a `text/event-stream` answer. Not a `string`
+ * schema: a string has a bounded length (the OWASP ruleset requires one), and a stream has none.
+ */
+export const eventStreamSchema = {
+  description:
+    'Server-sent events, one per event the key may see, in id order: `id: <id>`, `event: <type>`, `data: <the event as JSON, ' +
+    'as in a page>` and a blank line. A line starting with `:` (`: keep-alive`) is a comment, sent every 15 s of silence.',
+} as const;
+
 /** A reference to a component schema of the document. */
 const componentRef = (name: string) => ({ $ref: `#/components/schemas/${name}` }) as const;
 
@@ -464,6 +495,159 @@ export const getOrderParameters = [
 /** The Idempotency-Key header of placeOrder: the same rules as createPet's, its own keys. */
 export const placeOrderParameters = createPetParameters;
 
+// --- Webhooks ---------------------------------------------------------------------------------
+
+export const webhookIdSchema = {
+  type: 'integer',
+  format: 'int64',
+  minimum: 1,
+  maximum: INT64_MAX,
+  description: 'Unique identifier, assigned by the service: positive, increasing, never reused.',
+} as const satisfies IntegerSchema;
+
+export const webhookUrlSchema = {
+  type: 'string',
+  description:
+    'Where deliveries are POSTed: an absolute `https:` URL (`http:` only inside the networks the operator allows), at most ' +
+    `${MAX_URL_LENGTH} characters, without user information or fragment. Its host must resolve only to public addresses: ` +
+    'loopback, private, link-local, shared, unique local, multicast, documentation and every other special-purpose range are ' +
+    'refused, however they are spelt, unless the operator allows them.',
+  minLength: 1,
+  maxLength: MAX_URL_LENGTH,
+  examples: ['https://hooks.example.com/pets'],
+} as const satisfies StringSchema;
+
+export const webhookTypesSchema = {
+  type: 'array',
+  description: 'The types of event delivered, each at most once.',
+  items: eventTypeSchema,
+  minItems: 1,
+  maxItems: EVENT_TYPES.length,
+  uniqueItems: true,
+} as const satisfies StringArraySchema;
+
+export const webhookOrdersSchema = {
+  type: 'string',
+  description: 'Whose order events are delivered: `own`, the orders of the key\'s account; `all`, every order\'s (a key with `orders:manage` only).',
+  enum: WEBHOOK_ORDERS,
+} as const satisfies StringSchema;
+
+export const webhookStatusSchema = {
+  type: 'string',
+  description: '`enabled`: events are delivered. `disabled`: none are, by request or after every attempt failed for 5 days; `enabled` again resumes with the events from then on.',
+  enum: WEBHOOK_STATUSES,
+} as const satisfies StringSchema;
+
+export const newWebhookSchema = {
+  type: 'object',
+  description: 'An endpoint to deliver events to. Any other property is refused.',
+  properties: {
+    url: webhookUrlSchema,
+    types: { ...webhookTypesSchema, description: `${webhookTypesSchema.description} Omitted means all ${EVENT_TYPES.length}, stored as that list.` },
+    orders: { ...webhookOrdersSchema, default: 'own' },
+  },
+  required: ['url'],
+  additionalProperties: false,
+} as const satisfies ObjectSchema;
+
+/** The body of updateWebhook: a merge patch of the fields a creation sets, and the status. */
+export const webhookPatchSchema = mergePatchOf(
+  { ...newWebhookSchema, properties: { ...newWebhookSchema.properties, types: webhookTypesSchema, status: webhookStatusSchema } },
+  'Changes to a webhook as a JSON merge patch (RFC 7396): the fields sent replace the stored ones, the others are kept. ' +
+    '`null` removes nothing and is refused, as is any other property. `{}` changes nothing.',
+);
+
+export const webhookSchema = {
+  type: 'object',
+  description: 'An endpoint of the key\'s account that events are delivered to. Its secret is shown only when it is created.',
+  properties: {
+    id: webhookIdSchema,
+    url: webhookUrlSchema,
+    types: webhookTypesSchema,
+    orders: webhookOrdersSchema,
+    status: webhookStatusSchema,
+    createdAt: instantSchema('When the webhook was created.'),
+  },
+  required: ['id', 'url', 'types', 'orders', 'status', 'createdAt'],
+  additionalProperties: false,
+} as const satisfies ObjectSchema;
+
+/** `whsec_` and the standard base64 of 32 bytes (webhooks/signature.ts). */
+export const webhookSecretSchema = {
+  type: 'string',
+  description:
+    'The key of the deliveries\' signatures (Standard Webhooks): `whsec_` and the base64 of 32 random bytes. Shown in this answer only ' +
+    '(and in a replay of it under the same `Idempotency-Key`): keep it where the receiver can read it.',
+  minLength: 50,
+  maxLength: 50,
+  pattern: '^whsec_[A-Za-z0-9+/]{43}=$',
+  examples: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw2u1dObR0DVk='],
+} as const satisfies StringSchema;
+
+/** The answer of createWebhook: the webhook, and its secret last. */
+export const createdWebhookSchema = {
+  type: 'object',
+  description: 'A webhook just created, with the secret that signs its deliveries (shown this once).',
+  properties: { ...webhookSchema.properties, secret: webhookSecretSchema },
+  required: [...webhookSchema.required, 'secret'],
+  additionalProperties: false,
+} as const satisfies ObjectSchema;
+
+/** A page of `GET /v1/webhooks`: at most as many as an account may have. */
+export const webhooksPageSchema = {
+  type: 'array',
+  description: 'Webhooks in id order.',
+  items: webhookSchema,
+  maxItems: MAX_PAGE_SIZE,
+} as const satisfies ArraySchema;
+
+export const webhookDeliverySchema = {
+  type: 'object',
+  description: 'One attempt to deliver an event to a webhook.',
+  properties: {
+    eventId: { type: 'integer', format: 'int64', minimum: 1, maximum: INT64_MAX, description: 'The event delivered (its `webhook-id`).' },
+    attempt: { type: 'integer', format: 'int32', minimum: 1, maximum: MAX_RETRIES + 1, description: '1 for the first attempt at this event, then 2, 3 ...' },
+    attemptedAt: instantSchema('When the attempt started.'),
+    status: { type: ['integer', 'null'], format: 'int32', minimum: 100, maximum: 599, description: 'The endpoint\'s HTTP status (a `3xx` included), or `null` when none came.' },
+    error: {
+      type: ['string', 'null'],
+      enum: [...DELIVERY_ERRORS, null],
+      description:
+        '`null` on success (a `2xx` within 10 s); else `timeout`, `connection_failed`, `address_refused` (the host resolved to an address ' +
+        'not allowed), `redirect` (a `3xx`, never followed) or `http_status` (any other status).',
+    },
+    durationMs: { type: 'integer', format: 'int32', minimum: 0, maximum: 2_147_483_647, description: 'How long the attempt took, in milliseconds.' },
+  },
+  required: ['eventId', 'attempt', 'attemptedAt', 'status', 'error', 'durationMs'],
+  additionalProperties: false,
+} as const;
+
+/** The answer of listWebhookDeliveries. */
+export const webhookDeliveriesSchema = {
+  type: 'array',
+  description: `The webhook's newest attempts (at most ${ATTEMPTS_KEPT}), newest first.`,
+  items: componentRef('WebhookDelivery'),
+  maxItems: ATTEMPTS_KEPT,
+} as const;
+
+/** As petId: the whole int64 range, so that a well-formed id that no webhook of the account has is 404, not 400. */
+export const webhookIdParameters = [
+  { ...getPetParameters[0], name: 'webhookId', description: 'The identifier of the webhook (an int64 in decimal).' },
+] as const satisfies readonly Parameter[];
+
+export const listWebhooksParameters = [
+  { ...listPetsParameters[0], description: `Maximum number of webhooks returned (decimal digits); an account has at most ${MAX_WEBHOOKS_PER_ACCOUNT}.` },
+  listPetsParameters[2],
+] as const satisfies readonly Parameter[];
+
+/** The Idempotency-Key header of createWebhook: the same rules as createPet's, its own keys. */
+export const createWebhookParameters = createPetParameters;
+
+/** The webhook schemas written as JSON Schema (nullable integers and enums): components beside SCHEMAS'. */
+export const WEBHOOK_SCHEMAS: Readonly<Record<string, object>> = {
+  WebhookDelivery: webhookDeliverySchema,
+};
+
 /**
  * The component schemas of the OpenAPI document, by name: the table of operations refers to the
  * objects, and the document names each by its key here (and writes any other in place). The
@@ -481,4 +665,9 @@ export const SCHEMAS = {
   Order: orderSchema,
   Orders: ordersPageSchema,
   Inventory: inventorySchema,
+  NewWebhook: newWebhookSchema,
+  WebhookPatch: webhookPatchSchema,
+  Webhook: webhookSchema,
+  CreatedWebhook: createdWebhookSchema,
+  Webhooks: webhooksPageSchema,
 } as const satisfies Readonly<Record<string, Schema | ArraySchema>>;

@@ -9,7 +9,8 @@ import { httpError } from '../http/api-error.ts';
 import { quote } from '../lib/quote.ts';
 import { apiError } from './errors.ts';
 import {
-  INT64_MAX, INT64_MIN, MOST_QUERY_PARAMETERS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type StringSchema,
+  INT64_MAX, INT64_MIN, MOST_QUERY_PARAMETERS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type PropertySchema,
+  type StringArraySchema, type StringSchema,
 } from './schemas.ts';
 
 /** The most problems one message names; the others are counted ("and 12 more"). */
@@ -47,7 +48,10 @@ function compiled(pattern: string): RegExp {
 }
 
 /** Describes what a schema accepts, for messages: "an integer from 1 to 100". */
-function expected(schema: StringSchema | IntegerSchema | ListSchema): string {
+function expected(schema: StringSchema | IntegerSchema | ListSchema | StringArraySchema): string {
+  if (schema.type === 'array' && 'minItems' in schema) {
+    return `an array of ${schema.minItems} to ${schema.maxItems}${schema.uniqueItems ? ' distinct' : ''} items, each ${expected(schema.items)}`;
+  }
   if (schema.type === 'array') return `a comma-separated list of 1 to ${schema.maxItems} items, each ${expected(schema.items)}`;
   if (schema.type === 'string') {
     if (schema.enum) return `one of ${schema.enum.join(', ')}`;
@@ -115,7 +119,9 @@ export function validateBody(value: unknown, schema: ObjectSchema): Record<strin
     const fieldValue = input[name];
     const ok = field.type === 'string'
       ? checkString(fieldValue, field)
-      : typeof fieldValue === 'bigint' && checkBounds(fieldValue, field);
+      : field.type === 'array'
+        ? checkArray(fieldValue, field)
+        : typeof fieldValue === 'bigint' && checkBounds(fieldValue, field);
     if (ok) output[name] = fieldValue;
     else add(problems, () => `${name} must be ${expected(field)}${describe(fieldValue, field)}`);
   }
@@ -126,8 +132,25 @@ export function validateBody(value: unknown, schema: ObjectSchema): Record<strin
   return output;
 }
 
+/**
+ * True when `value` is an array of `minItems` to `maxItems` strings of `items`, each once if
+ * `uniqueItems`. Its length is checked first, so that a body of thousands of items costs nothing more.
+ */
+function checkArray(value: unknown, schema: StringArraySchema): value is string[] {
+  if (!Array.isArray(value) || value.length < schema.minItems || value.length > schema.maxItems) return false;
+  if (!value.every((item) => checkString(item, schema.items))) return false;
+  return !schema.uniqueItems || new Set(value).size === value.length;
+}
+
 /** Says why a value of the right kind was still wrong, where the schema alone would not. */
-function describe(value: unknown, field: StringSchema | IntegerSchema): string {
+function describe(value: unknown, field: PropertySchema): string {
+  if (field.type === 'array') {
+    if (!Array.isArray(value) || value.length > field.maxItems) return value === null ? ', not null' : '';
+    if (value.length < field.minItems) return ', not an empty array';
+    const repeated = value.find((item, index) => typeof item === 'string' && value.indexOf(item) !== index);
+    if (field.uniqueItems && repeated !== undefined && value.every((item) => checkString(item, field.items))) return ` (${quote(repeated as string)} is repeated)`;
+    return '';
+  }
   if (field.type === 'integer') {
     if (typeof value === 'number') return ' written as plain digits (no fraction or exponent)';
     if (typeof value === 'string') return ', not a string';

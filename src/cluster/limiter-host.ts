@@ -7,19 +7,22 @@
  */
 import type { Limiter } from '../limits/limiter.ts';
 import type { ConnectionGate } from '../http/connection-gate.ts';
+import type { StreamRefusal } from '../limits/stream-slots.ts';
 import type { PrimaryMessage, WorkerMessage } from './protocol.ts';
 
 export interface LimiterHostDeps {
   limiter: Pick<Limiter, 'take'>;
   /** A synchronous gate (`createConnectionGate`) of the server's caps. */
   gate: ConnectionGate;
+  /** The event streams' counts of the instance (`createStreamSlots`): synchronous too. */
+  streams: { acquire(keyId: string): StreamRefusal | null; release(keyId: string): void };
 }
 
 /**
- * Answers a worker's `take`, `admit` and `release` messages through `reply`; returns false for
+ * Answers a worker's `take`, `admit`, `release` and streams' messages through `reply`; returns false for
  * any other message (the primary's own business).
  */
-export function createLimiterHost({ limiter, gate }: LimiterHostDeps) {
+export function createLimiterHost({ limiter, gate, streams }: LimiterHostDeps) {
   return function handle(message: WorkerMessage, reply: (answer: PrimaryMessage) => void): boolean {
     switch (message.type) {
       case 'take': {
@@ -40,6 +43,12 @@ export function createLimiterHost({ limiter, gate }: LimiterHostDeps) {
       }
       case 'release':
         gate.release(message.address);
+        return true;
+      case 'stream_acquire':
+        reply({ type: 'stream_acquired', id: message.id, refusal: streams.acquire(message.keyId) });
+        return true;
+      case 'stream_release':
+        streams.release(message.keyId);
         return true;
       default:
         return false;

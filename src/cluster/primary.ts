@@ -24,6 +24,7 @@ import type { Limiter } from '../limits/limiter.ts';
 import type { WriterHost } from '../storage/sqlite/writer.ts';
 import { listen, listenFailure } from '../service/serving.ts';
 import { createLimiterHost } from './limiter-host.ts';
+import { createStreamSlots } from '../limits/stream-slots.ts';
 import { createWorkerPool, type WorkerCounts } from './worker-pool.ts';
 
 export interface PrimaryDeps {
@@ -53,6 +54,7 @@ export function createPrimary({ config, limiter, entry, writer }: PrimaryDeps): 
   const stopped = Promise.withResolvers<void>();
   const host = createLimiterHost({
     limiter,
+    streams: createStreamSlots(),
     gate: createConnectionGate({ maxConnections: SERVER_LIMITS.maxConnections, maxConnectionsPerAddress: config.maxConnectionsPerAddress }),
   });
   const pool = createWorkerPool({ config, entry, writer, host, failed: failure.resolve, stopped: stopped.resolve });

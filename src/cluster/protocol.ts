@@ -10,6 +10,7 @@ import type { MessagePort } from 'node:worker_threads';
 import type { Decision } from '../limits/buckets.ts';
 import type { WriterMemory } from '../storage/sqlite/writer.ts';
 import type { ConnectionRefusal } from '../http/connection-gate.ts';
+import type { StreamRefusal } from '../limits/stream-slots.ts';
 import type { EventLoopDelay, MetricsCounts } from '../ops/metrics.ts';
 
 /** What a worker is started with (`workerData`). */
@@ -32,6 +33,9 @@ export type WorkerMessage =
   | { type: 'take'; batch: number; takes: (string | number)[] }
   | { type: 'admit'; id: number; address: string }
   | { type: 'release'; address: string }
+  /** A slot for an event stream of this key (the caps are the instance's). */
+  | { type: 'stream_acquire'; id: number; keyId: string }
+  | { type: 'stream_release'; keyId: string }
   | { type: 'listening'; address: string; port: number }
   | { type: 'listen_failed'; code: string }
   | { type: 'counts'; id: number; counts: MetricsCounts; eventLoopDelay: EventLoopDelay }
@@ -42,6 +46,7 @@ export type WorkerMessage =
 export type PrimaryMessage =
   | { type: 'decisions'; batch: number; decisions: Decision[] }
   | { type: 'admitted'; id: number; refusal: ConnectionRefusal | null }
+  | { type: 'stream_acquired'; id: number; refusal: StreamRefusal | null }
   | { type: 'counts'; id: number }
   /** Stop accepting, finish what is in flight (shutdown). */
   | { type: 'drain' };

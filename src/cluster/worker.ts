@@ -15,6 +15,7 @@ import { drainServer, listen } from '../service/serving.ts';
 import { openReaderStores, type WriterLink } from '../storage/sqlite/stores.ts';
 import { createRemoteLimiter } from './remote-limiter.ts';
 import { createRemoteGate } from './remote-gate.ts';
+import { createRemoteStreamSlots } from './remote-stream-slots.ts';
 import type { PrimaryMessage, WorkerMessage, WorkerStart } from './protocol.ts';
 
 export interface WorkerDeps {
@@ -38,8 +39,9 @@ export async function runWorker({ config, start, channel, db, writer, clock, log
   const observed = config.metricsPort === null ? null : await startMetrics();
   const limiter = createRemoteLimiter(post);
   const gate = createRemoteGate(post);
+  const slots = createRemoteStreamSlots(post);
   const stores = openReaderStores(db, writer, { appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds, limiter });
-  const { app, server } = createService({ stores, config, clock, logger, server: { connectionGate: gate }, observer: observed?.metrics });
+  const { app, server } = createService({ stores, config, clock, logger, server: { connectionGate: gate }, streams: { slots }, observer: observed?.metrics });
   const stopped = Promise.withResolvers<void>();
 
   let draining = false;
@@ -49,6 +51,8 @@ export async function runWorker({ config, start, channel, db, writer, clock, log
         return limiter.answered(message.batch, message.decisions);
       case 'admitted':
         return gate.answered(message.id, message.refusal);
+      case 'stream_acquired':
+        return slots.answered(message.id, message.refusal);
       case 'counts':
         return post({ type: 'counts', id: message.id, counts: observed!.metrics.counts(), eventLoopDelay: observed!.probe.eventLoopDelay() });
       case 'drain':

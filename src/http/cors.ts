@@ -18,8 +18,8 @@ export const EXPOSED_HEADERS = [
   'Link', 'Location', 'ETag', 'Deprecation', 'Sunset', 'X-Request-Id', 'Idempotent-Replayed',
 ] as const;
 
-/** The request headers a page may send (the contract's list); `Content-Type` covers JSON bodies. */
-export const ALLOWED_REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id'] as const;
+/** The request headers a page may send: `Content-Type` covers JSON bodies, `Last-Event-ID` resumes a stream. */
+export const ALLOWED_REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'Last-Event-ID', 'X-Request-Id'] as const;
 
 /** Seconds a browser may reuse a preflight's answer for the same origin, URL and request. */
 export const PREFLIGHT_MAX_AGE_SECONDS = 600;

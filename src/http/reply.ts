@@ -1,4 +1,5 @@
 /** What an operation answers with, the headers every answer has, and the Error body. */
+import type { ServerResponse } from 'node:http';
 
 /** Headers on every response (the OpenAPI document describes them from here). */
 export const COMMON_HEADERS = {
@@ -12,6 +13,11 @@ export interface Reply {
   /** The serialised JSON body; `''` for none. */
   body: string;
   headers?: Record<string, string>;
+  /**
+   * A response that stays open (an event stream): once the status and headers are written,
+   * without a length, it is handed the response to write to and end. `body` is not sent.
+   */
+  stream?: (res: ServerResponse) => void;
 }
 
 /** The contract's Error body: exactly code, message, status. */

@@ -14,6 +14,7 @@ import type { OrdersObserver } from '../api/orders/placements.ts';
 import { ORDER_STATUSES } from '../storage/orders.ts';
 import { EVENT_TYPES } from '../storage/events.ts';
 import type { EventsObserver } from '../api/events/observer.ts';
+import type { StreamsObserver } from '../api/events/streams.ts';
 import { DELIVERY_ERRORS, type DeliveryError } from '../webhooks/attempt.ts';
 
 /** The Content-Type of the text exposition format, version 0.0.4. */
@@ -70,7 +71,7 @@ export interface DeliveriesObserver {
 }
 
 /** The counters, fed through the observer interfaces, and their exposition. */
-export interface Metrics extends PipelineObserver, CreationsObserver, OrdersObserver, EventsObserver, DeliveriesObserver {
+export interface Metrics extends PipelineObserver, CreationsObserver, OrdersObserver, EventsObserver, DeliveriesObserver, StreamsObserver {
   /** The whole exposition, families in a fixed order, ending with a newline. */
   render(): string;
   /**
@@ -92,6 +93,8 @@ export interface MetricsCounts {
   ordersExpired: number;
   /** Events written, by type, in the order of EVENT_TYPES. */
   eventsWritten: Float64Array;
+  /** Event streams open now (a gauge: summed across workers like the counters). */
+  eventStreamsOpen: number;
   petsCreated: number;
   idempotentReplays: number;
   databaseErrors: number;
@@ -125,6 +128,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   const ordersReached = new Float64Array(ORDER_STATUS_LABELS.length);
   let ordersExpired = 0;
   const eventsWritten = new Float64Array(EVENT_TYPES.length);
+  let eventStreamsOpen = 0;
   let petsCreated = 0;
   let idempotentReplays = 0;
   let databaseErrors = 0;
@@ -140,7 +144,7 @@ export function createMetrics(probe: ProcessProbe): Metrics {
   }
 
   const counts = (): MetricsCounts => ({
-    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, ordersExpired, eventsWritten, petsCreated, idempotentReplays, databaseErrors,
+    routes: [...routes.values(), other], rateLimitRejections, apiKeyRejections, ordersReached, ordersExpired, eventsWritten, eventStreamsOpen, petsCreated, idempotentReplays, databaseErrors,
     webhookAttempts, webhookDeliveriesPending,
   });
 
@@ -185,6 +189,12 @@ export function createMetrics(probe: ProcessProbe): Metrics {
     eventsCounted(type, count) {
       eventsWritten[EVENT_TYPES.indexOf(type)]! += count;
     },
+    eventStreamOpened() {
+      eventStreamsOpen++;
+    },
+    eventStreamClosed() {
+      eventStreamsOpen--;
+    },
     webhookAttempted(error) {
       webhookAttempts[error === null ? 0 : ATTEMPT_OUTCOMES.indexOf(error)]!++;
     },
@@ -201,7 +211,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
   const routes = new Map<string, RouteSeries>();
   const total: MetricsCounts = {
     routes: [], rateLimitRejections: new Float64Array(RATE_LIMIT_CODES.length), apiKeyRejections: new Float64Array(API_KEY_CODES.length),
-    ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), ordersExpired: 0, eventsWritten: new Float64Array(EVENT_TYPES.length), petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
+    ordersReached: new Float64Array(ORDER_STATUS_LABELS.length), ordersExpired: 0, eventsWritten: new Float64Array(EVENT_TYPES.length), eventStreamsOpen: 0, petsCreated: 0, idempotentReplays: 0, databaseErrors: 0,
     webhookAttempts: new Float64Array(ATTEMPT_OUTCOMES.length), webhookDeliveriesPending: 0,
   };
   for (const counts of all) {
@@ -221,6 +231,7 @@ export function mergeCounts(all: readonly MetricsCounts[]): MetricsCounts {
     addInto(total.ordersReached, counts.ordersReached);
     total.ordersExpired += counts.ordersExpired;
     addInto(total.eventsWritten, counts.eventsWritten);
+    total.eventStreamsOpen += counts.eventStreamsOpen;
     total.petsCreated += counts.petsCreated;
     total.idempotentReplays += counts.idempotentReplays;
     total.databaseErrors += counts.databaseErrors;
@@ -284,6 +295,7 @@ export function renderCounts(counts: MetricsCounts, probe: ProcessProbe, workers
   ORDER_STATUS_LABELS.forEach((status, index) => out.push(`orders_total{status="${status}"} ${counts.ordersReached[index]}`));
   family(out, 'events_total', 'counter', 'Events written to the log, by type.');
   EVENT_TYPES.forEach((type, index) => out.push(`events_total{type="${type}"} ${counts.eventsWritten[index]}`));
+  single(out, 'event_streams_open', 'gauge', 'Event streams (GET /v1/events as text/event-stream) open now.', counts.eventStreamsOpen);
   single(out, 'orders_expired_total', 'counter', 'Placed orders cancelled by the service because their hold ended (also counted in orders_total{status="cancelled"}).', counts.ordersExpired);
   single(out, 'database_errors_total', 'counter', 'Requests answered 503 or 500 because of a database error, and failed background saves.', counts.databaseErrors);
   family(out, 'webhook_attempts_total', 'counter', 'Webhook delivery attempts made by this instance, by outcome: success, or why the attempt failed.');

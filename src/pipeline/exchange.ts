@@ -54,7 +54,11 @@ export interface SenderDeps {
 /** The writer of every answer. */
 export function createSender({ clock, logger, observer, draining }: SenderDeps) {
   return function send(req: IncomingMessage, res: ServerResponse, exchange: Exchange, reply: Reply): void {
-    if (res.headersSent || res.destroyed) return;
+    if (res.headersSent || res.destroyed) {
+      // A stream is handed its response even so, so that it gives back the slot it holds.
+      reply.stream?.(res);
+      return;
+    }
     const headers: Record<string, string | number> = {
       ...COMMON_HEADERS,
       'X-Request-Id': exchange.requestId,
@@ -71,8 +75,16 @@ export function createSender({ clock, logger, observer, draining }: SenderDeps) 
     }
     // An answer that left the body unread closes the connection rather than wait for that body.
     if (closeIfBodyUnread(req) || draining()) headers.Connection = 'close';
-    res.writeHead(reply.status, headers);
-    res.end(reply.body);
+    if (reply.stream !== undefined) {
+      // An open response has no length; it is counted and logged once, as it opens.
+      delete headers['Content-Length'];
+      res.writeHead(reply.status, headers);
+      res.flushHeaders();
+      reply.stream(res);
+    } else {
+      res.writeHead(reply.status, headers);
+      res.end(reply.body);
+    }
     const elapsedMs = performance.now() - exchange.started;
     const method = req.method ?? '';
     observer.responded(method, exchange.route, reply.status, elapsedMs / 1000);

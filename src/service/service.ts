@@ -19,6 +19,8 @@ import { createOrderWrites, type OrdersObserver } from '../api/orders/placements
 import { createCommitWaiter } from '../api/events/commit-waiter.ts';
 import { createEventsHandlers } from '../api/events/handlers.ts';
 import type { EventsObserver } from '../api/events/observer.ts';
+import { createEventStreams, type StreamsObserver } from '../api/events/streams.ts';
+import { createStreamSlots, type StreamSlots } from '../limits/stream-slots.ts';
 import type { App } from '../http/server.ts';
 import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
@@ -29,6 +31,9 @@ import { createCors } from '../http/cors.ts';
 import { proxyTrust } from '../http/trusted-proxies.ts';
 import { allowedHosts } from '../http/allowed-hosts.ts';
 import type { Stores } from '../storage/stores.ts';
+import { createWebhooksHandlers } from '../api/webhooks/handlers.ts';
+import { systemResolver, type Resolver } from '../http/outbound-resolution.ts';
+import { createAddressPolicy } from '../webhooks/address-policy.ts';
 
 export type ServiceConfig = Pick<
   Config,
@@ -37,7 +42,7 @@ export type ServiceConfig = Pick<
   // Optional so that the service can be built without them (tests, bench). An absent
   // corsAllowedOrigins means unset (no CORS header); an absent maxConnectionsPerAddress, the
   // server's default; an absent hold or cap, the variables' defaults.
-  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts' | 'orderHoldSeconds' | 'maxOpenOrdersPerAccount'>>;
+  Partial<Pick<Config, 'corsAllowedOrigins' | 'maxConnectionsPerAddress' | 'allowedHosts' | 'orderHoldSeconds' | 'maxOpenOrdersPerAccount' | 'webhookAllowedNetworks'>>;
 
 /** What a test may replace: a store that fails, a limiter that never refuses, another document. */
 export interface ServiceOverrides {
@@ -60,7 +65,18 @@ export interface ServiceDeps<S extends Stores = Stores> {
   /** Group commit of creates and changes; on unless turned off to measure the difference. */
   groupCommit?: boolean;
   /** Told of answers, refusals and creates (the metrics, when METRICS_PORT is set). */
-  observer?: PipelineObserver & CreationsObserver & OrdersObserver & Partial<EventsObserver>;
+  observer?: PipelineObserver & CreationsObserver & OrdersObserver & Partial<EventsObserver & StreamsObserver>;
+  /** Resolves a webhook URL's host when it is set; the system's resolver unless a test maps its own names. */
+  resolver?: Resolver;
+  /** The event streams' caps (WORKERS: counted in the primary thread) and, for tests, shorter intervals. */
+  streams?: StreamOptions;
+}
+
+export interface StreamOptions {
+  /** Default: this process's own counts, of the default caps. */
+  slots?: StreamSlots;
+  keepAliveMs?: number;
+  keyCheckMs?: number;
 }
 
 export interface Service<S extends Stores = Stores> {
@@ -72,7 +88,7 @@ export interface Service<S extends Stores = Stores> {
 }
 
 /** Builds the service over an engine's stores. */
-export function createService<S extends Stores>({ stores, config, clock, logger, overrides = {}, server, groupCommit = true, observer }: ServiceDeps<S>): Service<S> {
+export function createService<S extends Stores>({ stores, config, clock, logger, overrides = {}, server, groupCommit = true, observer, resolver = systemResolver, streams: streamOptions = {} }: ServiceDeps<S>): Service<S> {
   // The OpenAPI document and its text are made on their first use (the document's own request,
   // /docs) and kept: made at every start, they cost the start about 4 ms of CPU.
   let document: OpenApiDocument | undefined;
@@ -101,6 +117,8 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   };
   // The process's one waiter for the feed's long polls; the drain answers them at once.
   const waiter = createCommitWaiter({ latestId: () => stores.events.latestId() });
+  const { slots = createStreamSlots(), ...intervals } = streamOptions;
+  const streams = createEventStreams({ events: stores.events, waiter, keys: stores.keys, slots, clock, ...intervals, ...(observer ? { observer } : {}) });
   const pipeline = createPipeline({
     clock,
     logger,
@@ -117,7 +135,11 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
         changePet: createPetChanges({ pets, groupCommit, ...batching, ...(observer ? { observer } : {}) }),
       }),
       ...ordersHandlers(),
-      ...createEventsHandlers({ events: stores.events, waiter, clock }),
+      ...createEventsHandlers({ events: stores.events, waiter, clock, streams }),
+      ...createWebhooksHandlers({
+        webhooks: stores.webhooks, clock, policy: createAddressPolicy(config.webhookAllowedNetworks ?? []), resolve: resolver,
+        ...(observer ? { replayed: () => observer.idempotentReplayed() } : {}),
+      }),
       getOpenApiDocument: () => ({ status: 200, body: served() }),
     },
     databaseErrorOf: stores.databaseErrorOf,
@@ -130,6 +152,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const app: App = {
     handle: pipeline.handle,
     drain() {
+      streams.close();
       waiter.close();
       pipeline.drain();
     },

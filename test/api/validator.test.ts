@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiError } from '../../src/http/api-error.ts';
 import { validateBody, validatePath, validateQuery } from '../../src/api/validator.ts';
-import { getPetParameters, listPetsParameters, newPetSchema, petPatchSchema } from '../../src/api/schemas.ts';
+import { getPetParameters, listPetsParameters, newPetSchema, newWebhookSchema, petPatchSchema, webhookPatchSchema } from '../../src/api/schemas.ts';
+import { EVENT_TYPES } from '../../src/storage/events.ts';
 
 function rejects(run: () => unknown, code: string, ...named: string[]): void {
   assert.throws(run, (error: unknown) => {
@@ -188,4 +189,35 @@ test('repeated names are found in one pass: 2,000 names sent twice are refused, 
 test('a query of many copies of one known name is refused early and names it', () => {
   rejects(() => validateQuery(new URLSearchParams('limit=1&'.repeat(3_000)), listPetsParameters), 'invalid_query', '3000 parameters', '"limit" is repeated');
   rejects(() => validateQuery(new URLSearchParams('a=1&b=1&c=1&d=1'), []), 'invalid_query', '"a" is not a known parameter');
+});
+
+test('a webhook: url required, orders defaults to own, types left out when omitted (the handler fills in all of them)', () => {
+  assert.deepEqual(validateBody({ url: 'https://hooks.example/a' }, newWebhookSchema), { url: 'https://hooks.example/a', orders: 'own' });
+  assert.deepEqual(validateBody({ url: 'https://x.example/', types: ['order.placed', 'pet.created'], orders: 'all' }, newWebhookSchema), {
+    url: 'https://x.example/', types: ['order.placed', 'pet.created'], orders: 'all',
+  });
+  assert.deepEqual(validateBody({ url: 'https://x.example/', types: [...EVENT_TYPES] }, newWebhookSchema).types, [...EVENT_TYPES]);
+  rejects(() => validateBody({}, newWebhookSchema), 'invalid_body', 'url is required');
+});
+
+test('webhook types: an array of 1 to 7 distinct event types; empty, unknown, repeated or not an array is refused, naming why', () => {
+  const refused = (types: unknown, ...named: string[]) => rejects(() => validateBody({ url: 'https://x.example/', types }, newWebhookSchema), 'invalid_body', 'types must be an array of 1 to 7 distinct items', ...named);
+  refused([], 'not an empty array');
+  refused(['pet.created', 'pet.created'], '"pet.created" is repeated');
+  refused(['pet.created', 'pet.adopted']);
+  refused(['PET.CREATED']);
+  refused('pet.created');
+  refused(null, 'not null');
+  refused([1n]);
+  refused([['pet.created']]);
+  refused([...EVENT_TYPES, 'pet.created']);
+  refused(Array.from({ length: 10_000 }, () => 'pet.created'));
+});
+
+test('webhook orders: own or all; a patch may hold any of url, types, orders and status, with no default', () => {
+  rejects(() => validateBody({ url: 'https://x.example/', orders: 'mine' }, newWebhookSchema), 'invalid_body', 'orders must be one of own, all');
+  assert.deepEqual(validateBody({}, webhookPatchSchema), {});
+  assert.deepEqual(validateBody({ status: 'disabled', types: ['pet.deleted'] }, webhookPatchSchema), { status: 'disabled', types: ['pet.deleted'] });
+  rejects(() => validateBody({ status: 'paused', url: null, types: [], secret: 'x' }, webhookPatchSchema), 'invalid_body', 'status', 'url', 'types', '"secret"');
+  rejects(() => validateBody({ url: 'x'.repeat(2049) }, webhookPatchSchema), 'invalid_body', 'url must be a string of 1 to 2048 characters');
 });

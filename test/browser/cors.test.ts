@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, Page } from 'playwright-core';
-import { chromiumMissing, launchChromium } from '../support/chromium.ts';
+import { chromiumMissing, launchChromium, pageAt } from '../support/chromium.ts';
 import { startTestServer, type TestServer } from '../support/test-server.ts';
 
 /** A site that serves one empty page, standing for a shop's own website. */
@@ -73,15 +73,7 @@ describe('cross-origin requests in Chromium', { skip: chromiumMissing() }, () =>
     return api.logs.map((line) => JSON.parse(line)).filter((line) => line.path === path).map((line) => `${line.method} ${line.status} ${line.keyId ?? 'no key'}`);
   }
 
-  async function pageOn(t: TestContext, origin: string): Promise<{ page: Page; console: string[] }> {
-    const context = await browser.newContext();
-    t.after(() => context.close());
-    const page = await context.newPage();
-    const console: string[] = [];
-    page.on('console', (message) => console.push(`${message.type()}: ${message.text()}`));
-    await page.goto(`${origin}/`);
-    return { page, console };
-  }
+  const pageOn = (t: TestContext, origin: string) => pageAt(browser, t, `${origin}/`);
 
   test('a page from an allowed origin reads a list, its X-RateLimit-Remaining and its Link', async (t) => {
     const api = await startApi(t);

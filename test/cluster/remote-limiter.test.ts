@@ -5,6 +5,8 @@ import { createConnectionGate } from '../../src/http/connection-gate.ts';
 import { createRemoteLimiter } from '../../src/cluster/remote-limiter.ts';
 import { createRemoteGate } from '../../src/cluster/remote-gate.ts';
 import { createLimiterHost } from '../../src/cluster/limiter-host.ts';
+import { createRemoteStreamSlots } from '../../src/cluster/remote-stream-slots.ts';
+import { createStreamSlots } from '../../src/limits/stream-slots.ts';
 import type { PrimaryMessage, WorkerMessage } from '../../src/cluster/protocol.ts';
 import { fakeClock } from '../support/test-server.ts';
 
@@ -12,7 +14,7 @@ import { fakeClock } from '../support/test-server.ts';
 function channel() {
   const clock = fakeClock();
   const limiter = createLimiter({ clock, banThreshold: 3, banSeconds: 60 });
-  const host = createLimiterHost({ limiter, gate: createConnectionGate({ maxConnections: 3, maxConnectionsPerAddress: 2 }) });
+  const host = createLimiterHost({ limiter, gate: createConnectionGate({ maxConnections: 3, maxConnectionsPerAddress: 2 }), streams: createStreamSlots({ perKey: 2, perInstance: 3 }) });
   const sent: WorkerMessage[] = [];
   const post = (message: WorkerMessage) => sent.push(message);
   const remote = createRemoteLimiter(post);
@@ -26,7 +28,7 @@ function channel() {
       });
     }
   };
-  return { remote, gate, sent, deliver };
+  return { remote, gate, sent, deliver, host };
 }
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
@@ -62,4 +64,29 @@ test('the connection gate counts in the primary: a third connection from one add
   const total = [gate.admit('10.0.0.2'), gate.admit('10.0.0.3')];
   deliver();
   assert.deepEqual(await Promise.all(total), [null, { openConnections: 3 }], 'and the total cap');
+});
+
+test('event streams are counted in the primary: the caps per key and per instance hold across workers', async () => {
+  const { host } = channel();
+  // Two workers, each with its own channel to the one primary.
+  const workers = [0, 1].map(() => {
+    const sent: WorkerMessage[] = [];
+    return { sent, slots: createRemoteStreamSlots((message) => sent.push(message)) };
+  });
+  const deliver = () => {
+    for (const { sent, slots } of workers) {
+      for (const message of sent.splice(0)) host(message, (answer) => answer.type === 'stream_acquired' && slots.answered(answer.id, answer.refusal));
+    }
+  };
+  const [one, two] = workers.map((worker) => worker.slots) as [ReturnType<typeof createRemoteStreamSlots>, ReturnType<typeof createRemoteStreamSlots>];
+  const opened = [one.acquire('key_a'), two.acquire('key_a'), two.acquire('key_a')];
+  deliver();
+  assert.deepEqual(await Promise.all(opened), [null, null, { cap: 'key', limit: 2 }], 'two per key, whichever worker holds them');
+  const other = [one.acquire('key_b'), two.acquire('key_c')];
+  deliver();
+  assert.deepEqual(await Promise.all(other), [null, { cap: 'instance', limit: 3 }], 'three in all');
+  one.release('key_a');
+  const again = two.acquire('key_c');
+  deliver();
+  assert.equal(await again, null, 'a stream closed on one worker frees its slot for another');
 });

@@ -113,6 +113,16 @@ export function runWebhooksContract({ open }: WebhooksContractOptions): void {
     await made(webhooks, b.account);
   });
 
+  test('the list is in numeric id order, 9 before 10, and a page after an id is the ids above it', async (t) => {
+    const { keys, webhooks } = await open(t);
+    const a = await actor(keys);
+    const ids: number[] = [];
+    for (let i = 0; i < MAX_WEBHOOKS_PER_ACCOUNT; i++) ids.push((await made(webhooks, a.account)).webhook.id);
+    assert.ok(ids.some((id) => id >= 10), 'ids of two digits and of one');
+    assert.deepEqual((await webhooks.list({ account: a.account, afterId: 0, limit: 100 })).map((w) => w.id), ids);
+    assert.deepEqual((await webhooks.list({ account: a.account, afterId: ids[7]!, limit: 1 })).map((w) => w.id), [ids[8]]);
+  });
+
   test("a creation with an Idempotency-Key remembers what it made, secret included, found by that key; the key's second creation replays it", async (t) => {
     const { keys, webhooks } = await open(t);
     const a = await actor(keys);

@@ -2,8 +2,11 @@
  * The event feed across real processes: three instances on one PostgreSQL database, and one
  * process with WORKERS=2 on a SQLite file. A long poll on one server is woken by a commit made on
  * another (within the second the interface allows), and under random concurrent writes on every
- * server, consumers that follow `next` on every server each see exactly the events they may see,
- * once, in id order; the events replayed rebuild the pets and orders the database holds.
+ * server, consumers that follow `next` on every server, and consumers of the stream that resume
+ * with `Last-Event-ID` on every server, each see exactly the events they may see, once, in id
+ * order; the events replayed rebuild the pets and orders the database holds. The caps on streams
+ * hold across the workers of one instance, and a key revoked through another connection to the
+ * database ends its streams within a second; SIGTERM ends them at once.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,6 +22,7 @@ import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { createKeysStore as createPostgresKeys } from '../../src/storage/postgres/keys-store.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore as createSqliteKeys } from '../../src/storage/sqlite/keys-store.ts';
+import { openStream } from '../support/event-stream.ts';
 import { followWhileWriting, seeded, type LoadKey, type LoggedEvent } from '../support/event-followers.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
 import { openTestDatabase, postgresSkip, startPostgres, type PostgresCluster } from '../support/postgres.ts';
@@ -87,6 +91,23 @@ function send(agent: Agent, url: string): Promise<void> {
   });
 }
 
+/**
+ * Opens a stream on `url` with a key of its own, revokes the key with `revoke` (another
+ * connection to the database, as the keys command is), and resolves with how long the stream
+ * took to end after that.
+ */
+async function endedAfterRevocation(url: string, keys: Pick<KeysStore, 'create' | 'revoke'>): Promise<number> {
+  const { key, record } = await keys.create({ plan: 'enterprise', perMinute: 1000, perDay: 100_000, scopes: ['events:read'], now: Date.now() });
+  const open = await openStream(`${url}/v1/events`, { key });
+  assert.equal(open.response.status, 200);
+  // Past the first check of the key, which the revocation must not depend on.
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const revoked = Date.now();
+  assert.equal(await keys.revoke(record.id, revoked), true);
+  await open.ended;
+  return Date.now() - revoked;
+}
+
 describe('three instances on one PostgreSQL database', { skip: postgresSkip }, () => {
   let cluster: PostgresCluster;
   let sql: PostgresSql;
@@ -112,7 +133,12 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     assert.ok(woken.afterWrite < 1000, `answered ${woken.afterWrite} ms after the write`);
   });
 
-  test('random concurrent writes on three instances, consumers following next on all three: each sees its events once, in order; the replay rebuilds the store', async (t) => {
+  test('a key revoked in the database ends its stream on an instance within a second', async () => {
+    const took = await endedAfterRevocation(instances[2]!.url, createPostgresKeys(sql, { appEnv: 'staging' }));
+    assert.ok(took < 1500, `ended ${took} ms after the revocation`);
+  });
+
+  test('random concurrent writes on three instances, consumers following next and the stream on all three: each sees its events once, in order; the replay rebuilds the store', async (t) => {
     const { staff, adopters, reader } = await loadKeys(createPostgresKeys(sql, { appEnv: 'staging' }));
     const figures = await followWhileWriting({
       urls: instances.map((instance) => instance.url), staff, adopters, consumers: [staff, ...adopters, reader],
@@ -155,7 +181,12 @@ describe('WORKERS=2 on one SQLite file', () => {
     worker2.close();
   });
 
-  test('random concurrent writes on two workers, consumers following next: each sees its events once, in order; the replay rebuilds the store', async (t) => {
+  test('a key revoked through another connection to the file (as the keys command does) ends its stream on a worker within a second', async () => {
+    const took = await endedAfterRevocation(instance.url, createSqliteKeys(db, { appEnv: 'staging' }));
+    assert.ok(took < 1500, `ended ${took} ms after the revocation`);
+  });
+
+  test('random concurrent writes on two workers, consumers following next and the stream: each sees its events once, in order; the replay rebuilds the store', async (t) => {
     const { staff, adopters, reader } = await loadKeys(createSqliteKeys(db, { appEnv: 'staging' }));
     const figures = await followWhileWriting({
       urls: [instance.url], staff, adopters, consumers: [staff, ...adopters, reader],
@@ -165,4 +196,40 @@ describe('WORKERS=2 on one SQLite file', () => {
     assert.deepEqual([figures.duplicates, figures.misses, figures.outOfOrder], [0, 0, 0]);
     assert.ok(figures.writes > 300, `${figures.writes} writes made`);
   });
+
+  test('five streams per key hold across the workers, and event_streams_open sums them', async () => {
+    const { reader } = await loadKeys(createSqliteKeys(db, { appEnv: 'staging' }));
+    // Each stream on a connection of its own, known to reach its worker: three on 1, two on 2.
+    const connections = await Promise.all([1, 1, 1, 2, 2, 1, 2].map((worker) => connectionTo(instance, worker)));
+    const streams = await Promise.all(connections.slice(0, 5).map((connection) => openStream(`${connection.url}/v1/events`, { key: reader.key })));
+    assert.deepEqual(streams.map((each) => each.response.status), [200, 200, 200, 200, 200]);
+    for (const connection of connections.slice(5)) {
+      const refused = await fetch(`${connection.url}/v1/events`, { headers: { authorization: `Bearer ${reader.key}`, accept: 'text/event-stream' } });
+      assert.equal(refused.status, 429, 'a sixth, on either worker');
+      assert.equal(((await refused.json()) as { code: string }).code, 'too_many_streams');
+    }
+    const metrics = /"event":"metrics_listening","url":"([^"]+)"/.exec(instance.stdout.join('\n'))![1]!;
+    assert.equal(valueOf(parseExposition(await (await fetch(`${metrics}/metrics`)).text()), 'event_streams_open'), 5);
+    for (const each of streams) each.close();
+    for (const connection of connections) connection.close();
+  });
+});
+
+test('SIGTERM ends the open streams at once and the process exits 0, without waiting for its grace period', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pets-events-drain-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'pets.db');
+  const server = await startInstance({ APP_ENV: 'staging', DATABASE_PATH: path });
+  t.after(() => killAll([server]));
+  const db = openDatabase(path);
+  const { reader } = await loadKeys(createSqliteKeys(db, { appEnv: 'staging' }));
+  db.close();
+  const streams = await Promise.all([1, 2, 3].map(() => openStream(`${server.url}/v1/events`, { key: reader.key })));
+  assert.deepEqual(streams.map((each) => each.response.status), [200, 200, 200]);
+  const stopping = Date.now();
+  const exited = server.stop();
+  await Promise.all(streams.map((each) => each.ended));
+  assert.ok(Date.now() - stopping < 1000, `the streams ended ${Date.now() - stopping} ms after SIGTERM`);
+  assert.equal(await exited, 0);
+  assert.ok(Date.now() - stopping < 5000, `exited ${Date.now() - stopping} ms after SIGTERM (the grace period is 10 s)`);
 });

@@ -51,12 +51,12 @@ test('a preflight from an allowed origin gets the path methods, the request head
   assert.deepEqual(createCors([SHOP])!.preflight(SHOP, 'GET, HEAD, POST'), {
     'Access-Control-Allow-Origin': SHOP,
     'Access-Control-Allow-Methods': 'GET, HEAD, POST',
-    'Access-Control-Allow-Headers': 'Authorization, Content-Type, Idempotency-Key, If-Match, X-Request-Id',
+    'Access-Control-Allow-Headers': 'Authorization, Content-Type, Idempotency-Key, If-Match, Last-Event-ID, X-Request-Id',
     'Access-Control-Max-Age': '600',
     Vary: 'Origin',
   });
   assert.equal(createCors('*')!.preflight(SHOP, 'GET, HEAD')!['Access-Control-Allow-Origin'], '*');
-  assert.deepEqual([...ALLOWED_REQUEST_HEADERS], ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id']);
+  assert.deepEqual([...ALLOWED_REQUEST_HEADERS], ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'Last-Event-ID', 'X-Request-Id']);
 });
 
 test('a preflight from another origin learns nothing, not even whether the path exists', () => {

@@ -114,7 +114,7 @@ test('a preflight from an allowed origin: 204 with the path methods, the allowed
     assert.deepEqual(Object.fromEntries([...response.headers].filter(([name]) => name.startsWith('access-control-') || name === 'vary')), {
       'access-control-allow-origin': SHOP,
       'access-control-allow-methods': methods,
-      'access-control-allow-headers': 'Authorization, Content-Type, Idempotency-Key, If-Match, X-Request-Id',
+      'access-control-allow-headers': 'Authorization, Content-Type, Idempotency-Key, If-Match, Last-Event-ID, X-Request-Id',
       'access-control-max-age': '600',
       vary: 'Origin',
     }, path);

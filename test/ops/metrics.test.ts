@@ -24,6 +24,7 @@ test('an empty registry exposes every family the contract lists, each with HELP 
     idempotent_replays_total: 'counter',
     orders_total: 'counter',
     events_total: 'counter',
+    event_streams_open: 'gauge',
     orders_expired_total: 'counter',
     database_errors_total: 'counter',
     webhook_attempts_total: 'counter',
@@ -156,6 +157,7 @@ test('promtool check metrics accepts the exposition with every kind of series in
   metrics.responded('DELETE', '/v1/pets/{petId}', 204, 0.002);
   metrics.responded('GET', null, 404, 0.0001);
   metrics.rateLimitRejected('rate_limited');
+  metrics.eventStreamOpened();
   metrics.webhookAttempted('http_status');
   metrics.webhookDeliveriesPending(2);
   const verdict = promtoolCheckMetrics(t, metrics.render());
@@ -179,6 +181,11 @@ test('counts of several registries (WORKERS) merge into what one registry that s
   feed(1, (m) => m.petCreated());
   feed(0, (m) => m.idempotentReplayed());
   feed(1, (m) => m.databaseError());
+  // A gauge adds up across workers like the counters: 2 + 1 streams open, one closed since.
+  feed(0, (m) => m.eventStreamOpened());
+  feed(0, (m) => m.eventStreamOpened());
+  feed(1, (m) => m.eventStreamOpened());
+  feed(0, (m) => m.eventStreamClosed());
   feed(0, (m) => m.webhookAttempted('timeout'));
   feed(1, (m) => m.webhookAttempted(null));
   // Through a structured clone, as the counts cross threads.
@@ -189,6 +196,7 @@ test('counts of several registries (WORKERS) merge into what one registry that s
   const exposition = parseExposition(merged);
   assert.equal(valueOf(exposition, 'worker_requests_total', { worker: '1' }), 2);
   assert.equal(valueOf(exposition, 'worker_requests_total', { worker: '2' }), 2);
+  assert.equal(valueOf(exposition, 'event_streams_open', {}), 2);
 });
 
 test('the event-loop delay of several workers is the slowest worker\'s, counts added', () => {

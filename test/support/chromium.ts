@@ -4,7 +4,7 @@
  * tests with one line saying how to get it; with CI=true a missing Chromium is a failure.
  */
 import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 
 /** Debian's chromium package; CHROMIUM_PATH points elsewhere. */
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
@@ -31,4 +31,18 @@ export function launchChromium(): Promise<Browser> {
     headless: true,
     args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run', '--disable-extensions'],
   });
+}
+
+/**
+ * A page of a fresh context of `browser` at `url`, closed when the test ends, with every line the
+ * page writes to its console (a test asserts there is none, or the one it expects).
+ */
+export async function pageAt(browser: Browser, t: { after(fn: () => unknown): void }, url: string): Promise<{ page: Page; console: string[] }> {
+  const context = await browser.newContext();
+  t.after(() => context.close());
+  const page = await context.newPage();
+  const console: string[] = [];
+  page.on('console', (message) => console.push(`${message.type()}: ${message.text()}`));
+  await page.goto(url);
+  return { page, console };
 }

@@ -114,16 +114,23 @@ export const COMPLEXITY_SERVER = {
   },
 } as const;
 
-/** The server's fixtures: a pet and an order the test key may change, the served document, the allowed origin and host. */
+/** The server's fixtures: a pet, an order and a webhook the test key may change, the served document, the allowed origin and host. */
 export async function complexityFixtures(server: TestServer): Promise<Fixtures> {
   const pet = await server.post('/v1/pets', { name: 'Rex', categoryId: 1 });
   const ordered = await server.post('/v1/pets', { name: 'Tom', categoryId: 1 });
   const order = await server.post('/v1/store/orders', { petId: ((await ordered.json()) as { id: number }).id });
   assert.equal(order.status, 201);
+  // An address, not a name: no lookup is made for it.
+  const webhook = await server.post('/v1/webhooks', { url: 'https://93.184.215.14/hooks' });
+  assert.equal(webhook.status, 201);
   return {
     key: server.key,
     document: JSON.parse(server.service.openapi),
-    pathValues: { petId: String(((await pet.json()) as { id: number }).id), orderId: String(((await order.json()) as { id: number }).id) },
+    pathValues: {
+      petId: String(((await pet.json()) as { id: number }).id),
+      orderId: String(((await order.json()) as { id: number }).id),
+      webhookId: String(((await webhook.json()) as { id: number }).id),
+    },
     origin: 'https://app.example',
     host: 'pets.example',
   };

@@ -83,6 +83,10 @@ export interface TestServerOptions {
   server?: ServerOptions;
   /** Told of answers, refusals and creates (the metrics). */
   observer?: ServiceDeps['observer'];
+  /** The event streams' caps and intervals. */
+  streams?: ServiceDeps['streams'];
+  /** Resolves webhook URLs' hosts (a test maps its own names); default the system's. */
+  resolver?: ServiceDeps['resolver'];
 }
 
 /** Starts the real service on 127.0.0.1 port 0 and closes it when the test ends. */
@@ -219,12 +223,12 @@ export async function startInlineTestServer(t: TestContext, options: Omit<TestSe
 export type PostgresTestServer = Omit<TestServer, 'db' | 'service'> & { service: Service<PostgresStores> };
 
 /** Starts the PostgreSQL service over `sql` (migrated; left open) on port 0. */
-export async function startPostgresTestServer(t: TestContext, sql: PostgresSql, options: Pick<TestServerOptions, 'clock' | 'config'> = {}): Promise<PostgresTestServer> {
+export async function startPostgresTestServer(t: TestContext, sql: PostgresSql, options: Pick<TestServerOptions, 'clock' | 'config' | 'server' | 'streams' | 'observer' | 'resolver'> = {}): Promise<PostgresTestServer> {
   const clock = options.clock ?? fakeClock();
   const { logger, logs } = captureLogs(clock);
   const config = testConfig(options);
   const stores = openPostgresStores(sql, { appEnv: config.appEnv, clock, banThreshold: config.rateLimitBanThreshold, banSeconds: config.rateLimitBanSeconds });
-  const service = createService({ stores, config, clock, logger });
+  const service = serviceOver(stores, config, clock, logger, options);
   return { ...(await serve(t, service, clock, logger, logs)), service };
 }
 
@@ -242,7 +246,9 @@ function serviceOver<S extends Stores>(stores: S, config: ServiceConfig, clock: 
     stores, config, clock, logger,
     ...(options.overrides ? { overrides: options.overrides } : {}),
     ...(options.server ? { server: options.server } : {}),
+    ...(options.resolver ? { resolver: options.resolver } : {}),
     observer: options.observer,
+    ...(options.streams ? { streams: options.streams } : {}),
   });
 }
 

@@ -7,7 +7,7 @@
  *
  * Built from the table and the served OpenAPI document, so a new operation, parameter or body
  * property is covered without a word here, as long as it is of a kind this file knows: an
- * integer or a string parameter, a body object of integer and string properties, the headers
+ * integer or a string parameter, a body object of integer, string and string-array properties, the headers
  * named in HEADER_PARAMETERS. Anything else throws, naming what needs a generator, so that a
  * new surface cannot go unmeasured.
  */
@@ -220,6 +220,15 @@ function propertyShapes(name: string, property: { type?: string }): Shape[] {
       { name: `${name}: a string of escaped quotes`, head: `{${key}:"`, unit: repeat('\\"'), tail: '"}' },
       { name: `${name}: a long string`, head: `{${key}:"`, unit: repeat('é'), tail: '"}' },
       asArray,
+    ];
+  }
+  if (property.type === 'array') {
+    return [
+      { name: `${name}: thousands of the same string`, head: `{${key}:[`, unit: list(',', () => '"pet.created"'), tail: ']}' },
+      { name: `${name}: thousands of distinct strings`, head: `{${key}:[`, unit: list(',', (index) => `"s${index}"`), tail: ']}' },
+      { name: `${name}: one long string`, head: `{${key}:["`, unit: repeat('é'), tail: '"]}' },
+      { name: `${name}: nested arrays`, head: `{${key}:`, unit: () => ['[', ']'], tail: '}' },
+      { name: `${name}: thousands of nulls`, head: `{${key}:[`, unit: list(',', () => 'null'), tail: ']}' },
     ];
   }
   throw new Error(`no worst-case generator for body property ${name} of type ${property.type ?? JSON.stringify(property)}`);

@@ -14,10 +14,11 @@ export const COMMIT_POLL_INTERVAL_MS = 200;
 
 export interface CommitWaiter {
   /**
-   * Resolves true once the log's highest id is above `seen`; false after `ms`, or at once and
-   * for good once the waiter is closed (the server drains).
+   * Resolves true once the log's highest id is above `seen`; false after `ms`, when `signal`
+   * aborts (a stream that ended), or at once and for good once the waiter is closed (the server
+   * drains).
    */
-  wait(seen: number, ms: number): Promise<boolean>;
+  wait(seen: number, ms: number, signal?: AbortSignal): Promise<boolean>;
   /** Answers every waiting request now, and every later one at once. */
   close(): void;
 }
@@ -32,6 +33,8 @@ interface Waiting {
   seen: number;
   resolve: (woken: boolean) => void;
   timer: ReturnType<typeof setTimeout>;
+  /** Removes its listener from the signal it was given (a stream waits thousands of times on one). */
+  forget?: () => void;
 }
 
 /** A waiter over `latestId`; its timers run only while someone waits, and never keep the process alive. */
@@ -44,6 +47,7 @@ export function createCommitWaiter({ latestId, intervalMs = COMMIT_POLL_INTERVAL
   function finish(waiter: Waiting, woken: boolean): void {
     if (!waiting.delete(waiter)) return;
     clearTimeout(waiter.timer);
+    waiter.forget?.();
     waiter.resolve(woken);
     if (waiting.size === 0 && poll !== null) {
       clearInterval(poll);
@@ -66,12 +70,17 @@ export function createCommitWaiter({ latestId, intervalMs = COMMIT_POLL_INTERVAL
   }
 
   return {
-    wait(seen, ms) {
-      if (closed || ms <= 0) return Promise.resolve(false);
+    wait(seen, ms, signal) {
+      if (closed || ms <= 0 || signal?.aborted) return Promise.resolve(false);
       return new Promise((resolve) => {
         const waiter: Waiting = { seen, resolve, timer: setTimeout(() => finish(waiter, false), ms) };
         waiter.timer.unref?.();
         waiting.add(waiter);
+        if (signal !== undefined) {
+          const aborted = () => finish(waiter, false);
+          signal.addEventListener('abort', aborted, { once: true });
+          waiter.forget = () => signal.removeEventListener('abort', aborted);
+        }
         if (poll === null) {
           poll = setInterval(() => void read(), intervalMs);
           poll.unref?.();

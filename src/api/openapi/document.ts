@@ -10,7 +10,8 @@ import { SCOPE_MEANINGS, SCOPES } from '../../keys/scopes.ts';
 import { BASE_PATH, deprecationHeaders, type OperationSpec, type OperationTable, type ResponseSpec } from '../operation.ts';
 import { OPERATIONS, TAGS } from '../operations.ts';
 import { HEADERS, type HeaderName, type HeaderSubject, type HeaderUse } from '../response-headers.ts';
-import { EVENT_SCHEMAS, SCHEMAS, type ArraySchema, type ObjectSchema, type Schema } from '../schemas.ts';
+import { EVENT_SCHEMAS, SCHEMAS, WEBHOOK_SCHEMAS, type ArraySchema, type ObjectSchema, type Schema } from '../schemas.ts';
+import { ATTEMPT_DEADLINE_MS } from '../../webhooks/attempt.ts';
 import { CORS, DEPRECATION, EVERY, headers, RATE } from './headers.ts';
 import { errorSchema, jsonSchema, parameter, ref, requestSchema, type JsonObject } from './json-schema.ts';
 import { errorResponse, EVERY_OPERATION, forbidden, internalError, shared, SHARED_RESPONSES, unavailable, type SharedResponse } from './responses.ts';
@@ -31,6 +32,7 @@ export interface OpenApiDocument extends JsonObject {
   info: JsonObject & { title: string; version: string };
   servers: { url: string; description: string; 'x-internal': boolean }[];
   paths: Record<string, Record<string, JsonObject>>;
+  webhooks: Record<string, Record<string, JsonObject>>;
   components: Record<string, Record<string, JsonObject>>;
 }
 
@@ -82,7 +84,9 @@ function response(spec: OperationSpec, subject: HeaderSubject, status: number, {
 function responses(spec: OperationSpec, subject: HeaderSubject): JsonObject {
   const own = Object.entries(spec.responses).map(([status, answer]) => [status, response(spec, subject, Number(status), answer)]);
   // The document itself needs no key, so it never answers 401.
-  const common: SharedResponse[] = spec.scope === null ? EVERY_OPERATION.filter((name) => name !== 'Unauthorized') : [...EVERY_OPERATION, 'Forbidden'];
+  const every: SharedResponse[] = spec.scope === null ? EVERY_OPERATION.filter((name) => name !== 'Unauthorized') : [...EVERY_OPERATION, 'Forbidden'];
+  // An answer of its own (the feed's 429, with the streams' cap) replaces the shared one of its status.
+  const common = every.filter((name) => !(String(SHARED_RESPONSES[name][0]) in spec.responses));
   const variants: JsonObject = {};
   // A replay returns the first response, whatever the operation answered.
   const replayed: HeaderName[] = spec.replayable ? ['Idempotent-Replayed'] : [];
@@ -139,7 +143,65 @@ function componentSchemas(table: OperationTable): Record<string, JsonObject> {
     if (schema.type === 'string') return { ...schema, ...(schema.enum ? { enum: [...schema.enum] } : {}) };
     return requestBodies.has(schema) ? requestSchema(schema as ObjectSchema) : jsonSchema(schema);
   };
-  return { ...Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, component(schema)])), ...(EVENT_SCHEMAS as Record<string, JsonObject>), Error: errorSchema };
+  return {
+    ...Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, component(schema)])),
+    ...(EVENT_SCHEMAS as Record<string, JsonObject>),
+    ...(WEBHOOK_SCHEMAS as Record<string, JsonObject>),
+    Error: errorSchema,
+  };
+}
+
+// --- Webhooks ---------------------------------------------------------------------------------
+
+/**
+ * What the service sends to a webhook's URL (OpenAPI 3.1's top-level `webhooks`): one POST per
+ * event, the Standard Webhooks headers, and what the receiver's answer means. The receiver is the
+ * server here, so there is no key and no rate limit: the signature is its authentication.
+ */
+function webhooks(): OpenApiDocument['webhooks'] {
+  const header = (name: string, description: string, schema: JsonObject) => ({ name, in: 'header', required: true, description, schema });
+  const seconds = ATTEMPT_DEADLINE_MS / 1000;
+  return {
+    event: {
+      post: {
+        operationId: 'deliverEvent',
+        tags: ['webhooks'],
+        summary: 'An event delivered to a webhook',
+        description:
+          'Each event a webhook sees (of the types it lists; every pet event, and the order events of its account, or of every account ' +
+          'with `orders: "all"`) is POSTed to its URL, the event as the body, exactly as `GET /v1/events` shows it to the account. ' +
+          'Verify `webhook-signature` over the raw body before believing it, and deduplicate on `webhook-id`: a delivery may come ' +
+          'more than once, and deliveries come in no guaranteed order. See docs/webhooks.md.',
+        parameters: [
+          header('webhook-id', 'The event\'s id: the same for every attempt at this event. Deduplicate on it.', { type: 'string', pattern: '^[1-9][0-9]{0,18}$', maxLength: 19 }),
+          header('webhook-timestamp', 'When this attempt started, in whole seconds since the Unix epoch (signed: refuse one too far from now).', {
+            type: 'string', pattern: '^[0-9]{1,12}$', maxLength: 12,
+          }),
+          header(
+            'webhook-signature',
+            '`v1,` and the standard base64 of the HMAC-SHA256, keyed with the bytes the secret\'s base64 (after `whsec_`) decodes to, of ' +
+              '`<webhook-id>.<webhook-timestamp>.<body>`.',
+            { type: 'string', pattern: '^v1,[A-Za-z0-9+/]{43}=$', maxLength: 47 },
+          ),
+        ],
+        requestBody: {
+          required: true,
+          description: 'The event, as JSON (`Content-Type: application/json`).',
+          content: { 'application/json': { schema: ref('schemas', 'Event') } },
+        },
+        security: [],
+        responses: {
+          '2XX': { description: `Delivered: any \`2xx\` within ${seconds} s. The body is read up to 64 KiB and discarded.` },
+          default: {
+            description:
+              `Not delivered: any other status (a \`3xx\` too: redirects are not followed), or none within ${seconds} s. The attempt is ` +
+              'retried after each wait of `WEBHOOK_RETRY_SCHEDULE` in turn, then abandoned; an endpoint whose every attempt failed ' +
+              'for 5 days is disabled.',
+          },
+        },
+      },
+    },
+  };
 }
 
 // --- The document -----------------------------------------------------------------------------
@@ -181,6 +243,7 @@ export function buildOpenApiDocument(options: OpenApiOptions, table: OperationTa
     security: [{ bearerAuth: [] }],
     tags: Object.entries(TAGS).map(([name, description]) => ({ name, description })),
     paths: paths(table),
+    webhooks: webhooks(),
     components: {
       schemas: componentSchemas(table),
       // Only the headers that are always present when described: the others are written in place.

@@ -4,7 +4,7 @@
  * schema, and references to the document's components.
  */
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
-import { SCHEMAS, type IntegerSchema, type ListSchema, type ObjectSchema, type Parameter, type Schema, type StringSchema } from '../schemas.ts';
+import { SCHEMAS, type ListSchema, type ObjectSchema, type Parameter, type PropertySchema, type Schema, type StringArraySchema } from '../schemas.ts';
 
 /** A JSON object of the document; the parts are plain data, built for JSON.stringify. */
 export type JsonObject = { [key: string]: unknown };
@@ -22,7 +22,8 @@ const ENUM_COMPONENTS = new Map<readonly string[] | undefined, string>(
  * becomes a reference to its component (`PetStatus`, `OrderStatus`), keeping its own annotations
  * (a default, a description).
  */
-export function jsonSchema(schema: Schema): JsonObject {
+export function jsonSchema(schema: Schema | StringArraySchema): JsonObject {
+  if (schema.type === 'array') return { ...schema, items: jsonSchema(schema.items) };
   const component = schema.type === 'string' ? ENUM_COMPONENTS.get(schema.enum) : undefined;
   if (schema.type === 'string' && component !== undefined) {
     const { type: _type, enum: _enum, ...annotations } = schema;
@@ -47,14 +48,14 @@ export function jsonSchema(schema: Schema): JsonObject {
  * request body, and a component schema is not.
  */
 export function requestSchema(schema: ObjectSchema): JsonObject {
-  const properties: Record<string, StringSchema | IntegerSchema> = {};
+  const properties: Record<string, PropertySchema> = {};
   for (const [name, property] of Object.entries(schema.properties)) {
     if (property.default === undefined) {
       properties[name] = property;
       continue;
     }
     const { default: fallback, ...rest } = property;
-    properties[name] = { ...rest, description: `${rest.description ?? ''} Omitted means \`${fallback}\`.`.trimStart() } as StringSchema | IntegerSchema;
+    properties[name] = { ...rest, description: `${rest.description ?? ''} Omitted means \`${fallback}\`.`.trimStart() } as PropertySchema;
   }
   return jsonSchema({ ...schema, properties });
 }

@@ -94,7 +94,8 @@ export const SHARED_RESPONSES = {
     errorResponse(
       429,
       'Rate limit exceeded, or this caller is temporarily banned for repeating requests after 429s. Retry after `Retry-After`, with exponential backoff.',
-      codesOf(429),
+      // A stream's own cap is a 429 too, but only the feed's: it lists it in its own answer.
+      ['rate_limited', 'temporarily_banned'],
       [...EVERY, ...RATE, 'Retry-After'],
     ),
   ],

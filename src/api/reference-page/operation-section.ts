@@ -217,3 +217,26 @@ ${responses(document, entry, headers)}
 ${tryItForm(document, entry, basePath)}
 </article>`;
 }
+
+/**
+ * What the service itself sends (the document's top-level `webhooks`): one article per request,
+ * with its headers, its body and what its answers mean, and no form, since the reader's server
+ * receives it. `name` is its key in `webhooks`.
+ */
+export function deliverySection(document: Json, name: string, method: string, operation: Json, headers: HeaderIndex): Html {
+  const entry: OperationEntry = {
+    method: method.toUpperCase(), path: name, operationId: stringAt(operation, 'operationId') ?? `${method}-${name}`, operation,
+    parameters: arrayAt(operation, 'parameters').map((parameter) => resolve(document, parameter)), deprecated: false,
+  };
+  const id = anchor('webhook', name);
+  const description = stringAt(operation, 'description');
+  return html`<article class="operation" id="${id}" aria-labelledby="${id}-title">
+<h3 id="${id}-title">${stringAt(operation, 'summary') ?? name}</h3>
+<p class="endpoint"><span class="method method-${method.toLowerCase()}">${entry.method}</span> <code class="path">your webhook's url</code></p>
+${description !== undefined ? html`<p>${prose(description)}</p>` : null}
+<p class="meta">Sent by the service to your server, with no API key: check <code>webhook-signature</code> instead. Operation id <code>${entry.operationId}</code>.</p>
+${parametersTable(document, entry)}
+${requestBody(document, entry)}
+${responses(document, entry, headers)}
+</article>`;
+}

@@ -10,10 +10,10 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Reply } from '../../http/reply.ts';
-import { arrayAt, errorCodes, objectAt, operationGroups, responseErrors, stringAt, type Json, type OperationGroup } from './document.ts';
+import { arrayAt, errorCodes, isObject, objectAt, operationGroups, responseErrors, stringAt, type Json, type OperationGroup } from './document.ts';
 import { html, prose, raw, type Html } from './html.ts';
 import {
-  anchor, createHeaderIndex, fieldsTable, operationAnchor, operationSection, responseAnchor, responseDetails, type HeaderIndex,
+  anchor, createHeaderIndex, deliverySection, fieldsTable, operationAnchor, operationSection, responseAnchor, responseDetails, type HeaderIndex,
 } from './operation-section.ts';
 import { descriptionOf, exampleOf, schemaAnchor, typeAndRules } from './schema-text.ts';
 
@@ -77,7 +77,14 @@ ${schemes.map(([name, scheme]) => html`<dt>Authentication</dt><dd>${prose(string
 </section>`;
 }
 
-function contents(groups: readonly OperationGroup[], options: ReferencePageOptions): Html {
+/** The requests the service sends, by their key in the document's `webhooks` and their method. */
+function deliveries(document: Json): { name: string; method: string; operation: Json }[] {
+  return Object.entries(objectAt(document, 'webhooks')).flatMap(([name, item]) =>
+    Object.entries(isObject(item) ? item : {}).filter(([, operation]) => isObject(operation)).map(([method, operation]) => ({ name, method, operation: operation as Json })));
+}
+
+function contents(document: Json, groups: readonly OperationGroup[], options: ReferencePageOptions): Html {
+  const sent = deliveries(document);
   return html`<nav class="contents" aria-label="Contents">
 <h2 class="contents-title">Contents</h2>
 <ol>
@@ -86,6 +93,8 @@ ${groups.map((group) => html`<li><a class="group-name" href="#${anchor('tag', gr
 <ol>${group.operations.map((entry) => html`<li><a href="#${operationAnchor(entry)}"><span class="method method-${entry.method.toLowerCase()}">${entry.method}</span> <span class="label">${stringAt(entry.operation, 'summary') ?? `${options.basePath}${entry.path}`}</span>${
   // The badge, unless the summary already says so.
   entry.deprecated && !/deprecated/i.test(stringAt(entry.operation, 'summary') ?? '') ? html` <span class="badge-deprecated">Deprecated</span>` : null}</a></li>`)}</ol></li>`)}
+${sent.length > 0 ? html`<li><a class="group-name" href="#webhooks-sent">Webhooks: what the service sends</a>
+<ol>${sent.map(({ name, method, operation }) => html`<li><a href="#${anchor('webhook', name)}"><span class="method method-${method}">${method.toUpperCase()}</span> <span class="label">${stringAt(operation, 'summary') ?? name}</span></a></li>`)}</ol></li>` : null}
 <li><a href="#errors">Errors</a></li>
 <li><a href="#common-responses">Common responses</a></li>
 <li><a href="#schemas">Schemas</a></li>
@@ -100,6 +109,16 @@ function groupSection(document: Json, group: OperationGroup, options: ReferenceP
 <h2 id="${id}-title">${group.tag}</h2>
 ${group.description !== undefined ? html`<p>${prose(group.description)}</p>` : null}
 ${group.operations.map((entry) => operationSection(document, entry, options.basePath, headers))}
+</section>`;
+}
+
+function webhooksSection(document: Json, headers: HeaderIndex): Html | null {
+  const sent = deliveries(document);
+  if (sent.length === 0) return null;
+  return html`<section class="group" id="webhooks-sent" aria-labelledby="webhooks-sent-title">
+<h2 id="webhooks-sent-title">Webhooks: what the service sends</h2>
+<p>Requests the service makes to the URLs of your webhooks, as events happen: your server answers them.</p>
+${sent.map(({ name, method, operation }) => deliverySection(document, name, method, operation, headers))}
 </section>`;
 }
 
@@ -197,10 +216,11 @@ ${stringAt(info, 'description') !== undefined ? html`<p class="lede">${prose(str
 </div>
 </header>
 <div class="layout">
-${contents(groups, options)}
+${contents(document, groups, options)}
 <main id="main" tabindex="-1">
 ${intro(document, options)}
 ${groups.map((group) => groupSection(document, group, options, headers))}
+${webhooksSection(document, headers)}
 ${errorsSection(document, groups, options)}
 ${commonResponses(document, headers)}
 ${schemasSection(document)}

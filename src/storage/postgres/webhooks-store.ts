@@ -27,6 +27,7 @@ import { guard, guardRead } from './database.ts';
 import { inTransaction } from './item-savepoints.ts';
 import { sequence } from './event-log.ts';
 
+/** The id as text (exact past 2^53): an ORDER BY must name `webhooks.id`, since `id` alone is this text. */
 const COLUMNS = 'id::text AS id, account, url, types, orders, status, created_at::text AS created_at';
 
 /**
@@ -60,7 +61,7 @@ export function createWebhooksStore(sql: PostgresSql): WebhooksStore {
 
     async list({ account, afterId, limit }) {
       const rows = await guardRead(() => sql.unsafe<WebhookRow[]>(
-        `SELECT ${COLUMNS} FROM webhooks WHERE account = $1 AND id > $2::bigint ORDER BY id LIMIT $3`, [account, afterId, limit], { prepare: true }));
+        `SELECT ${COLUMNS} FROM webhooks WHERE account = $1 AND id > $2::bigint ORDER BY webhooks.id LIMIT $3`, [account, afterId, limit], { prepare: true }));
       return rows.map(toWebhook);
     },
 

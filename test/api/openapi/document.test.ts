@@ -154,8 +154,9 @@ test('every parameter carries its constraints', () => {
 test('components: the pets\', the orders\' and the inventory\'s schemas and Error, with int64 ids and Error.code the contract codes', () => {
   const { schemas } = served().components;
   assert.deepEqual(Object.keys(schemas).sort(), [
-    'DeletedPet', 'Error', 'Event', 'Inventory', 'NewOrder', 'NewPet', 'Order', 'OrderApprovedEvent', 'OrderCancelledEvent', 'OrderCompletedEvent',
-    'OrderPatch', 'OrderPlacedEvent', 'OrderStatus', 'Orders', 'Pet', 'PetCreatedEvent', 'PetDeletedEvent', 'PetPatch', 'PetStatus', 'PetUpdatedEvent', 'Pets',
+    'CreatedWebhook', 'DeletedPet', 'Error', 'Event', 'Inventory', 'NewOrder', 'NewPet', 'NewWebhook', 'Order', 'OrderApprovedEvent', 'OrderCancelledEvent',
+    'OrderCompletedEvent', 'OrderPatch', 'OrderPlacedEvent', 'OrderStatus', 'Orders', 'Pet', 'PetCreatedEvent', 'PetDeletedEvent', 'PetPatch', 'PetStatus',
+    'PetUpdatedEvent', 'Pets', 'Webhook', 'WebhookDelivery', 'WebhookPatch', 'Webhooks',
   ]);
   assert.deepEqual(Object.keys(schemas.Order.properties), ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt']);
   assert.deepEqual(schemas.Order.required, ['id', 'petId', 'account', 'status', 'placedAt', 'updatedAt', 'expiresAt']);
@@ -176,7 +177,7 @@ test('components: the pets\', the orders\' and the inventory\'s schemas and Erro
   assert.deepEqual(schemas.Error.required, ['code', 'message', 'status']);
   assert.equal(schemas.Error.additionalProperties, false);
   assert.deepEqual(schemas.Error.properties.code.enum, Object.keys(ERROR_STATUS));
-  assert.equal(schemas.Error.properties.code.enum.length, 31, 'the 31 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2; the cap\'s and cursor_expired since 1.3)');
+  assert.equal(schemas.Error.properties.code.enum.length, 34, 'the 34 codes of docs/api.md, "Errors" (412 since 1.1; 403 and the orders\' four since 1.2; the cap\'s, cursor_expired and too_many_streams since 1.3; the webhooks\' two since)');
 });
 
 test('PetPatch is NewPet as a merge patch: the same field rules, nothing required, no default, nothing else allowed', () => {
@@ -206,6 +207,12 @@ test('each operation describes every response it can really give, with the Error
     getOrder: [200, 400, 401, 403, 404, 429, 500, 503, 'default'],
     updateOrder: [200, 400, 401, 403, 404, 409, 412, 413, 415, 429, 500, 503, 'default'],
     getInventory: [200, 400, 401, 403, 429, 500, 503, 'default'],
+    listWebhooks: [200, 400, 401, 403, 429, 500, 503, 'default'],
+    createWebhook: [201, 400, 401, 403, 409, 413, 415, 422, 429, 500, 503, 'default'],
+    getWebhook: [200, 400, 401, 403, 404, 429, 500, 503, 'default'],
+    updateWebhook: [200, 400, 401, 403, 404, 413, 415, 429, 500, 503, 'default'],
+    deleteWebhook: [204, 400, 401, 403, 404, 429, 500, 503, 'default'],
+    listWebhookDeliveries: [200, 400, 401, 403, 404, 429, 500, 503, 'default'],
     getOpenApiDocument: [200, 429, 500, 503, 'default'],
   };
   for (const [operationId, statuses] of Object.entries(expected)) {
@@ -359,4 +366,63 @@ test('Event is a oneOf discriminated by type, one schema per type, each with its
   const feed = operation(served(), 'listEvents');
   assert.deepEqual(feed.responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/Event' });
   assert.deepEqual(feed.parameters.map((parameter: { name: string }) => parameter.name), ['after', 'limit', 'types', 'wait']);
+  assert.deepEqual(Object.keys(feed.responses['200'].content), ['application/json', 'text/event-stream'], 'the stream, a second media type of the 200');
+  assert.match(feed.responses['200'].content['text/event-stream'].schema.description, /`id: <id>`, `event: <type>`, `data: /);
+  const tooMany = feed.responses['429'];
+  assert.deepEqual(tooMany.content['application/json'].schema.allOf[1].properties.code.enum, ['rate_limited', 'temporarily_banned', 'too_many_streams']);
+  assert.ok('Retry-After' in tooMany.headers);
+  const listPets = operation(served(), 'listPets');
+  assert.equal(listPets.responses['429'].$ref, '#/components/responses/TooManyRequests', 'the other operations keep the shared 429, without the streams\' code');
+});
+
+test('the webhook schemas: the fields in the interface\'s order, the secret only in the creation\'s answer, types an array of distinct event types', () => {
+  const { schemas } = served().components;
+  const fields = ['id', 'url', 'types', 'orders', 'status', 'createdAt'];
+  assert.deepEqual(Object.keys(schemas.Webhook.properties), fields);
+  assert.deepEqual(schemas.Webhook.required, fields);
+  assert.deepEqual(Object.keys(schemas.CreatedWebhook.properties), [...fields, 'secret'], 'the secret last');
+  assert.deepEqual(schemas.CreatedWebhook.required, [...fields, 'secret']);
+  assert.ok(new RegExp(schemas.CreatedWebhook.properties.secret.pattern).test(`whsec_${Buffer.alloc(32, 7).toString('base64')}`));
+  assert.equal(schemas.Webhook.properties.secret, undefined);
+  assert.deepEqual([schemas.Webhook.properties.id.type, schemas.Webhook.properties.id.format], ['integer', 'int64']);
+  const types = schemas.Webhook.properties.types;
+  assert.deepEqual([types.type, types.minItems, types.maxItems, types.uniqueItems], ['array', 1, 7, true]);
+  assert.deepEqual(types.items.enum, ['pet.created', 'pet.updated', 'pet.deleted', 'order.placed', 'order.approved', 'order.completed', 'order.cancelled']);
+  assert.deepEqual(schemas.Webhook.properties.orders.enum, ['own', 'all']);
+  assert.deepEqual(schemas.Webhook.properties.status.enum, ['enabled', 'disabled']);
+  assert.equal(schemas.Webhook.properties.url.maxLength, 2048);
+  assert.deepEqual(schemas.NewWebhook.required, ['url']);
+  assert.match(schemas.NewWebhook.properties.types.description, /Omitted means all 7/);
+  assert.match(schemas.NewWebhook.properties.orders.description, /Omitted means `own`/);
+  assert.deepEqual(Object.keys(schemas.WebhookPatch.properties), ['url', 'types', 'orders', 'status']);
+  assert.deepEqual(schemas.WebhookPatch.required, []);
+  assert.equal(schemas.WebhookPatch.properties.orders.default, undefined);
+  assert.deepEqual(schemas.Webhooks.items, { $ref: '#/components/schemas/Webhook' });
+  const delivery = schemas.WebhookDelivery;
+  assert.deepEqual(Object.keys(delivery.properties), ['eventId', 'attempt', 'attemptedAt', 'status', 'error', 'durationMs']);
+  assert.deepEqual(delivery.properties.status.type, ['integer', 'null']);
+  assert.deepEqual(delivery.properties.error.enum, ['timeout', 'connection_failed', 'address_refused', 'redirect', 'http_status', null]);
+  const document = served();
+  assert.deepEqual(operation(document, 'listWebhookDeliveries').responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/WebhookDelivery' });
+  assert.equal(operation(document, 'createWebhook').responses['201'].content['application/json'].schema.$ref, '#/components/schemas/CreatedWebhook');
+  for (const operationId of ['listWebhooks', 'createWebhook', 'getWebhook', 'updateWebhook', 'deleteWebhook', 'listWebhookDeliveries']) {
+    assert.deepEqual(operation(document, operationId).security, [{ bearerAuth: ['webhooks:manage'] }], operationId);
+  }
+});
+
+test('the top-level webhooks describe the delivery: a POST of the Event with the Standard Webhooks headers, no key, 2XX delivered', () => {
+  const document = served();
+  const post = document.webhooks.event.post;
+  assert.deepEqual(Object.keys(document.webhooks), ['event']);
+  assert.deepEqual(post.requestBody.content, { 'application/json': { schema: { $ref: '#/components/schemas/Event' } } });
+  assert.deepEqual(post.parameters.map((parameter: any) => [parameter.name, parameter.in, parameter.required]), [
+    ['webhook-id', 'header', true], ['webhook-timestamp', 'header', true], ['webhook-signature', 'header', true],
+  ]);
+  const [id, timestamp, signature] = post.parameters.map((parameter: any) => new RegExp(parameter.schema.pattern));
+  assert.ok(id.test('42') && !id.test('0') && !id.test('-1'));
+  assert.ok(timestamp.test('1795861200'));
+  assert.ok(signature.test('v1,zQL1lXwmoepESxbnLekohQpbzeUnpffH2AckhntIbL8=') && !signature.test('v1a,zQL1lXwmoepESxbnLekohQpbzeUnpffH2AckhntIbL8='));
+  assert.deepEqual(post.security, [], 'the receiver checks the signature; the service sends no key');
+  assert.deepEqual(Object.keys(post.responses), ['2XX', 'default']);
+  assert.match(post.responses.default.description, /redirects are not followed/);
 });

@@ -53,14 +53,15 @@ function at(document: unknown, path: readonly string[]): any {
 
 /**
  * The two errors the interface rules out (docs/operations.md, "Metrics"): numeric ids (the
- * seed's int64 `petId`, and the orders' `orderId`, which the interface makes an int64 like it; an
- * order of another account is 404 whatever its id, so a guessed id reads nothing), and the rate-limit rule on a response that declares both the seed's
+ * seed's int64 `petId`, and the orders' `orderId` and the webhooks' `webhookId`, which the
+ * interface makes int64 like it; an order or a webhook of another account is 404 whatever its id,
+ * so a guessed id reads nothing), and the rate-limit rule on a response that declares both the seed's
  * `X-RateLimit-*` and the IETF `RateLimit` headers (the rule accepts one family only). A response
  * that declares neither is not excused.
  */
 function excused(finding: Finding, document: unknown): boolean {
   if (finding.code === 'owasp:api1:2023-no-numeric-ids') {
-    return finding.path.at(-1) === 'schema' && ['petId', 'orderId'].includes(at(document, finding.path.slice(0, -1))?.name);
+    return finding.path.at(-1) === 'schema' && ['petId', 'orderId', 'webhookId'].includes(at(document, finding.path.slice(0, -1))?.name);
   }
   if (finding.code === 'owasp:api4:2023-rate-limit') {
     const headers = at(document, finding.path) ?? {};

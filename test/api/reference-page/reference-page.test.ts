@@ -70,10 +70,19 @@ test('every error code of the document is listed once, with its status and who a
     assert.match(text(row), new RegExp(`^\\s*${ERROR_STATUS[code as keyof typeof ERROR_STATUS]}\\s*${code}\\s*\\S`), code);
   }
   const entries = errorCodes(document as Json, operationGroups(document as Json));
-  assert.deepEqual(entries.find((entry) => entry.code === 'invalid_query')!.operations.map((entry) => entry.operationId), ['listPets', 'listOrders', 'getInventory', 'listEvents']);
+  assert.deepEqual(entries.find((entry) => entry.code === 'invalid_query')!.operations.map((entry) => entry.operationId), ['listPets', 'listOrders', 'getInventory', 'listEvents', 'listWebhooks']);
   assert.deepEqual(entries.find((entry) => entry.code === 'not_found')!.elsewhere.length, 1, 'a path with no operation');
-  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 12);
+  assert.equal(entries.find((entry) => entry.code === 'rate_limited')!.operations.length, 18);
   assert.deepEqual(entries.find((entry) => entry.code === 'precondition_failed')!.operations.map((entry) => entry.operationId), ['updatePet', 'deletePet', 'updateOrder']);
+  assert.deepEqual(entries.find((entry) => entry.code === 'too_many_streams')!.operations.map((entry) => entry.operationId), ['listEvents'], 'the feed\'s own 429');
+});
+
+test('the feed shows its stream: the second content type of its 200 and its 429 too_many_streams', () => {
+  const feed = text(article(renderReferencePage(freshDocument(), OPTIONS), 'listEvents'));
+  assert.match(feed, /Body application\/json/);
+  assert.match(feed, /Body text\/event-stream/);
+  assert.match(feed, /Last-Event-ID/);
+  assert.match(feed, /too_many_streams/);
 });
 
 test('a deprecated operation says so in the contents, its heading and a callout, and comes last in its group', () => {
@@ -147,4 +156,26 @@ test('rules are said in words and a default beside a reference belongs to that u
   assert.deepEqual(words({ type: 'string', minLength: 1, maxLength: 1 }), ['exactly 1 characters']);
   assert.deepEqual(words({ $ref: '#/components/schemas/PetStatus', default: 'sold' }), ['one of "available", "pending", "sold"', 'default "sold"']);
   assert.deepEqual(words({ type: 'integer', const: 400 }), ['always 400']);
+});
+
+test('what the service sends to a webhook has its section and its entry in the contents: the headers, the Event body, what 2XX and the rest mean, no form', () => {
+  const document = freshDocument();
+  const page = renderReferencePage(document, OPTIONS);
+  assert.ok(page.includes('href="#webhooks-sent"') && page.includes('href="#webhook-event"'), 'in the contents');
+  const start = page.indexOf('<article class="operation" id="webhook-event"');
+  assert.ok(start >= 0);
+  const section = page.slice(start, page.indexOf('</article>', start));
+  const words = text(section);
+  assert.match(words, /An event delivered to a webhook/);
+  assert.match(words, /POST your webhook's url/);
+  for (const header of ['webhook-id', 'webhook-timestamp', 'webhook-signature']) assert.match(words, new RegExp(`${header} required\\s*header\\s*string`), header);
+  assert.match(words, /Content type application\/json: Event\./);
+  assert.match(words, /2XX\s*Delivered: any 2xx within 10 s/);
+  assert.match(words, /default\s*Not delivered/);
+  assert.match(words, /no API key: check webhook-signature instead/);
+  assert.ok(!section.includes('<form'), 'the reader\'s server receives it: nothing to try from the page');
+  // Without webhooks in the document, no section and no entry.
+  delete document.webhooks;
+  const without = renderReferencePage(document, OPTIONS);
+  assert.ok(!without.includes('webhooks-sent'));
 });
