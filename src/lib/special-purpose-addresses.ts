@@ -109,12 +109,19 @@ const ENTRIES: readonly (readonly [string, string, SpecialRange['embeds']?])[] =
   ['8000::/1', 'reserved by the IETF, outside the global unicast 2000::/3 (RFC 4291)'],
 ];
 
-/** Every special-purpose range, IPv4 first. */
-export const SPECIAL_RANGES: readonly SpecialRange[] = ENTRIES.map(([text, name, embeds]) => {
-  const range = parseRange(text);
-  if (typeof range === 'string') throw new Error(`special-purpose range ${text}: ${range}`);
-  return embeds === undefined ? { text, name, range } : { text, name, range, embeds };
-});
+let parsed: readonly SpecialRange[] | undefined;
+
+/**
+ * Every special-purpose range, IPv4 first. Parsed on first use (a webhook's URL or address
+ * checked), not when the module loads: every start loads it, and parsing took about 2 ms of a start.
+ */
+export function specialRanges(): readonly SpecialRange[] {
+  return (parsed ??= ENTRIES.map(([text, name, embeds]) => {
+    const range = parseRange(text);
+    if (typeof range === 'string') throw new Error(`special-purpose range ${text}: ${range}`);
+    return embeds === undefined ? { text, name, range } : { text, name, range, embeds };
+  }));
+}
 
 /**
  * The most specific special-purpose range that holds `address`, or null for an ordinary public
@@ -125,7 +132,7 @@ export const SPECIAL_RANGES: readonly SpecialRange[] = ENTRIES.map(([text, name,
 export function specialRangeOf(address: IpAddress): SpecialRange | null {
   const plain = unmapped(address);
   let found: SpecialRange | null = null;
-  for (const special of SPECIAL_RANGES) {
+  for (const special of specialRanges()) {
     if (special.range.address.version !== plain.version || !rangeContains(special.range, plain)) continue;
     if (found === null || special.range.prefix > found.range.prefix) found = special;
   }

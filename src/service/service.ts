@@ -24,7 +24,7 @@ import { createStreamSlots, type StreamSlots } from '../limits/stream-slots.ts';
 import type { App } from '../http/server.ts';
 import type { Reply } from '../http/reply.ts';
 import { createHttpServer, type ServerOptions } from '../http/server.ts';
-import { buildOpenApiDocument, serializeOpenApiDocument } from '../api/openapi/document.ts';
+import { buildOpenApiDocument, serializeOpenApiDocument, type OpenApiDocument } from '../api/openapi/document.ts';
 import { BASE_PATH } from '../api/operation.ts';
 import { OPERATIONS } from '../api/operations.ts';
 import { createCors } from '../http/cors.ts';
@@ -83,21 +83,24 @@ export interface Service<S extends Stores = Stores> {
   app: App;
   server: Server;
   stores: S;
-  /** The OpenAPI document served at /v1/openapi.json, serialised once. */
-  openapi: string;
+  /** The OpenAPI document served at /v1/openapi.json, serialised once, on first use. */
+  readonly openapi: string;
 }
 
 /** Builds the service over an engine's stores. */
 export function createService<S extends Stores>({ stores, config, clock, logger, overrides = {}, server, groupCommit = true, observer, resolver = systemResolver, streams: streamOptions = {} }: ServiceDeps<S>): Service<S> {
-  const document = buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl });
-  const openapi = serializeOpenApiDocument(document);
+  // The OpenAPI document and its text are made on their first use (the document's own request,
+  // /docs) and kept: made at every start, they cost the start about 4 ms of CPU.
+  let document: OpenApiDocument | undefined;
+  const documentOf = () => (document ??= buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl }));
+  let openapi: string | undefined;
+  const served = () => (openapi ??= overrides.openapi ?? serializeOpenApiDocument(documentOf()));
   // GET /docs is rendered on its first request, with its modules loaded then, and kept: one build
   // per process. Built at every start, it cost the start about 20 ms of CPU.
   let docsPage: Promise<Reply> | undefined;
   const docs = () => (docsPage ??= import('../api/reference-page/reference-page.ts').then(({ referencePageReply }) =>
-    referencePageReply(document, { basePath: BASE_PATH, documentPath: BASE_PATH + OPERATIONS.getOpenApiDocument.path })));
+    referencePageReply(documentOf(), { basePath: BASE_PATH, documentPath: BASE_PATH + OPERATIONS.getOpenApiDocument.path })));
   const pets = overrides.pets ?? stores.pets;
-  const served = overrides.openapi ?? openapi;
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const keyHashOf = createConnectionKeyHasher(config.appEnv);
   const proxies = proxyTrust(config.trustProxy);
@@ -137,7 +140,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
         webhooks: stores.webhooks, clock, policy: createAddressPolicy(config.webhookAllowedNetworks ?? []), resolve: resolver,
         ...(observer ? { replayed: () => observer.idempotentReplayed() } : {}),
       }),
-      getOpenApiDocument: () => ({ status: 200, body: served }),
+      getOpenApiDocument: () => ({ status: 200, body: served() }),
     },
     databaseErrorOf: stores.databaseErrorOf,
     ...(stores.health ? { health: stores.health } : {}),
@@ -168,6 +171,8 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
       rawHeaders,
     }),
     stores,
-    openapi: served,
+    get openapi() {
+      return served();
+    },
   };
 }

@@ -140,3 +140,14 @@ test('the set-up commands raise no alarm on an older system Node: npm is not tol
   assert.equal(started.status, 1);
   assert.match(started.stderr, /^the service needs Node 24 \(this is Node \d+\.[^\n]+node_modules\/\.bin\/node[^\n]*\n$/);
 });
+
+test("a start does not load Node's fetch client (undici), which cost about 35 ms of each start", async (t) => {
+  const dir = checkout(t);
+  // Loaded before the service, it reports at exit which of Node's internal modules the process loaded.
+  const probe = join(dir, 'probe.mjs');
+  writeFileSync(probe, "process.on('exit', () => process.stderr.write(`loaded: ${JSON.stringify(process.moduleLoadList)}\\n`));\n");
+  const { stderr } = await startAndStop(dir, { NODE_OPTIONS: `--import=${probe}` });
+  const loaded = JSON.parse(/^loaded: (.*)$/m.exec(stderr)![1]!) as string[];
+  assert.ok(loaded.some((name) => name.includes('internal/http')), 'the probe sees the modules a start loads');
+  assert.deepEqual(loaded.filter((name) => name.includes('undici')), []);
+});
