@@ -1,17 +1,19 @@
 /**
- * `npm run bench:events`: what the event log and its stream cost, on a SQLite file.
+ * `npm run bench:events`: what the event log and its stream cost, on a SQLite file;
+ * `npm run bench:events -- --postgres`: what the log costs writes on PostgreSQL (part 1 only).
  *
- * 1. Writes with and without the log: the `create` workload (wrk, durable POST /v1/pets) against
- *    this tree's server, and against a copy of this tree whose write executor does not append
- *    the events (the one line every write passes, removed in the copy: the service has no switch
- *    to turn its log off). Each round measures both, one after the other, in turns; the cost is
- *    the median over the rounds of each round's ratio, so that a drift of the machine's load
- *    between rounds cancels out.
+ * 1. Writes with and without the log: the `create` workload (wrk, durable POST /v1/pets) and a
+ *    change workload (durable PATCH /v1/pets/{id}, each a real change of status) against this
+ *    tree's server, and against a copy of this tree that does not append the events (the lines
+ *    of LOG_LINES, replaced in the copy: the service has no switch to turn its log off). Each
+ *    round measures both, one after the other, in turns, each on a freshly seeded database (on
+ *    PostgreSQL a throwaway cluster, bench/postgres.ts); the cost is the median over the rounds
+ *    of each round's ratio, so that a drift of the machine's load between rounds cancels out.
  * 2. Commit to client with 1,000 streams open (200 keys, 5 streams each): one writer creates a
  *    pet every 50 ms; every stream records when each pet's event arrives, against the moment the
  *    write's 201 came back (negative: the event came first).
  *
- * Run it alone on the machine (`flock /tmp/bench.lock npm run bench:events`); it prints the figures.
+ * Run it alone on the machine (`flock /tmp/bench.lock npm run bench:events [-- --postgres]`); it prints the figures.
  */
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -20,6 +22,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
 import { fetchOnce, startServer, type ServerProcess } from './processes.ts';
+import { startBenchPostgres } from './postgres.ts';
 import { BENCH_KEY_LIMITS, seedDatabase } from './seed.ts';
 import { buildWorkloads } from './workloads.ts';
 import { runWrk } from './wrk.ts';
@@ -32,52 +35,85 @@ const STREAMS = 1000;
 const WRITES = 300;
 const progress = (text: string) => process.stderr.write(`${text}\n`);
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const POSTGRES = process.argv.includes('--postgres');
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 let work = '';
-const env = (path: string) => ({ PATH: process.env.PATH ?? '', APP_ENV: 'production', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', DATABASE_PATH: path, MAX_CONNECTIONS_PER_ADDRESS: '1024' });
-const start = (name: string, root: string, path: string) => startServer({ name, args: [join(root, 'src/main.ts')], env: env(path), timeoutMs: 30_000 });
+const env = (database: Record<string, string>) => ({ PATH: process.env.PATH ?? '', APP_ENV: 'production', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', MAX_CONNECTIONS_PER_ADDRESS: '1024', ...database });
+const start = (name: string, root: string, database: Record<string, string>) => startServer({ name, args: [join(root, 'src/main.ts')], env: env(database), timeoutMs: 30_000 });
 
-/** The write executor's source without its one line that appends the events (a test holds it to the source). */
-export function withoutEventLog(executorSource: string): string {
-  const append = /\n\s*if \(op in LOGGED\) appendEvents\([^\n]*\n/;
-  if (!append.test(executorSource)) throw new Error('the executor no longer appends the events where this bench expects: update withoutEventLog');
-  return executorSource.replace(append, '\n');
+/**
+ * The lines that append events, and what the copy without the log has instead (a test holds them
+ * to the source): SQLite's executor, which every write passes; on PostgreSQL the append of every
+ * logged transaction, and the creations' statement that inserts their events itself.
+ */
+export const LOG_LINES: readonly { file: string; line: RegExp; instead: string }[] = [
+  { file: 'src/storage/sqlite/writer/executor.ts', line: /\n\s*if \(op in LOGGED\) appendEvents\([^\n]*\n/, instead: '\n' },
+  { file: 'src/storage/postgres/event-log.ts', line: /\n\s*await appendEvents\(tx, [^\n]*\n/, instead: '\n' },
+  { file: 'src/storage/postgres/pet-creations.ts', line: /insertPets\(sql, creations, \{ logged: true \}\)/, instead: 'insertPets(sql, creations)' },
+];
+
+/** `source`, the text of `file`, without its line of LOG_LINES. */
+export function withoutEventLog(file: string, source: string): string {
+  const { line, instead } = LOG_LINES.find((entry) => entry.file === file)!;
+  if (!line.test(source)) throw new Error(`${file} no longer appends the events where this bench expects: update LOG_LINES`);
+  return source.replace(line, instead);
 }
 
-/** This tree, copied, with the executor's append of the events removed. */
+/** This tree, copied, without the lines that append the events. */
 function treeWithoutLog(): string {
   const copy = join(work, 'without-log');
   cpSync(join(ROOT, 'src'), join(copy, 'src'), { recursive: true });
   cpSync(join(ROOT, 'package.json'), join(copy, 'package.json'));
   symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'));
-  const executor = join(copy, 'src/storage/sqlite/writer/executor.ts');
-  writeFileSync(executor, withoutEventLog(readFileSync(executor, 'utf8')));
+  for (const { file } of LOG_LINES) writeFileSync(join(copy, file), withoutEventLog(file, readFileSync(join(copy, file), 'utf8')));
   return copy;
 }
 
+/** A freshly seeded database of 10,000 pets: the server's settings for it, the bench key, and its removal. */
+async function seeded(name: string): Promise<{ database: Record<string, string>; key: string; remove(): Promise<void> }> {
+  if (POSTGRES) {
+    const postgres = await startBenchPostgres(10_000);
+    return { database: { DATABASE_URL: postgres.url }, key: postgres.key, remove: () => postgres.remove() };
+  }
+  const path = join(work, `${name}.db`);
+  return { database: { DATABASE_PATH: path }, key: seedDatabase(path, 10_000).key, remove: async () => rmSync(path, { force: true }) };
+}
+
+/**
+ * Changes of 512 pets, all to sold, then all back to available: 512 requests apart, a pet's
+ * previous change has been answered, so each is a real change (the seed's status of ids 3k + 2 is
+ * pending), which the log records.
+ */
+const CHANGED = Array.from({ length: 512 }, (_, k) => 18 * k + 2);
+const CHANGES = ['sold', 'available'].flatMap((status) => CHANGED.map((id) => `PATCH /v1/pets/${id} {"status":"${status}"}`));
+
 async function writeThroughput(): Promise<void> {
   const trees = { with: ROOT, without: treeWithoutLog() };
-  const rates: Record<keyof typeof trees, number[]> = { with: [], without: [] };
   const [create] = buildWorkloads({ pets: 10_000, deepSoldAfterId: 0 }, ['create']);
-  for (let round = 0; round < ROUNDS; round++) {
-    // Each round in the other order, so that a drift of the machine weighs on both alike.
-    for (const name of round % 2 === 0 ? (['with', 'without'] as const) : (['without', 'with'] as const)) {
-      const path = join(work, `${name}-${round}.db`);
-      const { key } = seedDatabase(path, 10_000);
-      const server = await start(`service ${name} the log`, trees[name], path);
-      const run = { url: server.url, script: create!.wrk.script, args: create!.wrk.args, threads: 1, connections: CONNECTIONS };
-      await runWrk({ ...run, seconds: 2 }, null, `Bearer ${key}`);
-      const result = await runWrk({ ...run, seconds: SECONDS }, null, `Bearer ${key}`);
-      await server.stop();
-      if (result.non2xx + result.errors > 0) throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-      rates[name].push(result.responses / result.durationS);
-      progress(`round ${round + 1}, ${name} the log: ${(result.responses / result.durationS).toFixed(0)} creates/s, p99 ${result.latencyMs.p99.toFixed(1)} ms`);
+  const workloads = [{ name: 'creates', script: create!.wrk.script, args: create!.wrk.args }, { name: 'changes', script: 'sequence.lua', args: CHANGES }];
+  for (const workload of workloads) {
+    const rates: Record<keyof typeof trees, number[]> = { with: [], without: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      // Each round in the other order, so that a drift of the machine weighs on both alike.
+      for (const name of round % 2 === 0 ? (['with', 'without'] as const) : (['without', 'with'] as const)) {
+        const database = await seeded(`${name}-${round}`);
+        const server = await start(`service ${name} the log`, trees[name], database.database);
+        const run = { url: server.url, script: workload.script, args: workload.args, threads: 1, connections: CONNECTIONS };
+        await runWrk({ ...run, seconds: 2 }, null, `Bearer ${database.key}`);
+        const result = await runWrk({ ...run, seconds: SECONDS }, null, `Bearer ${database.key}`);
+        await server.stop();
+        await database.remove();
+        if (result.non2xx + result.errors > 0) throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+        rates[name].push(result.responses / result.durationS);
+        progress(`${workload.name}, round ${round + 1}, ${name} the log: ${(result.responses / result.durationS).toFixed(0)}/s, p99 ${result.latencyMs.p99.toFixed(1)} ms`);
+      }
     }
+    const ratios = rates.with.map((rate, round) => rate / rates.without[round]!);
+    const ratio = median(ratios);
+    console.log(`${POSTGRES ? 'PostgreSQL' : 'SQLite'} ${workload.name}/s (medians of ${ROUNDS} rounds, ${CONNECTIONS} connections): ${median(rates.without).toFixed(0)} without the log, ${median(rates.with).toFixed(0)} with it; ` +
+      `median ratio of a round ${ratio.toFixed(3)} (${Math.min(...ratios).toFixed(2)} to ${Math.max(...ratios).toFixed(2)}): the log costs ${((1 - ratio) * 100).toFixed(1)} % (load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} cores)`);
   }
-  const ratio = median(rates.with.map((rate, round) => rate / rates.without[round]!));
-  console.log(`creates/s (medians of ${ROUNDS} rounds, ${CONNECTIONS} connections): ${median(rates.without).toFixed(0)} without the log, ${median(rates.with).toFixed(0)} with it; ` +
-    `median ratio of a round ${ratio.toFixed(3)}: the log costs ${((1 - ratio) * 100).toFixed(1)} % (load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} cores)`);
 }
 
 /** One stream over its own connection: calls `arrived(petId)` for each pet.created it reads. */
@@ -105,7 +141,7 @@ async function streamLatency(): Promise<void> {
   const keys = createKeysStore(db, { appEnv: 'production' });
   const readers = Array.from({ length: STREAMS / 5 }, () => keys.create({ plan: 'enterprise', ...BENCH_KEY_LIMITS, now: Date.now() }).key);
   db.close();
-  const server: ServerProcess = await start('service', ROOT, path);
+  const server: ServerProcess = await start('service', ROOT, { DATABASE_PATH: path });
   const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
   const answeredAt = new Map<number, number>();
   // Kept until the end: an event may come before its write's answer.
@@ -131,7 +167,7 @@ if (import.meta.main) {
   work = mkdtempSync(join(tmpdir(), 'pets-bench-events-'));
   try {
     await writeThroughput();
-    await streamLatency();
+    if (!POSTGRES) await streamLatency();
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
