@@ -438,8 +438,17 @@ for (const { name, skip, throughPgbouncer } of RUNS) describe(name, { skip }, ()
     const back = performance.now();
     for (let i = 0; i < 3; i++) {
       while ((await call(i, '/healthz', null)).status !== 200) assert.ok(performance.now() - back < recoveryMs, `instance ${i} healthy again within ${recoveryMs} ms`);
-      const response = await create(i, key, { name: 'after outage', categoryId: 1 });
-      assert.equal(response.status, 201, `${await response.text()} ${errorLines()}`);
+      // Through PgBouncer, a healthy instance may still meet one refusal: until server_login_retry
+      // has passed since its last failed login, PgBouncer refuses a query that needs one more
+      // server connection (SQLSTATE 08P01) while another one already serves (the sweep of ended
+      // holds and the delivery worker's claims run beside requests). Such a create is answered 503 and stores nothing
+      // (the count below holds it to exactly three); it is sent again within the same deadline.
+      for (;;) {
+        const response = await create(i, key, { name: 'after outage', categoryId: 1 });
+        const body = await response.text();
+        if (response.status === 201) break;
+        assert.ok(throughPgbouncer && response.status === 503 && performance.now() - back < recoveryMs, `${response.status} ${body} ${errorLines()}`);
+      }
     }
     t.diagnostic(`served again ${Math.round(performance.now() - back)} ms after PostgreSQL accepted connections; slowest answer during the outage ${Math.round(slowest)} ms`);
     assert.ok(performance.now() - back < recoveryMs, `served again within ${recoveryMs} ms (${Math.round(performance.now() - back)} ms)`);
