@@ -5,7 +5,7 @@
  * instance: `in_flight`), its live record looked up, and, once the creation is made, its record
  * (what it made, in its stored form: made-forms.ts) written in the same transaction. createPet's, made by the batch, are pet-creations.ts's.
  */
-import { IDEMPOTENCY_TTL_MS, madeColumns, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyOperation, type IdempotencyRow, type IdempotencyWrite } from '../idempotency.ts';
+import { IDEMPOTENCY_TTL_MS, madeColumns, toIdempotencyRecord, type IdempotencyConflict, type IdempotencyOperation, type IdempotencyRecord, type IdempotencyRow, type IdempotencyWrite } from '../idempotency.ts';
 import { MADE_FORMS, type Made } from '../made-forms.ts';
 import { parseStored, storedJson } from '../stored-forms.ts';
 import type { PostgresSql } from './driver.ts';
@@ -19,12 +19,18 @@ export const RECORD_TABLES: Readonly<Record<IdempotencyOperation, string>> = {
 export async function claimKey<Op extends IdempotencyOperation>(tx: PostgresSql, operation: Op, apiKeyId: string, key: string, now: number): Promise<IdempotencyConflict<Made[Op]> | null> {
   const [lock] = await tx.unsafe<{ got: boolean }[]>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS got', [`${operation} ${apiKeyId} ${key}`], { prepare: true });
   if (!lock!.got) return { conflict: 'in_flight' };
-  const rows = await tx.unsafe<IdempotencyRow[]>(
+  const record = await findRecord(tx, operation, apiKeyId, key, now);
+  return record === null ? null : { conflict: 'recorded', record };
+}
+
+/** The live record at `now` of `operation`'s key, read in `sql` (a transaction, or the pool), or null. */
+export async function findRecord<Op extends IdempotencyOperation>(sql: PostgresSql, operation: Op, apiKeyId: string, key: string, now: number): Promise<IdempotencyRecord<Made[Op]> | null> {
+  const rows = await sql.unsafe<IdempotencyRow[]>(
     `SELECT * FROM ${RECORD_TABLES[operation]} WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint`,
     [apiKeyId, key, now - IDEMPOTENCY_TTL_MS],
     { prepare: true },
   );
-  return rows.length === 0 ? null : { conflict: 'recorded', record: recordOfRow(operation, rows[0]!) };
+  return rows.length === 0 ? null : recordOfRow(operation, rows[0]!);
 }
 
 /** A record's row read back, what it made parsed from its stored form. */

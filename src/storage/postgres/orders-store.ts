@@ -21,23 +21,17 @@
  * (migration 4): its cost does not grow with the number of pets.
  */
 import type { ItemOutcome } from '../../lib/item-outcome.ts';
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
-import { MADE_FORMS } from '../made-forms.ts';
-import { parseStored } from '../stored-forms.ts';
-import { claimKey, rememberRecord } from './idempotency-records.ts';
+import { claimKey, findRecord, rememberRecord } from './idempotency-records.ts';
 import {
-  decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type Order, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
+  decidePlacement, decideStep, isDue, orderAt, toOrder, withExpiries, type Inventory, type OrderChange, type OrderChangeOutcome, type OrderListOptions, type OrderPlacement, type OrderRow,
   type OrdersStore, type PlacementResult,
 } from '../orders.ts';
 import { toPet, type Expiry, type PetRow, type PetStatus } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
-import { inSavepoint, inTransaction, togetherOrOneByOne } from './item-savepoints.ts';
+import { inSavepoint, togetherOrOneByOne } from './item-savepoints.ts';
 import { inLoggedTransaction } from './event-log.ts';
 import { DUE_OF_ORDER, DUE_OF_PET_OR_ACCOUNT, expireWhere, sweep } from './order-expiries.ts';
-
-/** A placement's record read back: the order it made. */
-const READ_ORDER = parseStored(MADE_FORMS.placeOrder);
 
 const ORDER_COLUMNS = 'id, pet_id::text AS pet_id, account, status, placed_at, updated_at, expires_at, version';
 const PET_COLUMNS = 'id, name, category_id::text AS category_id, status, version';
@@ -132,13 +126,7 @@ export function createOrdersStore(sql: PostgresSql): PostgresOrdersStore {
       return rows.map(toOrder);
     },
 
-    async findIdempotencyRecord(apiKeyId, key, now) {
-      const rows = await guardRead(() => sql<IdempotencyRow[]>`
-        SELECT * FROM order_idempotency_keys
-         WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key}
-           AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!, READ_ORDER);
-    },
+    findIdempotencyRecord: (apiKeyId, key, now) => guardRead(() => findRecord(sql, 'placeOrder', apiKeyId, key, now)),
 
     async inventory() {
       const rows = await guardRead(() => sql.unsafe<{ status: PetStatus; pets: string }[]>(

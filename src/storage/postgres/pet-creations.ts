@@ -214,7 +214,7 @@ interface Remembered {
 }
 
 /** A creation's record read back: the pet it made. */
-export const READ_PET = parseStored(MADE_FORMS.createPet);
+const READ_PET = parseStored(MADE_FORMS.createPet);
 
 /** The record a creation leaves, as it is written and as a later lookup of its key finds it. */
 function recordOf(write: IdempotencyWrite, pet: Pet): { record: IdempotencyRecord<Pet>; remembered: Remembered } {

@@ -5,14 +5,14 @@
  *
  * categoryId travels as text both ways (`::bigint` in, `::text` out): no JS number holds it.
  */
-import { IDEMPOTENCY_TTL_MS, toIdempotencyRecord, type IdempotencyRow } from '../idempotency.ts';
+import { IDEMPOTENCY_TTL_MS } from '../idempotency.ts';
 import type { PetsStore } from '../pets.ts';
 import { guard, guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 import { changeMany } from './pet-changes.ts';
-import { insertMany, READ_PET } from './pet-creations.ts';
+import { insertMany } from './pet-creations.ts';
 import { createPetReads } from './pet-reads.ts';
-import { RECORD_TABLES } from './idempotency-records.ts';
+import { findRecord, RECORD_TABLES } from './idempotency-records.ts';
 
 /** The pets store over a migrated database. */
 export function createPetsStore(sql: PostgresSql): PetsStore {
@@ -20,12 +20,7 @@ export function createPetsStore(sql: PostgresSql): PetsStore {
   return {
     insertMany: (creations) => insertMany(sql, creations),
 
-    async findIdempotencyRecord(apiKeyId, key, now) {
-      const rows = await guardRead(() => sql<IdempotencyRow[]>`
-        SELECT * FROM idempotency_keys
-         WHERE api_key_id = ${apiKeyId} AND idempotency_key = ${key} AND created_at > ${now - IDEMPOTENCY_TTL_MS}::bigint`);
-      return rows.length === 0 ? null : toIdempotencyRecord(rows[0]!, READ_PET);
-    },
+    findIdempotencyRecord: (apiKeyId, key, now) => guardRead(() => findRecord(sql, 'createPet', apiKeyId, key, now)),
 
     async purgeIdempotencyRecords(now, limit) {
       // createPet's records, then placeOrder's and createWebhook's (tables of their own, see

@@ -14,8 +14,7 @@
  * - an attempt is recorded only while the delivery is still the holder's, under its row lock.
  */
 import type { PostgresSql } from './driver.ts';
-import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from '../idempotency.ts';
-import { claimKey, recordOfRow, rememberRecord } from './idempotency-records.ts';
+import { claimKey, findRecord, rememberRecord } from './idempotency-records.ts';
 import { toEvent, type EventRow } from '../events.ts';
 import { afterAttempt } from '../../webhooks/retries.ts';
 import { MAX_ATTEMPTS_PER_ENDPOINT } from '../../webhooks/runner.ts';
@@ -97,12 +96,7 @@ export function createWebhooksStore(sql: PostgresSql): WebhooksStore {
       return rows.map(toDeliveryAttempt);
     },
 
-    async findIdempotencyRecord(apiKeyId, key, now) {
-      const rows = await guardRead(() => sql.unsafe<IdempotencyRow[]>(
-        'SELECT * FROM webhook_idempotency_keys WHERE api_key_id = $1 AND idempotency_key = $2 AND created_at > $3::bigint',
-        [apiKeyId, key, now - IDEMPOTENCY_TTL_MS], { prepare: true }));
-      return rows.length === 0 ? null : recordOfRow('createWebhook', rows[0]!);
-    },
+    findIdempotencyRecord: (apiKeyId, key, now) => guardRead(() => findRecord(sql, 'createWebhook', apiKeyId, key, now)),
 
     async claimDue(holder, now, leaseMs, limit, skip) {
       if (limit <= 0) return [];
