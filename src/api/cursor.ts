@@ -31,8 +31,19 @@ export function decodeCursor(cursor: string): bigint {
  * The RFC 8288 `Link` to the page after `afterId` of a list operation, on its own path, with the
  * effective `limit` and the `status` filter, as the document's `NextLink` header describes it.
  */
-export function nextPageLink(operation: Pick<OperationSpec, 'path'>, { limit, status, afterId }: { limit: number; status: string | undefined; afterId: number | bigint }): string {
+function nextPageLink(operation: Pick<OperationSpec, 'path'>, { limit, status, afterId }: { limit: number; status: string | undefined; afterId: number | bigint }): string {
   return nextLink(operation, { limit, status: status || undefined, cursor: encodeCursor(afterId) });
+}
+
+/**
+ * The headers of a list's page that was read with one row more than `limit` (which tells whether
+ * a next page exists without a COUNT): the page is cut to `limit`, and when that extra row was
+ * there, the `Link` to the page after its last row.
+ */
+export function cutPage(operation: Pick<OperationSpec, 'path'>, page: { id: number | bigint }[], { limit, status }: { limit: number; status: string | undefined }): Record<string, string> {
+  if (page.length <= limit) return {};
+  page.length = limit;
+  return { Link: nextPageLink(operation, { limit, status, afterId: page[limit - 1]!.id }) };
 }
 
 /**

@@ -10,7 +10,7 @@ import { allows } from '../../keys/scopes.ts';
 import { insufficientScopeError } from '../../http/bearer.ts';
 import { andThen, type MaybePromise } from '../../lib/maybe-promise.ts';
 import { orderAt, transition, TRANSITIONS, type Order, type OrderChange, type OrderChangeOutcome, type OrderStatus, type OrdersStore } from '../../storage/orders.ts';
-import { decodeCursor, nextPageLink } from '../cursor.ts';
+import { cutPage, decodeCursor } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
 import { actorOf, type Caller } from '../../keys/caller.ts';
 import { apiError } from '../errors.ts';
@@ -87,11 +87,7 @@ export function createOrdersHandlers({ orders, clock, placeOrder, changeOrder }:
       const { caller } = context;
       // One row more than asked tells whether a next page exists without a COUNT.
       return andThen(orders.list({ afterId, status, account: canManage(caller) ? null : caller.account, limit: limit + 1 }), (page) => {
-        const headers: Record<string, string> = {};
-        if (page.length > limit) {
-          page.length = limit;
-          headers.Link = nextPageLink(context.operation, { limit, status, afterId: page[limit - 1]!.id });
-        }
+        const headers = cutPage(context.operation, page, { limit, status });
         return { status: 200, body: ordersJson(page), headers };
       });
     },

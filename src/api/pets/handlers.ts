@@ -8,7 +8,7 @@ import { BASE_PATH, sunsetDay } from '../operation.ts';
 import { apiError } from '../errors.ts';
 import type { ContextOf, Handlers } from '../operations.ts';
 import type { Clock } from '../../clock.ts';
-import { decodeCursor, nextPageLink } from '../cursor.ts';
+import { cutPage, decodeCursor } from '../cursor.ts';
 import { fingerprintBody, parseIdempotencyKey, type IdempotentRequest } from '../idempotency.ts';
 import { ifMatchHolds, parseIfMatch } from '../../http/if-match.ts';
 import { ANY_STATUS, statusBit, type ChangeOutcome, type NewPet, type Pet, type PetsStore } from '../../storage/pets.ts';
@@ -103,13 +103,9 @@ export function createPetsHandlers({ pets, clock, createPet: store, changePet }:
       const afterId = cursor === undefined ? 0n : decodeCursor(cursor);
       // One row more than asked tells whether a next page exists without a COUNT.
       return andThen(pets.list({ afterId, status, limit: limit + 1 }), (page) => {
-        const headers: Record<string, string> = {};
         // The answer depends on the pets up to that extra row, or on every later one without it.
         const through = page.length > limit ? page[limit]!.id : Infinity;
-        if (page.length > limit) {
-          page.length = limit;
-          headers.Link = nextPageLink(context.operation, { limit, status, afterId: page[limit - 1]!.id });
-        }
+        const headers = cutPage(context.operation, page, { limit, status });
         const reply: Reply = { status: 200, body: petsJson(page), headers };
         const statuses = status === undefined ? ANY_STATUS : statusBit(status);
         if (revision !== null) listCache.set(context.search, reply, { after: afterId, through, statuses }, revision);

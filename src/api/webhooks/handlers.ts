@@ -17,7 +17,7 @@ import { MAX_WEBHOOKS_PER_ACCOUNT, type CreatedWebhook, type WebhookCreation, ty
 import type { IdempotencyConflict } from '../../storage/idempotency.ts';
 import { vetWebhookUrl, type AddressPolicy } from '../../webhooks/address-policy.ts';
 import { generateSecret } from '../../webhooks/signature.ts';
-import { decodeCursor, nextPageLink } from '../cursor.ts';
+import { cutPage, decodeCursor } from '../cursor.ts';
 import { apiError } from '../errors.ts';
 import { fingerprintBody, parseIdempotencyKey } from '../idempotency.ts';
 import { createIdempotentWrites } from '../idempotent-writes.ts';
@@ -101,11 +101,7 @@ export function createWebhooksHandlers({ webhooks, clock, policy, resolve, rando
       const afterId = after > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(after);
       // One row more than asked tells whether a next page exists without a COUNT.
       const page = await webhooks.list({ account: context.caller.account, afterId, limit: limit + 1 });
-      const headers: Record<string, string> = {};
-      if (page.length > limit) {
-        page.length = limit;
-        headers.Link = nextPageLink(context.operation, { limit, status: undefined, afterId: page[limit - 1]!.id });
-      }
+      const headers = cutPage(context.operation, page, { limit, status: undefined });
       return { status: 200, body: webhooksJson(page), headers };
     },
 
