@@ -4,9 +4,12 @@
  * Its figures come from the scripts' done() hook (bench/wrk/bench.lua) as one JSON line, read
  * here; wrk's own text report is only kept for error messages.
  */
-import { spawn } from 'node:child_process';
+import { execFile, type ExecFileException } from 'node:child_process';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { onCpus } from './cpu.ts';
+
+const execFileAsync = promisify(execFile);
 
 /** Where the workloads' Lua scripts are. */
 export const WRK_SCRIPTS = join(import.meta.dirname, 'wrk');
@@ -29,14 +32,9 @@ const TIMEOUT_SECONDS = 10;
 /** wrk's command line. */
 export function wrkArgs(run: WrkRun): string[] {
   return [
-    '--threads', String(run.threads),
-    '--connections', String(run.connections),
-    '--duration', `${run.seconds}s`,
-    '--timeout', `${TIMEOUT_SECONDS}s`,
-    '--script', join(WRK_SCRIPTS, run.script),
-    run.url,
-    '--',
-    ...run.args,
+    '--threads', String(run.threads), '--connections', String(run.connections),
+    '--duration', `${run.seconds}s`, '--timeout', `${TIMEOUT_SECONDS}s`,
+    '--script', join(WRK_SCRIPTS, run.script), run.url, '--', ...run.args,
   ];
 }
 
@@ -179,34 +177,25 @@ export function percentile(histogram: Histogram, p: number, rankOffset = 0): num
  * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` (and any
  * other key, in `env`) reaches the scripts through the environment, never the command line.
  */
-export function runWrk(run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
+export async function runWrk(run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
   const [command, args] = onCpus(cpus, 'wrk', wrkArgs(run));
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
+  let output: { stdout: string; stderr: string };
+  try {
+    output = await execFileAsync(command, args, {
       env: { ...env, PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // wrk stops on its own after --duration; this only ends a wrk that hangs.
+      timeout: (run.seconds + 30) * 1000,
+      killSignal: 'SIGKILL',
+      // The histogram line holds one pair per distinct microsecond of latency.
+      maxBuffer: 256 * 2 ** 20,
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4096)));
-    // wrk stops on its own after --duration; this only ends a wrk that hangs.
-    const kill = setTimeout(() => child.kill('SIGKILL'), (run.seconds + 30) * 1000);
-    child.once('error', (error) => {
-      clearTimeout(kill);
-      reject(error);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(kill);
-      if (code !== 0) {
-        reject(new Error(`wrk exited with ${code ?? signal}: ${stderr}${stdout.slice(-2000)}`));
-        return;
-      }
-      try {
-        resolve(parseWrkOutput(stdout, run.connections));
-      } catch (error) {
-        reject(error instanceof Error ? new Error(`${error.message}${stderr ? `\nwrk stderr:\n${stderr}` : ''}`) : error);
-      }
-    });
-  });
+  } catch (error) {
+    const { code, signal, stdout = '', stderr = '' } = error as ExecFileException & { stdout?: string; stderr?: string };
+    throw new Error(`wrk exited with ${code ?? signal}: ${stderr.slice(-4096)}${stdout.slice(-2000)}`);
+  }
+  try {
+    return parseWrkOutput(output.stdout, run.connections);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}${output.stderr ? `\nwrk stderr:\n${output.stderr.slice(-4096)}` : ''}`);
+  }
 }
