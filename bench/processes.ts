@@ -36,6 +36,8 @@ export interface ServerProcess {
   exited(): { code: number | null; signal: NodeJS.Signals | null } | null;
   /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
   stop(graceMs?: number): Promise<number | null>;
+  /** SIGKILL at once, whether it is still running or not: an interrupted run. */
+  kill(): void;
 }
 
 /**
@@ -74,6 +76,7 @@ export function startServer({ name, args, env, timeoutMs, cpus = null, cpuGroup 
         stdout: () => ({ bytes, lines }),
         stderrTail: () => stderr,
         exited: () => exit,
+        kill: () => void child.kill('SIGKILL'),
         async stop(graceMs = 15_000) {
           if (exit === null) {
             child.kill('SIGTERM');

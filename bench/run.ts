@@ -67,13 +67,7 @@ function cleanUp(): void {
 /** Ends the run at once: servers killed, temporary files removed. */
 function abort(message: string, code = 1): never {
   progress(message);
-  for (const child of context.children) {
-    try {
-      process.kill(child.pid, 'SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
+  for (const child of context.children) child.kill();
   cleanUp();
   process.exit(code);
 }
