@@ -2,13 +2,6 @@
  * What every part of one `npm run bench` shares: its options, its temporary folder, the seeded
  * SQLite file, the servers it started (so that an interrupted run kills them), and the service's
  * command line and environment as the bench starts it.
- *
- * The command line is `npm start`'s, read from package.json, so that the bench measures exactly
- * that: the entry (src/start.js, with its compile cache) and the node options set for the service
- * (--max-semi-space-size, see docs/decisions/0007-semi-space-cap.md). Only the simple form is
- * accepted, `[exec] node [options] script`, without other shell syntax (`exec` makes the shell npm
- * runs the script in become node, so that npm's SIGTERM reaches the server): a start script that
- * the bench cannot copy exactly stops it rather than measuring something else.
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -44,10 +37,7 @@ export function serviceEnv(context: BenchContext, connections: number, extra: Re
     PATH: process.env.PATH ?? '',
     // Node's compile cache, as `npm start` has it (src/start.js), in a folder of this run's own.
     NODE_COMPILE_CACHE: `${context.workDir}/compile-cache`,
-    APP_ENV: 'production',
-    HOST: '127.0.0.1',
-    PORT: '0',
-    LOG_LEVEL: 'info',
+    APP_ENV: 'production', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info',
     MAX_CONNECTIONS_PER_ADDRESS: String(Math.min(1024, Math.max(64, connections + 8))),
     ...extra,
   };
@@ -71,7 +61,12 @@ export async function stopServer(context: BenchContext, server: ServerProcess): 
   return code;
 }
 
-/** The node options and the script of a `node [options] script` command, the script relative. */
+/**
+ * The node options and the script of a `[exec] node [options] script` command, the script
+ * relative. Nothing else is accepted (`exec` makes npm's shell become node, so that npm's SIGTERM
+ * reaches the server): a start script the bench cannot copy exactly stops it rather than
+ * measuring something else.
+ */
 export function parseStartScript(script: string): { nodeOptions: string[]; entry: string } {
   const words = script.trim().replace(/^exec\s+/, '').split(/\s+/);
   const entry = words.at(-1);
@@ -83,7 +78,11 @@ export function parseStartScript(script: string): { nodeOptions: string[]; entry
   return { nodeOptions, entry };
 }
 
-/** `npm start`'s node options and its entry as an absolute path, from ROOT/package.json. */
+/**
+ * `npm start`'s node options and its entry as an absolute path, from ROOT/package.json: the bench
+ * measures exactly that, the entry (src/start.js, with its compile cache) and the node options
+ * set for the service (--max-semi-space-size, see docs/decisions/0007-semi-space-cap.md).
+ */
 export function startCommand(root: string): { nodeOptions: string[]; entry: string } {
   const scripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
   const { nodeOptions, entry } = parseStartScript(scripts.start ?? '');
