@@ -126,10 +126,7 @@ export function allowedCpus(): number[] {
 }
 
 /** The cores that run the servers and those that run the load generator (and this process). */
-export interface Pinning {
-  server: number[];
-  generator: number[];
-}
+export interface Pinning { server: number[]; generator: number[] }
 
 /**
  * Where the servers and the generator run: the servers on the first `serverCores` CPUs this

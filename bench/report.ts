@@ -64,11 +64,7 @@ interface ServerSummary {
 }
 
 /** A round measured while other processes were busy, replaced by another. */
-export interface DiscardedRound {
-  server: string;
-  round: number;
-  result: LoadResult;
-}
+export interface DiscardedRound { server: string; round: number; result: LoadResult }
 
 export interface WorkloadReport {
   name: WorkloadName;

@@ -39,11 +39,7 @@ export function wrkArgs(run: WrkRun): string[] {
 }
 
 /** Latency figures in milliseconds. */
-export interface Latency {
-  p50: number;
-  p99: number;
-  max: number;
-}
+export interface Latency { p50: number; p99: number; max: number }
 
 /** What one wrk run measured. */
 export interface WrkResult {
