@@ -58,6 +58,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
     return result;
   };
   const servers = [service.server, baseline.server];
+  const pids = servers.map((server) => server.pid);
   const reports: WorkloadReport[] = [];
   for (const workload of workloads) {
     const problems: string[] = [];
@@ -73,12 +74,9 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
     for (let round = 1; round <= options.rounds; round++) {
       for (const server of round % 2 === 1 ? servers : [...servers].reverse()) {
         // A disturbed round is measured again, at most `rounds` times per workload in all.
-        const result = await measureQuietly(context, servers.map((each) => each.pid), () => measure(server, workload, options.seconds), (noisy) => {
-          if (discarded.length >= options.rounds) return false;
-          discarded.push({ server: server.name, round, result: noisy });
-          progress(`${workload.name} round ${round} ${server.name}: other processes took ${noisy.cpu.other.toFixed(2)} cores; measuring again`);
-          return true;
-        });
+        const label = `${workload.name} round ${round} ${server.name}`;
+        const { result, noisy } = await measureQuietly(context, pids, label, () => measure(server, workload, options.seconds), options.rounds - discarded.length);
+        discarded.push(...noisy.map((each) => ({ server: server.name, round, result: each })));
         rounds.get(server)!.push(result);
         progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeLoad(result)}`);
       }

@@ -132,13 +132,23 @@ export const NOISE_CORES = 0.15;
 
 /**
  * `measure` once other processes are quiet, and again while they disturbed it anyway (over
- * NOISE_CORES) and `again(noisy)` allows; resolves with the last measurement.
+ * NOISE_CORES), `again` times at most, each time saying so in a progress line that starts with
+ * `label`; resolves with the last measurement and the ones it replaced.
  */
-export async function measureQuietly(run: { quiet(pids: readonly number[]): Promise<void> }, pids: readonly number[], measure: () => Promise<LoadResult>, again: (noisy: LoadResult) => boolean): Promise<LoadResult> {
+export async function measureQuietly(
+  run: { quiet(pids: readonly number[]): Promise<void>; progress(text: string): void },
+  pids: readonly number[],
+  label: string,
+  measure: () => Promise<LoadResult>,
+  again: number,
+): Promise<{ result: LoadResult; noisy: LoadResult[] }> {
+  const noisy: LoadResult[] = [];
   for (;;) {
     await run.quiet(pids);
     const result = await measure();
-    if (result.cpu.other <= NOISE_CORES || !again(result)) return result;
+    if (result.cpu.other <= NOISE_CORES || noisy.length >= again) return { result, noisy };
+    noisy.push(result);
+    run.progress(`${label}: other processes took ${result.cpu.other.toFixed(2)} cores; measuring again`);
   }
 }
 
