@@ -71,6 +71,13 @@ export function readCpuTicks(pid: number): number {
   return fields === null ? Number.NaN : Number(fields[11]) + Number(fields[12]);
 }
 
+/** The live processes whose parent is `pid`. */
+export function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^[0-9]+$/.test(entry) && readStatFields(`/proc/${entry}/stat`)?.[1] === String(pid))
+    .map(Number);
+}
+
 export interface MachineTicks {
   /** All cores busy (not idle, not iowait), steal included: clock ticks since boot. */
   busy: number;
@@ -83,13 +90,8 @@ export interface MachineTicks {
 /** Where the machine's CPU time went so far, from /proc/stat and the kernel threads' /proc/<pid>/stat. */
 export function readMachineTicks(): MachineTicks {
   const stat = parseProcStat(readFileSync('/proc/stat', 'utf8'));
-  let kernelThreads = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue;
-    const fields = readStatFields(`/proc/${entry}/stat`);
-    // Kernel threads are kthreadd (pid 2) and its children; null: gone meanwhile.
-    if (fields !== null && (entry === '2' || fields[1] === '2')) kernelThreads += Number(fields[11]) + Number(fields[12]);
-  }
+  // Kernel threads are kthreadd (pid 2) and its children; NaN: gone meanwhile.
+  const kernelThreads = [2, ...childrenOf(2)].reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0);
   const all = stat.get('cpu')!;
   return { busy: all.busy, kernel: all.irqs + kernelThreads, stat };
 }
