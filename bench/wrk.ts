@@ -113,8 +113,7 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
 
 /** The latency figures of a histogram of measured latencies, in milliseconds; NaN when empty. */
 export function latencyOf(histogram: Histogram): Latency {
-  const count = histogram.reduce((sum, [, n]) => sum + n, 0);
-  if (count === 0) return { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
+  if (histogram.length === 0) return { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
   return { p50: percentile(histogram, 50) / 1000, p99: percentile(histogram, 99) / 1000, max: histogram.at(-1)![0] / 1000 };
 }
 
