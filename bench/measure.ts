@@ -90,11 +90,8 @@ export async function runLoad(
     latencyMs: latencyOf(mergeHistograms(runs.map((run) => run.histogramUs))),
     correctedP99Ms: Math.max(...runs.map((run) => run.correctedP99Ms)),
     cpu: {
-      server: cores(ticks.server),
-      postgres: cores(ticks.postgres),
-      generator: cores(ticks.generator),
-      harness: cores(ticks.harness),
-      kernel: cores(ticks.kernel),
+      server: cores(ticks.server), postgres: cores(ticks.postgres), generator: cores(ticks.generator),
+      harness: cores(ticks.harness), kernel: cores(ticks.kernel),
       // Whatever else ran on the machine meanwhile (an idle server uses nothing): a noisy neighbour shows here.
       other: Math.max(0, cores(end.machine.busy - start.machine.busy - accounted)),
       serverCore: share(setup.pinning?.server),

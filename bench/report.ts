@@ -108,21 +108,17 @@ export function summariseWorkload(workload: Pick<Workload, 'name' | 'label' | 't
     if (errors > 0) problems.push(`${server}: ${errors} connection errors`);
   }
   const all = [...service, ...baseline];
+  const { name, label, target } = workload;
+  const [ratio, p99Ratio] = [s.rps / b.rps, s.p99Ms / b.p99Ms];
   return {
-    name: workload.name,
-    label: workload.label,
-    target: workload.target,
-    service: s,
-    baseline: b,
-    ratio: s.rps / b.rps,
-    p99Ratio: s.p99Ms / b.p99Ms,
-    throughputPass: workload.target === null ? null : s.rps / b.rps >= workload.target,
-    p99Pass: s.p99Ms / b.p99Ms <= LIMITS.p99Ratio,
+    name, label, target,
+    service: s, baseline: b,
+    ratio, p99Ratio,
+    throughputPass: target === null ? null : ratio >= target,
+    p99Pass: p99Ratio <= LIMITS.p99Ratio,
     unusableRounds: all.filter(isUnusable).length,
     otherCpuMax: Math.max(0, ...all.map((round) => round.cpu.other)),
-    problems,
-    rounds: { service, baseline },
-    discarded,
+    problems, rounds: { service, baseline }, discarded,
   };
 }
 
