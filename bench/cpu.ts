@@ -1,9 +1,7 @@
 /**
  * The cores of the machine: where the bench runs what (`taskset`, a cgroup for `--cpu-quota`),
  * and where their time went, from /proc: each core's busy share, each process's CPU time, the
- * kernel's, and that of the other processes of the machine (noise). The servers under test get
- * cores of their own, the load generator others, so that the generator's cores show whether it
- * was the limit.
+ * kernel's, and that of the other processes of the machine (noise).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';

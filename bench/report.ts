@@ -10,10 +10,7 @@ import type { Workload, WorkloadName } from './workloads.ts';
 /** The targets that are not per workload: tail latency, memory and start-up against the baseline. */
 const LIMITS = { p99Ratio: 1.5, peakRssRatio: 1.5, startToFirstOkMs: 200 } as const;
 
-/**
- * A round whose generator was busier than this is unusable: the generator may have been the
- * limit, so the round measured it rather than the server.
- */
+/** A round whose generator was busier than this may have measured it rather than the server: unusable. */
 const GENERATOR_BUSY_LIMIT = 0.9;
 
 /**

@@ -5,8 +5,7 @@
  * answer 2xx); the tests check that wrk sends exactly the sequence. Both servers get the same
  * requests (the baseline ignores what they ask for); only the service's answers differ.
  *
- * To add a workload: add a row to WORKLOADS. Only one that reacts to answers (adopt: order ids
- * learnt from answers) needs a script of its own, with a response() hook.
+ * To add a workload, add a row to WORKLOADS; only one that reacts to answers needs a Lua script.
  */
 import { encodeCursor } from '../src/api/cursor.ts';
 import { fetchOnce } from './processes.ts';
