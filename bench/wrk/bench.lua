@@ -12,8 +12,8 @@ local function headers(spec)
   local list = {}
   if authorization ~= nil and authorization ~= "" then list["Authorization"] = authorization end
   if spec.body ~= nil then list["Content-Type"] = "application/json" end
-  -- A script's own headers (a PATCH's media type and If-Match) come last and win.
-  for name, value in pairs(spec.headers or {}) do list[name] = value end
+  -- A script's own headers (a PATCH's media type and If-Match) come last and win; false removes one.
+  for name, value in pairs(spec.headers or {}) do list[name] = value or nil end
   return list
 end
 
