@@ -23,6 +23,7 @@ import { formatText, type CompareReport } from './report.ts';
 import { configurationsFor, formatScaling, runScaling, type ScalingRow } from './scaling.ts';
 import { seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
+import { requireWrk } from './wrk.ts';
 
 const progress = (text: string) => process.stderr.write(`${text}\n`);
 
@@ -37,11 +38,7 @@ if (options.help) {
   process.stdout.write(USAGE);
   process.exit(0);
 }
-// A slower generator would measure itself rather than the service: no fallback, a way to install wrk.
-if (!installed('wrk')) {
-  process.stderr.write('npm run bench needs wrk, the load generator: sudo apt-get install wrk\n');
-  process.exit(1);
-}
+requireWrk('npm run bench');
 
 const configurations = configurationsFor(options);
 const compare = configurations.length === 0;

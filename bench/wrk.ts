@@ -7,7 +7,7 @@
 import { execFile, type ExecFileException } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { onCpus } from './cpu.ts';
+import { installed, onCpus } from './cpu.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -24,6 +24,13 @@ export interface WrkRun {
   threads: number;
   seconds: number;
   connections: number;
+}
+
+/** Exits 1, saying how to install wrk, where it is missing: a slower generator would measure itself, not the service. */
+export function requireWrk(command: string): void {
+  if (installed('wrk')) return;
+  process.stderr.write(`${command} needs wrk, the load generator: sudo apt-get install wrk\n`);
+  process.exit(1);
 }
 
 /** A response slower than this is counted as a timeout. */
