@@ -37,7 +37,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
   for (let i = 0; i < raw.length; i += 2) if (!NODE_OWN_HEADERS.has(raw[i]!.toLowerCase())) canned.headers[raw[i]!] = raw[i + 1]!;
   const cannedPath = join(context.workDir, 'baseline-response.json');
   writeFileSync(cannedPath, JSON.stringify(canned));
-  const { PATH, NODE_COMPILE_CACHE } = serviceEnv(context, 0, {});
+  const { PATH, NODE_COMPILE_CACHE } = serviceEnv(context.workDir, 0, {});
   const baselineArgs = [resolve(import.meta.dirname, 'baseline.ts'), cannedPath];
   const baseline = await timedStarts(context, async () => {
     const server = await startServer({ name: 'baseline', args: baselineArgs, env: { PATH: PATH!, NODE_COMPILE_CACHE: NODE_COMPILE_CACHE!, HOST: '127.0.0.1', PORT: '0' }, timeoutMs: 10_000, cpus, cpuGroup: context.cpuGroup });

@@ -32,11 +32,11 @@ export interface BenchContext {
  * connections plus the bench's own checks, so that the default run measures the production
  * setting.
  */
-export function serviceEnv(context: BenchContext, connections: number, extra: Record<string, string>): Record<string, string> {
+export function serviceEnv(workDir: string, connections: number, extra: Record<string, string>): Record<string, string> {
   return {
     PATH: process.env.PATH ?? '',
     // Node's compile cache, as `npm start` has it (src/start.js), in a folder of this run's own.
-    NODE_COMPILE_CACHE: `${context.workDir}/compile-cache`,
+    NODE_COMPILE_CACHE: `${workDir}/compile-cache`,
     APP_ENV: 'production', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info',
     MAX_CONNECTIONS_PER_ADDRESS: String(Math.min(1024, Math.max(64, connections + 8))),
     ...extra,
@@ -49,7 +49,7 @@ export function serviceEnv(context: BenchContext, connections: number, extra: Re
  */
 export async function startService(context: BenchContext, connections: number, extra: Record<string, string>, cpus: readonly number[] | null): Promise<ServerProcess> {
   const { nodeOptions, entry } = startCommand(resolve(import.meta.dirname, '..'));
-  const server = await startServer({ name: 'service', args: [...nodeOptions, entry], env: serviceEnv(context, connections, extra), timeoutMs: 30_000, cpus, cpuGroup: context.cpuGroup });
+  const server = await startServer({ name: 'service', args: [...nodeOptions, entry], env: serviceEnv(context.workDir, connections, extra), timeoutMs: 30_000, cpus, cpuGroup: context.cpuGroup });
   context.children.push(server);
   return server;
 }
