@@ -99,7 +99,8 @@ export function readMachineTicks(): MachineTicks {
  * the machine's busy time less the kernel's and less `ownPids` and this process.
  */
 export async function otherLoad(ownPids: readonly number[], windowMs: number): Promise<number> {
-  const own = () => ownPids.reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0) + ((({ user, system }) => user + system)(process.cpuUsage()) / 1e6) * TICKS_PER_SECOND;
+  // NaN: gone meanwhile.
+  const own = () => [...ownPids, process.pid].reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0);
   const [machine0, own0, started] = [readMachineTicks(), own(), performance.now()];
   await new Promise((resolve) => setTimeout(resolve, windowMs));
   const machine1 = readMachineTicks();

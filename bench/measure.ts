@@ -50,7 +50,7 @@ export async function runLoad(
   let rssMax = 0;
   const sampleRss = () => (rssMax = Math.max(rssMax, target.pids.reduce((sum, pid) => sum + (readMemory(pid)?.rss ?? 0), 0)));
   const sample = () => ({
-    at: performance.now(), own: process.cpuUsage(), machine: readMachineTicks(),
+    at: performance.now(), harness: readCpuTicks(process.pid), machine: readMachineTicks(),
     server: target.pids.reduce((sum, pid) => sum + readCpuTicks(pid), 0), extra: target.extraTicks?.() ?? 0,
   });
   const sampler = setInterval(sampleRss, 100);
@@ -72,7 +72,7 @@ export async function runLoad(
     server: end.server - start.server,
     postgres: end.extra - start.extra,
     generator: sum((run) => run.cpuTicks),
-    harness: ((end.own.user - start.own.user + end.own.system - start.own.system) / 1e6) * TICKS_PER_SECOND,
+    harness: end.harness - start.harness,
     kernel: end.machine.kernel - start.machine.kernel,
   };
   const accounted = Object.values(ticks).reduce((total, each) => total + each, 0);
