@@ -149,10 +149,10 @@ export function choosePinning(allowed: readonly number[], serverCores: number, o
 /**
  * A cgroup v1 `cpu` group whose processes get `cores` cores' time between them (cfs_quota_us =
  * cores × cfs_period_us), as a container started with `--cpus` has: `--cpu-quota`. Needs the
- * right to make a group under `root` (root, on this machine).
+ * right to make a group in /sys/fs/cgroup/cpu (root, on this machine).
  */
-export function createCpuQuotaGroup(cores: number, root = '/sys/fs/cgroup/cpu'): { dir: string; remove(): void } {
-  const dir = join(root, `pets-bench-${process.pid}`);
+export function createCpuQuotaGroup(cores: number): { dir: string; remove(): void } {
+  const dir = join('/sys/fs/cgroup/cpu', `pets-bench-${process.pid}`);
   mkdirSync(dir);
   const period = Number(readFileSync(join(dir, 'cpu.cfs_period_us'), 'utf8'));
   writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(Math.round(cores * period)));
