@@ -70,12 +70,11 @@ export interface WrkResult {
 }
 
 /** The JSON line that bench/wrk/bench.lua's done() prints. */
-interface WrkDone extends Pick<WrkResult, 'statuses' | 'codes' | 'cpuTicks'> {
+interface WrkDone extends Pick<WrkResult, 'statuses' | 'codes' | 'cpuTicks' | 'histogramUs'> {
   durationUs: number;
   requests: number;
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
   wrkLatencyUs: Latency;
-  histogramUs: Array<[number, number]>;
 }
 
 /** A latency histogram: [microseconds, count] pairs, in increasing order of microseconds. */
