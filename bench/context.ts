@@ -27,10 +27,9 @@ export interface BenchContext {
 
 /**
  * The service's environment: production settings, access log on, 127.0.0.1 and any free port,
- * and `extra` (the database, WORKERS). Every load connection comes from 127.0.0.1, which the
- * per-address cap (64 by default) would refuse past 64: it is raised just enough for the
- * connections plus the bench's own checks, so that the default run measures the production
- * setting.
+ * and `extra` (the database, WORKERS). The per-address cap (64 by default) would refuse the load's
+ * connections past 64, all from 127.0.0.1: it is raised just enough for them and the bench's own
+ * checks, so that the default run (50 connections) measures the production setting.
  */
 export function serviceEnv(workDir: string, connections: number, extra: Record<string, string>): Record<string, string> {
   return {

@@ -143,8 +143,9 @@ export function correctionInterval(durationUs: number, requests: number, connect
  * Undoes wrk's correction for coordinated omission. wrk (stats_correct in stats.c) adds, for
  * every response that took n >= 2e microseconds, one sample at each of n - e, n - 2e, ... above e:
  * the requests a constant-rate client would have sent meanwhile. The bench is a closed loop (each
- * connection sends its next request when the answer came) and reports what it measured. Since every sample at m > e came with one at m - e, the corrected
- * count at m + e is exactly what was added at m: raw(m) = corrected(m) - corrected(m + e) above e.
+ * connection sends its next request when the answer came) and reports what it measured. Since
+ * every sample at m > e came with one at m - e, the corrected count at m + e is exactly what was
+ * added at m: raw(m) = corrected(m) - corrected(m + e) above e.
  */
 export function rawHistogram(corrected: Histogram, interval: number): Array<[number, number]> {
   if (interval <= 0) return corrected.map(([us, count]) => [us, count]);
