@@ -9,9 +9,11 @@
  * 3. For each workload: warms both, then measures them alternately (service first in odd rounds,
  *    baseline first in even ones), each round measured quietly (measure.ts).
  */
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { serviceEnv, startService, stopServer, type BenchContext } from './context.ts';
+import { choosePinning, installed, pinProcess } from './cpu.ts';
 import { checkWorkloads, measureQuietly, runLoad, type LoadResult } from './measure.ts';
 import { firstOk, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
 import { buildChecks, describeLoad, median, summariseWorkload, type CompareReport, type DiscardedRound, type LoadFacts, type ServerFacts, type WorkloadReport } from './report.ts';
@@ -25,9 +27,16 @@ const NODE_OWN_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-l
 const STARTS = 5;
 
 /** Runs the comparison. */
-export async function runCompare(context: BenchContext, workloads: Workload[], load: LoadFacts): Promise<CompareReport> {
+export async function runCompare(context: BenchContext, workloads: Workload[]): Promise<CompareReport> {
   const { options, database, progress } = context;
   const startedAt = new Date().toISOString();
+  const { pinning, note } = choosePinning(context.cpus, 1, { pin: options.pin, tasksetFound: installed('taskset') });
+  // `wrk --version` prints its usage too, and exits 1.
+  const version = /^wrk \S+/.exec(spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[0] ?? 'wrk (version unknown)';
+  progress(`load generator: ${version}; ${note}`);
+  // This process reads the service's log and samples /proc during the loads: on the generator's core.
+  if (pinning !== null) pinProcess(process.pid, pinning.generator);
+  const load: LoadFacts = { version, pinning, pinningNote: note };
   const authorization = `Bearer ${database.key}`;
   const cpus = load.pinning?.server ?? null;
   const service = await timedStarts(context, () => startService(context, options.connections, { DATABASE_PATH: database.path }, cpus));
