@@ -247,6 +247,7 @@ async function runProcess(config: Config): Promise<void> {
       observed?.metrics.databaseError();
       logger.event({ level: 'error', event, ...errorFields(error) });
     },
+    crashed: (event, error) => logger.event({ level: 'error', event, ...errorFields(error) }),
   });
   // A worker or the writer thread that dies stops the process, once the limiter is saved (or,
   // without a writer, has failed to be).

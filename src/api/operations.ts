@@ -13,7 +13,7 @@ import { JSON_BODY, MERGE_PATCH_BODY } from '../http/request-body.ts';
 import type { HandlerContext, HandlersOf } from './handler.ts';
 import { deprecationHeaders, sunsetDay, type OperationSpec } from './operation.ts';
 import {
-  createPetParameters, eventsPageSchema, eventStreamSchema, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, listEventsParameters, listOrdersParameters, listPetsParameters,
+  createPetParameters, eventsPageSchema, eventStreamSchema, getOrderParameters, getPetParameters, ifMatchParameters, inventorySchema, lastEventIdParameters, listEventsParameters, listOrdersParameters, listPetsParameters,
   newOrderSchema, newPetSchema, orderPatchSchema, orderSchema, ordersPageSchema, petPatchSchema, petSchema, petsPageSchema,
   placeOrderParameters, createdWebhookSchema, createWebhookParameters, listWebhooksParameters, newWebhookSchema, webhookDeliveriesSchema,
   webhookIdParameters, webhookPatchSchema, webhookSchema, webhooksPageSchema,
@@ -279,7 +279,7 @@ export const OPERATIONS = {
       'a second of its commit and a `: keep-alive` comment every 15 s of silence, and ends when the key is revoked or expires or ' +
       'the server drains (reconnect with `Last-Event-ID`). At most 5 streams per key and 1,000 per instance. See docs/events.md.',
     scope: 'events:read',
-    parameters: listEventsParameters,
+    parameters: [...listEventsParameters, ...lastEventIdParameters],
     responses: {
       200: {
         description: 'A page of events (empty when none came within `wait`); or, asked with `Accept: text/event-stream`, the live stream.',

@@ -397,6 +397,22 @@ export const listEventsParameters = [
 ] as const satisfies readonly Parameter[];
 
 /**
+ * The optional `Last-Event-ID` request header of listEvents: where a stream resumes. Read by the
+ * handler (src/api/events/handlers.ts), only for a stream; declared here so that the document
+ * shows it and the input-complexity test measures it.
+ */
+export const lastEventIdParameters = [
+  {
+    name: 'Last-Event-ID',
+    in: 'header',
+    description:
+      'With `Accept: text/event-stream`: the stream starts after this event id (wins over `after`); what an `EventSource` ' +
+      'sends when it reconnects. 1 to 19 decimal digits; empty is as absent; anything else is `400 bad_request`. Ignored by a page.',
+    schema: { type: 'string', maxLength: 19, pattern: '^[0-9]{0,19}$' },
+  },
+] as const satisfies readonly Parameter[];
+
+/**
  * The stream's body, as the document describes a `text/event-stream` answer. Not a `string`
  * schema: a string has a bounded length (the OWASP ruleset requires one), and a stream has none.
  */

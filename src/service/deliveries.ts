@@ -74,8 +74,16 @@ export interface DeliveryWorkerDeps {
   observer?: () => DeliveriesObserver | null | undefined;
   /** One line of the operators' log (`webhook_attempt_failed`). */
   log(fields: Record<string, unknown>): void;
-  /** A claim, a record or a count failed (`webhook_claim_failed`, `webhook_record_failed`, `webhook_count_failed`). */
+  /**
+   * A database operation failed: a claim, a record, a count or a release (`webhook_claim_failed`,
+   * `webhook_record_failed`, `webhook_count_failed`, `webhook_release_failed`).
+   */
   failed(event: string, error: unknown): void;
+  /**
+   * An attempt threw instead of returning its outcome (`webhook_attempt_crashed`): a fault of this
+   * code, not of the database or of the endpoint. Its claim ends with its lease, then it is tried again.
+   */
+  crashed(event: string, error: unknown): void;
 }
 
 export interface DeliveryWorker {
@@ -133,7 +141,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     },
     endpointOf: (delivery) => String(delivery.webhookId),
     clock,
-    failed: (_delivery, error) => deps.failed('webhook_attempt_crashed', error),
+    failed: (_delivery, error) => deps.crashed('webhook_attempt_crashed', error),
   });
 
   let stopped = false;
@@ -184,7 +192,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     wake: () => void tick(),
     tick,
     async idle() {
-      while (running.size > 0 || claiming !== null) await Promise.all([...running, claiming]);
+      // Settled, not fulfilled: an attempt that crashed was reported to `crashed` already.
+      while (running.size > 0 || claiming !== null) await Promise.allSettled([...running, claiming]);
     },
     async stop() {
       stopped = true;

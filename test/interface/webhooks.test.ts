@@ -490,6 +490,7 @@ test('registered through the API, an endpoint receives the events it lists, sign
   const worker = startDeliveryWorker({
     store: server.service.stores.webhooks, clock: server.clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1],
     resolve: testResolver(), intervalMs: 3_600_000, log: () => {}, failed: (event, error) => assert.fail(`${event}: ${String(error)}`),
+    crashed: (event, error) => assert.fail(`${event}: ${String(error)}`),
   });
   t.after(() => worker.stop());
   const pet = await json(await server.post('/v1/pets', { name: 'Rex', categoryId: 1 }));

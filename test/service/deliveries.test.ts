@@ -80,6 +80,7 @@ async function harness(t: TestContext, start: Start, deps: Partial<DeliveryWorke
     store: served.stores.webhooks, clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1, 1],
     resolve: resolverOf({}), intervalMs: 3_600_000, observer: () => observer,
     log: (fields) => logs.push(fields), failed: (event, error) => assert.fail(`${event}: ${String(error)}`),
+    crashed: (event, error) => assert.fail(`${event}: ${String(error)}`),
     ...deps,
   });
   return {
@@ -315,11 +316,13 @@ function deliveryCases(start: Start): void {
   });
 }
 
+const sqliteInMemory: Start = async (t, clock) => {
+  const server = await startTestServer(t, { clock });
+  return { ...server, stores: server.service.stores };
+};
+
 describe('deliveries on SQLite in memory', () => {
-  deliveryCases(async (t, clock) => {
-    const server = await startTestServer(t, { clock });
-    return { ...server, stores: server.service.stores };
-  });
+  deliveryCases(sqliteInMemory);
 });
 
 describe('deliveries on a SQLite file written by the writer thread', () => {
@@ -349,7 +352,7 @@ test('after a failed claim (the database down) the worker waits before claiming 
       return store.claimDue(...args);
     } },
     clock: server.clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1], intervalMs: 3_600_000,
-    log: () => {}, failed: (event) => failures.push(event),
+    log: () => {}, failed: (event) => failures.push(event), crashed: (event) => assert.fail(event),
   });
   t.after(() => worker.stop());
   await worker.tick();
@@ -361,4 +364,21 @@ test('after a failed claim (the database down) the worker waits before claiming 
   await worker.tick();
   await worker.tick();
   assert.deepEqual([claims, failures.length], [3, 1], 'claiming again after the wait, at every tick once it works');
+});
+
+test('an attempt that throws is reported as a crash of this code, not as a database failure, and its delivery stays claimed', async (t) => {
+  const crashes: [string, unknown][] = [];
+  const h = await harness(t, sqliteInMemory, {
+    // The report of an attempt's outcome is the last step that can throw outside the database's calls.
+    observer: () => ({ webhookAttempted: () => { throw new Error('the metrics broke'); }, webhookDeliveriesPending: () => {} }),
+    crashed: (event, error) => crashes.push([event, error]),
+  });
+  const receiver = await startReceiver(t, answering(204));
+  await h.webhook(`http://127.0.0.1:${receiver.port}/in`);
+  await h.createPet();
+  await h.deliver();
+  await until(() => crashes.length > 0);
+  assert.deepEqual(crashes.map(([event, error]) => [event, (error as Error).message]), [['webhook_attempt_crashed', 'the metrics broke']]);
+  assert.equal(receiver.requests.length, 1, 'the attempt itself was made');
+  assert.equal(await h.stores.webhooks.pending(), 1, 'not recorded: tried again once its lease ends');
 });

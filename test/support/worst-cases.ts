@@ -193,6 +193,17 @@ const HEADER_PARAMETERS: Readonly<Record<string, readonly Shape[]>> = {
     { name: 'quotes', unit: repeat('"') },
     { name: 'blanks inside', head: 'k', unit: repeat(' \tk') },
   ],
+  // Read only for a stream (HEADERS_THAT_READ_IT): an id of thousands of digits would be a position past int64.
+  'Last-Event-ID': [
+    { name: 'thousands of digits', unit: repeat('7') },
+    { name: 'digits, then a letter', unit: repeat('1'), tail: 'x' },
+    { name: 'blanks between digits', head: '1', unit: repeat(' \t'), tail: '1' },
+  ],
+};
+
+/** The headers without which an operation ignores a header parameter: sent with its worst cases. */
+const HEADERS_THAT_READ_IT: Readonly<Record<string, readonly (readonly [string, string])[]>> = {
+  'Last-Event-ID': [['Accept', 'text/event-stream']],
 };
 
 /** The body schema of an operation: the very object its validator reads (the table's entry). */
@@ -304,7 +315,8 @@ function operationCases(operation: ListedOperation, fixtures: Fixtures): WorstCa
       const surface: Surface = {
         label: `${parameter.name} of ${label}`, cap: HEAD_CAP, kind: 'header', operation,
         request: (content) => ({
-          ...base, target: pathOf(operation, fixtures), headers: [...headers.filter(([name]) => name !== parameter.name), [parameter.name, content]],
+          ...base, target: pathOf(operation, fixtures),
+          headers: [...headers.filter(([name]) => name !== parameter.name), ...(HEADERS_THAT_READ_IT[parameter.name] ?? []), [parameter.name, content]],
         }),
       };
       cases.push(...shapes.map((shape) => ({ surface, shape })));

@@ -365,7 +365,7 @@ test('Event is a oneOf discriminated by type, one schema per type, each with its
   });
   const feed = operation(served(), 'listEvents');
   assert.deepEqual(feed.responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/Event' });
-  assert.deepEqual(feed.parameters.map((parameter: { name: string }) => parameter.name), ['after', 'limit', 'types', 'wait']);
+  assert.deepEqual(feed.parameters.map((parameter: { name: string; in: string }) => `${parameter.in} ${parameter.name}`), ['query after', 'query limit', 'query types', 'query wait', 'header Last-Event-ID']);
   assert.deepEqual(Object.keys(feed.responses['200'].content), ['application/json', 'text/event-stream'], 'the stream, a second media type of the 200');
   assert.match(feed.responses['200'].content['text/event-stream'].schema.description, /`id: <id>`, `event: <type>`, `data: /);
   const tooMany = feed.responses['429'];
