@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { BenchOptions } from './options.ts';
-import { startServer, type ServerProcess } from './processes.ts';
+import { startServer, type ServerProcess, type StartOptions } from './processes.ts';
 
 export interface BenchContext {
   options: BenchOptions;
@@ -42,15 +42,17 @@ export function serviceEnv(workDir: string, connections: number, extra: Record<s
   };
 }
 
-/**
- * Starts the service as `npm start` starts it, with `extra` in its environment (the database,
- * WORKERS), on `cpus` when pinned and in the run's cgroup; the run kills it if interrupted.
- */
-export async function startService(context: BenchContext, connections: number, extra: Record<string, string>, cpus: readonly number[] | null): Promise<ServerProcess> {
-  const { nodeOptions, entry } = startCommand(resolve(import.meta.dirname, '..'));
-  const server = await startServer({ name: 'service', args: [...nodeOptions, entry], env: serviceEnv(context.workDir, connections, extra), timeoutMs: 30_000, cpus, cpuGroup: context.cpuGroup });
+/** Starts a server (startServer) in the run's cgroup; the run kills it if interrupted. */
+export async function startChild(context: BenchContext, options: Omit<StartOptions, 'cpuGroup'>): Promise<ServerProcess> {
+  const server = await startServer({ ...options, cpuGroup: context.cpuGroup });
   context.children.push(server);
   return server;
+}
+
+/** Starts the service as `npm start` starts it, with `extra` in its environment (the database, WORKERS), on `cpus` when pinned. */
+export function startService(context: BenchContext, connections: number, extra: Record<string, string>, cpus: readonly number[] | null): Promise<ServerProcess> {
+  const { nodeOptions, entry } = startCommand(resolve(import.meta.dirname, '..'));
+  return startChild(context, { name: 'service', args: [...nodeOptions, entry], env: serviceEnv(context.workDir, connections, extra), timeoutMs: 30_000, cpus });
 }
 
 /** Stops a server the run started; resolves with its exit code. */

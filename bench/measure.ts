@@ -1,8 +1,6 @@
 /**
- * One timed load: wrk against the servers under test (one wrk process per URL, on the
- * generator's cores), and what the machine did meanwhile: the CPU that the servers, PostgreSQL,
- * wrk, this process and everything else used, how busy the servers' and the generator's cores
- * were, and the servers' resident memory. Also the waits for a quiet machine around it.
+ * One timed load: wrk against the servers under test, and what the machine did meanwhile
+ * (LoadResult); also the check of the workloads before any load, and the waits for quiet.
  */
 import { busiestShare, otherLoad, readCpuTicks, readMachineTicks, TICKS_PER_SECOND, type Pinning } from './cpu.ts';
 import { fetchOnce, readMemory } from './processes.ts';
@@ -80,13 +78,8 @@ export async function runLoad(
   const durationS = Math.max(...runs.map((run) => run.durationS));
   const requests = sum((run) => run.responses - run.non2xx);
   return {
-    requests,
-    non2xx: sum((run) => run.non2xx),
-    errors: sum((run) => run.errors),
-    timeouts: sum((run) => run.timeouts),
-    durationS,
-    wallS,
-    rps: requests / durationS,
+    requests, non2xx: sum((run) => run.non2xx), errors: sum((run) => run.errors), timeouts: sum((run) => run.timeouts),
+    durationS, wallS, rps: requests / durationS,
     latencyMs: latencyOf(mergeHistograms(runs.map((run) => run.histogramUs))),
     correctedP99Ms: Math.max(...runs.map((run) => run.correctedP99Ms)),
     cpu: {
@@ -94,8 +87,7 @@ export async function runLoad(
       harness: cores(ticks.harness), kernel: cores(ticks.kernel),
       // Whatever else ran on the machine meanwhile (an idle server uses nothing): a noisy neighbour shows here.
       other: Math.max(0, cores(end.machine.busy - start.machine.busy - accounted)),
-      serverCore: share(setup.pinning?.server),
-      generatorCore: share(setup.pinning?.generator),
+      serverCore: share(setup.pinning?.server), generatorCore: share(setup.pinning?.generator),
     },
     rssMax,
   };

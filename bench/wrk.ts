@@ -1,8 +1,7 @@
 /**
- * wrk (https://github.com/wg/wrk, Debian's package `wrk`) as the bench's load generator: a C
- * program, one thread pinned to its own core, driven by the workload's Lua script in bench/wrk/.
- * Its figures come from the scripts' done() hook (bench/wrk/bench.lua) as one JSON line, read
- * here; wrk's own text report is only kept for error messages.
+ * wrk (https://github.com/wg/wrk, Debian's package `wrk`), the bench's load generator: a C
+ * program driven by the workload's Lua script in bench/wrk/. Its figures come from the scripts'
+ * done() hook (bench/wrk/bench.lua) as one JSON line; its own text report is only for errors.
  */
 import { execFile, type ExecFileException } from 'node:child_process';
 import { join } from 'node:path';
@@ -108,10 +107,8 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
     non2xx: done.errors.status,
     errors: done.errors.connect + done.errors.read + done.errors.write,
     timeouts: done.errors.timeout,
-    latencyMs: latencyOf(raw),
-    histogramUs: raw,
-    statuses: done.statuses,
-    codes: done.codes,
+    latencyMs: latencyOf(raw), histogramUs: raw,
+    statuses: done.statuses, codes: done.codes,
     correctedP99Ms: done.wrkLatencyUs.p99 / 1000,
     cpuTicks: done.cpuTicks,
   };
