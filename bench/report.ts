@@ -13,10 +13,7 @@ const LIMITS = { p99Ratio: 1.5, peakRssRatio: 1.5, startToFirstOkMs: 200 } as co
 /** A round whose generator was busier than this may have measured it rather than the server: unusable. */
 const GENERATOR_BUSY_LIMIT = 0.9;
 
-/**
- * How busy the generator was in a round (0 to 1): the busy share of its core when it had one of
- * its own, else the CPU its process used (one wrk thread).
- */
+/** How busy the generator was in a round (0 to 1): its core's busy share when it had one of its own, else its CPU (one wrk thread). */
 function generatorLoad(round: LoadResult): number {
   return round.cpu.generatorCore ?? round.cpu.generator;
 }
