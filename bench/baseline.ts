@@ -6,8 +6,8 @@
  *
  *   node bench/baseline.ts RESPONSE.json
  *
- * RESPONSE.json is `{ "headers": { name: value }, "body": "..." }`: bench/run.ts writes it from
- * the service's own answer to `GET /v1/pets?limit=20`, so both servers send the same header
+ * RESPONSE.json is `{ "headers": { name: value }, "body": "..." }`: bench/compare.ts writes it
+ * from the service's own answer to `GET /v1/pets?limit=20`, so both servers send the same header
  * names and values and the same body bytes. Listens on HOST:PORT (127.0.0.1:0 by default) and
  * prints `{"event":"listening","url":...}` on stdout, as src/main.ts does.
  */
@@ -15,37 +15,23 @@ import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 
-interface CannedResponse {
-  headers: Record<string, string>;
-  body: string;
-}
-
 const file = process.argv[2];
 if (file === undefined) {
   process.stderr.write('usage: node bench/baseline.ts RESPONSE.json\n');
   process.exit(2);
 }
-const canned = JSON.parse(readFileSync(file, 'utf8')) as CannedResponse;
+const canned = JSON.parse(readFileSync(file, 'utf8')) as { headers: Record<string, string>; body: string };
 const BODY = Buffer.from(canned.body);
 const HEADERS = { ...canned.headers, 'Content-Length': String(BODY.length) };
 
 const server = createServer((req, res) => {
+  const answer = () => res.writeHead(200, HEADERS).end(BODY);
   const hasBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
-  if (!hasBody) {
-    res.writeHead(200, HEADERS);
-    res.end(BODY);
-    return;
-  }
-  req.on('end', () => {
-    res.writeHead(200, HEADERS);
-    res.end(BODY);
-  });
-  req.resume();
+  if (!hasBody) return answer();
+  req.on('end', answer).resume();
 });
 
-const port = Number(process.env.PORT ?? '0');
-const host = process.env.HOST ?? '127.0.0.1';
-server.listen(port, host, () => {
+server.listen(Number(process.env.PORT ?? '0'), process.env.HOST ?? '127.0.0.1', () => {
   const address = server.address() as AddressInfo;
   process.stdout.write(`${JSON.stringify({ event: 'listening', url: `http://${address.address}:${address.port}` })}\n`);
 });

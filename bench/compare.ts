@@ -9,11 +9,13 @@
  * 3. For each workload: warms both, then measures them alternately (service first in odd rounds,
  *    baseline first in even ones), each round measured quietly (measure.ts).
  */
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { serviceEnv, startService, stopServer, type BenchContext } from './context.ts';
+import { serviceEnv, startChild, startService, stopServer, type BenchContext } from './context.ts';
+import { choosePinning, installed, pinProcess } from './cpu.ts';
 import { checkWorkloads, measureQuietly, runLoad, type LoadResult } from './measure.ts';
-import { firstOk, readMemory, startServer, type HttpAnswer, type ServerProcess } from './processes.ts';
+import { firstOk, readMemory, type HttpAnswer, type ServerProcess } from './processes.ts';
 import { buildChecks, describeLoad, median, summariseWorkload, type CompareReport, type DiscardedRound, type LoadFacts, type ServerFacts, type WorkloadReport } from './report.ts';
 import type { Workload } from './workloads.ts';
 
@@ -24,30 +26,20 @@ const NODE_OWN_HEADERS = new Set(['date', 'connection', 'keep-alive', 'content-l
 /** Starts of each server timed for "start to first 200" (one is too noisy); the last is kept for the loads. */
 const STARTS = 5;
 
+/** One load of a workload on one server, for `seconds`. */
+type Measure = (server: ServerProcess, workload: Workload, seconds: number) => Promise<LoadResult>;
+
 /** Runs the comparison. */
-export async function runCompare(context: BenchContext, workloads: Workload[], load: LoadFacts): Promise<CompareReport> {
-  const { options, database, progress } = context;
+export async function runCompare(context: BenchContext, workloads: Workload[]): Promise<CompareReport> {
+  const { options, progress } = context;
   const startedAt = new Date().toISOString();
-  const authorization = `Bearer ${database.key}`;
-  const cpus = load.pinning?.server ?? null;
-  const service = await timedStarts(context, () => startService(context, options.connections, { DATABASE_PATH: database.path }, cpus));
-  // The baseline answers with exactly what the service answered, headers and body.
-  const canned = { headers: {} as Record<string, string>, body: service.answer.body };
-  const raw = service.answer.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) if (!NODE_OWN_HEADERS.has(raw[i]!.toLowerCase())) canned.headers[raw[i]!] = raw[i + 1]!;
-  const cannedPath = join(context.workDir, 'baseline-response.json');
-  writeFileSync(cannedPath, JSON.stringify(canned));
-  const { PATH, NODE_COMPILE_CACHE } = serviceEnv(context, 0, {});
-  const baselineArgs = [resolve(import.meta.dirname, 'baseline.ts'), cannedPath];
-  const baseline = await timedStarts(context, async () => {
-    const server = await startServer({ name: 'baseline', args: baselineArgs, env: { PATH: PATH!, NODE_COMPILE_CACHE: NODE_COMPILE_CACHE!, HOST: '127.0.0.1', PORT: '0' }, timeoutMs: 10_000, cpus, cpuGroup: context.cpuGroup });
-    context.children.push(server);
-    return server;
-  });
+  const load = placeLoad(context);
+  const { service, baseline } = await startServers(context, load.pinning?.server ?? null);
+  const authorization = `Bearer ${context.database.key}`;
   await checkWorkloads(service.server.url, workloads, authorization);
 
   let serviceResponses = 0;
-  const measure = async (server: ServerProcess, workload: Workload, seconds: number): Promise<LoadResult> => {
+  const measure: Measure = async (server, workload, seconds) => {
     const result = await runLoad({ urls: [server.url], pids: [server.pid] }, workload, { pinning: load.pinning, seconds, connections: options.connections, authorization });
     if (server === service.server) {
       serviceResponses += result.requests + result.non2xx;
@@ -59,34 +51,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
   };
   const servers = [service.server, baseline.server];
   const reports: WorkloadReport[] = [];
-  for (const workload of workloads) {
-    const problems: string[] = [];
-    if (options.warmup > 0) {
-      progress(`${workload.name}: warm-up`);
-      for (const server of servers) {
-        const result = await measure(server, workload, options.warmup);
-        if (result.non2xx + result.errors > 0) problems.push(`${server.name} warm-up: ${result.non2xx} non-2xx answers, ${result.errors} connection errors`);
-      }
-    }
-    const rounds = new Map<ServerProcess, LoadResult[]>(servers.map((server) => [server, []]));
-    const discarded: DiscardedRound[] = [];
-    for (let round = 1; round <= options.rounds; round++) {
-      for (const server of round % 2 === 1 ? servers : [...servers].reverse()) {
-        // A disturbed round is measured again, at most `rounds` times per workload in all.
-        const result = await measureQuietly(context, servers.map((each) => each.pid), () => measure(server, workload, options.seconds), (noisy) => {
-          if (discarded.length >= options.rounds) return false;
-          discarded.push({ server: server.name, round, result: noisy });
-          progress(`${workload.name} round ${round} ${server.name}: other processes took ${noisy.cpu.other.toFixed(2)} cores; measuring again`);
-          return true;
-        });
-        rounds.get(server)!.push(result);
-        progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeLoad(result)}`);
-      }
-    }
-    const report = summariseWorkload(workload, rounds.get(service.server)!, rounds.get(baseline.server)!, discarded);
-    report.problems.push(...problems);
-    reports.push(report);
-  }
+  for (const workload of workloads) reports.push(await compareWorkload(context, workload, servers, measure));
 
   // VmHWM must be read while the processes still exist.
   const [servicePeak, baselinePeak] = servers.map((server) => readMemory(server.pid)?.peak ?? Number.NaN);
@@ -95,8 +60,7 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
   const facts = (starts: number[], peakRssBytes: number, exitCode: number | null): ServerFacts => ({ startToFirstOkMs: median(starts), starts, peakRssBytes, exitCode });
   const log = service.server.stdout();
   const report: Omit<CompareReport, 'checks'> = {
-    startedAt,
-    finishedAt: new Date().toISOString(),
+    startedAt, finishedAt: new Date().toISOString(),
     options: { seconds: options.seconds, warmup: options.warmup, rounds: options.rounds, connections: options.connections },
     load,
     servers: { service: facts(service.starts, servicePeak!, serviceExit!), baseline: facts(baseline.starts, baselinePeak!, baselineExit!) },
@@ -104,6 +68,61 @@ export async function runCompare(context: BenchContext, workloads: Workload[], l
     workloads: reports,
   };
   return { ...report, checks: buildChecks(report) };
+}
+
+/** Where the servers and wrk run (a core each, when pinned), and which wrk; this process joins wrk. */
+function placeLoad(context: BenchContext): LoadFacts {
+  const { pinning, note } = choosePinning(context.cpus, 1, { pin: context.options.pin, tasksetFound: installed('taskset') });
+  // `wrk --version` prints its usage too, and exits 1.
+  const version = /^wrk \S+/.exec(spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[0] ?? 'wrk (version unknown)';
+  context.progress(`load generator: ${version}; ${note}`);
+  // This process reads the service's log and samples /proc during the loads: on the generator's core.
+  if (pinning !== null) pinProcess(process.pid, pinning.generator);
+  return { version, pinning, pinningNote: note };
+}
+
+/** Starts the service, then the baseline with the service's answer to FIRST_PATH, on `cpus` when pinned. */
+async function startServers(context: BenchContext, cpus: readonly number[] | null) {
+  const service = await timedStarts(context, () => startService(context, context.options.connections, { DATABASE_PATH: context.database.path }, cpus));
+  // The baseline answers with exactly what the service answered, headers and body.
+  const canned = { headers: {} as Record<string, string>, body: service.answer.body };
+  const raw = service.answer.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) if (!NODE_OWN_HEADERS.has(raw[i]!.toLowerCase())) canned.headers[raw[i]!] = raw[i + 1]!;
+  const cannedPath = join(context.workDir, 'baseline-response.json');
+  writeFileSync(cannedPath, JSON.stringify(canned));
+  const args = [resolve(import.meta.dirname, 'baseline.ts'), cannedPath];
+  // The service's environment: the same PATH and compile cache; of the rest, the baseline reads only HOST and PORT.
+  const env = serviceEnv(context.workDir, 0, {});
+  const baseline = await timedStarts(context, () => startChild(context, { name: 'baseline', args, env, timeoutMs: 10_000, cpus }));
+  return { service, baseline };
+}
+
+/** Step 3 for one workload; a round disturbed by other processes is measured again, `rounds` times at most in all. */
+async function compareWorkload(context: BenchContext, workload: Workload, servers: ServerProcess[], measure: Measure): Promise<WorkloadReport> {
+  const { options, progress } = context;
+  const problems: string[] = [];
+  if (options.warmup > 0) {
+    progress(`${workload.name}: warm-up`);
+    for (const server of servers) {
+      const result = await measure(server, workload, options.warmup);
+      if (result.non2xx + result.errors > 0) problems.push(`${server.name} warm-up: ${result.non2xx} non-2xx answers, ${result.errors} connection errors`);
+    }
+  }
+  const rounds = new Map<ServerProcess, LoadResult[]>(servers.map((server) => [server, []]));
+  const discarded: DiscardedRound[] = [];
+  const pids = servers.map((server) => server.pid);
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const server of round % 2 === 1 ? servers : [...servers].reverse()) {
+      const label = `${workload.name} round ${round} ${server.name}`;
+      const { result, noisy } = await measureQuietly(context, pids, label, () => measure(server, workload, options.seconds), options.rounds - discarded.length);
+      discarded.push(...noisy.map((each) => ({ server: server.name, round, result: each })));
+      rounds.get(server)!.push(result);
+      progress(`${workload.name} round ${round} ${server.name.padEnd(8)}: ${describeLoad(result)}`);
+    }
+  }
+  const report = summariseWorkload(workload, rounds.get(servers[0]!)!, rounds.get(servers[1]!)!, discarded);
+  report.problems.push(...problems);
+  return report;
 }
 
 /**

@@ -1,9 +1,7 @@
 /**
  * The cores of the machine: where the bench runs what (`taskset`, a cgroup for `--cpu-quota`),
  * and where their time went, from /proc: each core's busy share, each process's CPU time, the
- * kernel's, and that of the other processes of the machine (noise). The servers under test get
- * cores of their own, the load generator others, so that the generator's cores show whether it
- * was the limit.
+ * kernel's, and that of the other processes of the machine (noise).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
@@ -71,6 +69,13 @@ export function readCpuTicks(pid: number): number {
   return fields === null ? Number.NaN : Number(fields[11]) + Number(fields[12]);
 }
 
+/** The live processes whose parent is `pid`. */
+export function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^[0-9]+$/.test(entry) && readStatFields(`/proc/${entry}/stat`)?.[1] === String(pid))
+    .map(Number);
+}
+
 export interface MachineTicks {
   /** All cores busy (not idle, not iowait), steal included: clock ticks since boot. */
   busy: number;
@@ -83,13 +88,8 @@ export interface MachineTicks {
 /** Where the machine's CPU time went so far, from /proc/stat and the kernel threads' /proc/<pid>/stat. */
 export function readMachineTicks(): MachineTicks {
   const stat = parseProcStat(readFileSync('/proc/stat', 'utf8'));
-  let kernelThreads = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue;
-    const fields = readStatFields(`/proc/${entry}/stat`);
-    // Kernel threads are kthreadd (pid 2) and its children; null: gone meanwhile.
-    if (fields !== null && (entry === '2' || fields[1] === '2')) kernelThreads += Number(fields[11]) + Number(fields[12]);
-  }
+  // Kernel threads are kthreadd (pid 2) and its children; NaN: gone meanwhile.
+  const kernelThreads = [2, ...childrenOf(2)].reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0);
   const all = stat.get('cpu')!;
   return { busy: all.busy, kernel: all.irqs + kernelThreads, stat };
 }
@@ -99,7 +99,8 @@ export function readMachineTicks(): MachineTicks {
  * the machine's busy time less the kernel's and less `ownPids` and this process.
  */
 export async function otherLoad(ownPids: readonly number[], windowMs: number): Promise<number> {
-  const own = () => ownPids.reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0) + ((({ user, system }) => user + system)(process.cpuUsage()) / 1e6) * TICKS_PER_SECOND;
+  // NaN: gone meanwhile.
+  const own = () => [...ownPids, process.pid].reduce((sum, pid) => sum + (readCpuTicks(pid) || 0), 0);
   const [machine0, own0, started] = [readMachineTicks(), own(), performance.now()];
   await new Promise((resolve) => setTimeout(resolve, windowMs));
   const machine1 = readMachineTicks();
@@ -126,10 +127,7 @@ export function allowedCpus(): number[] {
 }
 
 /** The cores that run the servers and those that run the load generator (and this process). */
-export interface Pinning {
-  server: number[];
-  generator: number[];
-}
+export interface Pinning { server: number[]; generator: number[] }
 
 /**
  * Where the servers and the generator run: the servers on the first `serverCores` CPUs this
@@ -151,10 +149,10 @@ export function choosePinning(allowed: readonly number[], serverCores: number, o
 /**
  * A cgroup v1 `cpu` group whose processes get `cores` cores' time between them (cfs_quota_us =
  * cores × cfs_period_us), as a container started with `--cpus` has: `--cpu-quota`. Needs the
- * right to make a group under `root` (root, on this machine).
+ * right to make a group in /sys/fs/cgroup/cpu (root, on this machine).
  */
-export function createCpuQuotaGroup(cores: number, root = '/sys/fs/cgroup/cpu'): { dir: string; remove(): void } {
-  const dir = join(root, `pets-bench-${process.pid}`);
+export function createCpuQuotaGroup(cores: number): { dir: string; remove(): void } {
+  const dir = join('/sys/fs/cgroup/cpu', `pets-bench-${process.pid}`);
   mkdirSync(dir);
   const period = Number(readFileSync(join(dir, 'cpu.cfs_period_us'), 'utf8'));
   writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(Math.round(cores * period)));

@@ -21,8 +21,10 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../src/storage/sqlite/database.ts';
 import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
+import { serviceEnv } from './context.ts';
 import { fetchOnce, startServer, type ServerProcess } from './processes.ts';
 import { startBenchPostgres } from './postgres.ts';
+import { median } from './report.ts';
 import { BENCH_KEY_LIMITS, seedDatabase } from './seed.ts';
 import { buildWorkloads } from './workloads.ts';
 import { runWrk } from './wrk.ts';
@@ -34,13 +36,13 @@ const CONNECTIONS = 32;
 const STREAMS = 1000;
 const WRITES = 300;
 const progress = (text: string) => process.stderr.write(`${text}\n`);
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const POSTGRES = process.argv.includes('--postgres');
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 let work = '';
-const env = (database: Record<string, string>) => ({ PATH: process.env.PATH ?? '', APP_ENV: 'production', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', MAX_CONNECTIONS_PER_ADDRESS: '1024', ...database });
-const start = (name: string, root: string, database: Record<string, string>) => startServer({ name, args: [join(root, 'src/main.ts')], env: env(database), timeoutMs: 30_000 });
+// The bench's settings for the service, with room for every stream's connection from 127.0.0.1.
+const start = (name: string, root: string, database: Record<string, string>) =>
+  startServer({ name, args: [join(root, 'src/main.ts')], env: serviceEnv(work, STREAMS, database), timeoutMs: 30_000 });
 
 /**
  * The lines that append events, and what the copy without the log has instead (a test holds them

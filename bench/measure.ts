@@ -1,8 +1,6 @@
 /**
- * One timed load: wrk against the servers under test (one wrk process per URL, on the
- * generator's cores), and what the machine did meanwhile: the CPU that the servers, PostgreSQL,
- * wrk, this process and everything else used, how busy the servers' and the generator's cores
- * were, and the servers' resident memory. Also the waits for a quiet machine around it.
+ * One timed load: wrk against the servers under test, and what the machine did meanwhile
+ * (LoadResult); also the check of the workloads before any load, and the waits for quiet.
  */
 import { busiestShare, otherLoad, readCpuTicks, readMachineTicks, TICKS_PER_SECOND, type Pinning } from './cpu.ts';
 import { fetchOnce, readMemory } from './processes.ts';
@@ -50,7 +48,7 @@ export async function runLoad(
   let rssMax = 0;
   const sampleRss = () => (rssMax = Math.max(rssMax, target.pids.reduce((sum, pid) => sum + (readMemory(pid)?.rss ?? 0), 0)));
   const sample = () => ({
-    at: performance.now(), own: process.cpuUsage(), machine: readMachineTicks(),
+    at: performance.now(), harness: readCpuTicks(process.pid), machine: readMachineTicks(),
     server: target.pids.reduce((sum, pid) => sum + readCpuTicks(pid), 0), extra: target.extraTicks?.() ?? 0,
   });
   const sampler = setInterval(sampleRss, 100);
@@ -72,7 +70,7 @@ export async function runLoad(
     server: end.server - start.server,
     postgres: end.extra - start.extra,
     generator: sum((run) => run.cpuTicks),
-    harness: ((end.own.user - start.own.user + end.own.system - start.own.system) / 1e6) * TICKS_PER_SECOND,
+    harness: end.harness - start.harness,
     kernel: end.machine.kernel - start.machine.kernel,
   };
   const accounted = Object.values(ticks).reduce((total, each) => total + each, 0);
@@ -80,25 +78,16 @@ export async function runLoad(
   const durationS = Math.max(...runs.map((run) => run.durationS));
   const requests = sum((run) => run.responses - run.non2xx);
   return {
-    requests,
-    non2xx: sum((run) => run.non2xx),
-    errors: sum((run) => run.errors),
-    timeouts: sum((run) => run.timeouts),
-    durationS,
-    wallS,
-    rps: requests / durationS,
+    requests, non2xx: sum((run) => run.non2xx), errors: sum((run) => run.errors), timeouts: sum((run) => run.timeouts),
+    durationS, wallS, rps: requests / durationS,
     latencyMs: latencyOf(mergeHistograms(runs.map((run) => run.histogramUs))),
     correctedP99Ms: Math.max(...runs.map((run) => run.correctedP99Ms)),
     cpu: {
-      server: cores(ticks.server),
-      postgres: cores(ticks.postgres),
-      generator: cores(ticks.generator),
-      harness: cores(ticks.harness),
-      kernel: cores(ticks.kernel),
+      server: cores(ticks.server), postgres: cores(ticks.postgres), generator: cores(ticks.generator),
+      harness: cores(ticks.harness), kernel: cores(ticks.kernel),
       // Whatever else ran on the machine meanwhile (an idle server uses nothing): a noisy neighbour shows here.
       other: Math.max(0, cores(end.machine.busy - start.machine.busy - accounted)),
-      serverCore: share(setup.pinning?.server),
-      generatorCore: share(setup.pinning?.generator),
+      serverCore: share(setup.pinning?.server), generatorCore: share(setup.pinning?.generator),
     },
     rssMax,
   };
@@ -132,13 +121,23 @@ export const NOISE_CORES = 0.15;
 
 /**
  * `measure` once other processes are quiet, and again while they disturbed it anyway (over
- * NOISE_CORES) and `again(noisy)` allows; resolves with the last measurement.
+ * NOISE_CORES), `again` times at most, each time saying so in a progress line that starts with
+ * `label`; resolves with the last measurement and the ones it replaced.
  */
-export async function measureQuietly(run: { quiet(pids: readonly number[]): Promise<void> }, pids: readonly number[], measure: () => Promise<LoadResult>, again: (noisy: LoadResult) => boolean): Promise<LoadResult> {
+export async function measureQuietly(
+  run: { quiet(pids: readonly number[]): Promise<void>; progress(text: string): void },
+  pids: readonly number[],
+  label: string,
+  measure: () => Promise<LoadResult>,
+  again: number,
+): Promise<{ result: LoadResult; noisy: LoadResult[] }> {
+  const noisy: LoadResult[] = [];
   for (;;) {
     await run.quiet(pids);
     const result = await measure();
-    if (result.cpu.other <= NOISE_CORES || !again(result)) return result;
+    if (result.cpu.other <= NOISE_CORES || noisy.length >= again) return { result, noisy };
+    noisy.push(result);
+    run.progress(`${label}: other processes took ${result.cpu.other.toFixed(2)} cores; measuring again`);
   }
 }
 

@@ -5,29 +5,23 @@
 import { parseArgs } from 'node:util';
 import { WORKLOAD_NAMES, type WorkloadName } from './workloads.ts';
 
+/** The options as USAGE describes them; null where an option was not given and has no default. */
 export interface BenchOptions {
-  /** Pets seeded before the service starts. */
   pets: number;
-  /** Length of one measured round, per server; warm-up per server and workload before its rounds. */
   seconds: number;
   warmup: number;
-  /** Measured rounds per server and workload in the comparison (the other runs measure once). */
   rounds: number;
-  /** Connections per server instance (with WORKERS, per worker). */
   connections: number;
-  /** Workloads to run, in the standard order; null for the default ones. */
+  /** In the standard order. */
   only: WorkloadName[] | null;
-  /** false with --no-pin: no core of its own for the server nor for the generator. */
+  /** false with --no-pin. */
   pin: boolean;
-  /** `--cpu-quota`: the cores' time the servers get (a cgroup's CPU quota), or null for no quota. */
   cpuQuota: number | null;
-  /** How long, in all, the comparison may wait for other processes to quieten before its rounds. */
   quietWaitSeconds: number;
-  /** --cores: the WORKERS counts to measure on SQLite, or null. */
+  /** --cores: the WORKERS counts to measure on SQLite. */
   cores: number[] | null;
-  /** --scale-out: the numbers of PostgreSQL instances to measure (--instances), or null. */
+  /** --scale-out: the numbers of PostgreSQL instances to measure (--instances). */
   scaleOut: number[] | null;
-  /** Where latest.json goes: bench/results, or another folder to keep runs side by side. */
   out: string | null;
   help: boolean;
 }

@@ -5,11 +5,10 @@
  * postmaster and every process it forked (backends, WAL writer, checkpointer, ...), from /proc,
  * their user + system time and the time of those that exited (cutime, cstime).
  */
-import { readdirSync } from 'node:fs';
 import { connectPostgres, migratePostgres } from '../src/storage/postgres/database.ts';
 import { createKeysStore as createPostgresKeysStore } from '../src/storage/postgres/keys-store.ts';
 import { startPostgres } from '../test/support/postgres.ts';
-import { pinProcess, readStatFields } from './cpu.ts';
+import { childrenOf, pinProcess, readCpuTicks, readStatFields } from './cpu.ts';
 import { BENCH_KEY_LIMITS, STATUS_OF_N } from './seed.ts';
 
 export interface BenchPostgres {
@@ -65,16 +64,7 @@ function postgresTicks(postmaster: number): number {
   const fields = readStatFields(`/proc/${postmaster}/stat`);
   if (fields === null) return Number.NaN;
   let ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
-  for (const child of childrenOf(postmaster)) {
-    const own = readStatFields(`/proc/${child}/stat`);
-    if (own !== null) ticks += Number(own[11]) + Number(own[12]);
-  }
+  // NaN: gone meanwhile.
+  for (const child of childrenOf(postmaster)) ticks += readCpuTicks(child) || 0;
   return ticks;
-}
-
-/** The live processes whose parent is `pid`. */
-function childrenOf(pid: number): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^[0-9]+$/.test(entry) && readStatFields(`/proc/${entry}/stat`)?.[1] === String(pid))
-    .map(Number);
 }

@@ -34,8 +34,10 @@ export interface ServerProcess {
   stderrTail(): string;
   /** Whether it has exited, and how. */
   exited(): { code: number | null; signal: NodeJS.Signals | null } | null;
-  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
-  stop(graceMs?: number): Promise<number | null>;
+  /** SIGTERM, then SIGKILL after 15 s; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL at once, whether it is still running or not: an interrupted run. */
+  kill(): void;
 }
 
 /**
@@ -74,10 +76,11 @@ export function startServer({ name, args, env, timeoutMs, cpus = null, cpuGroup 
         stdout: () => ({ bytes, lines }),
         stderrTail: () => stderr,
         exited: () => exit,
-        async stop(graceMs = 15_000) {
+        kill: () => void child.kill('SIGKILL'),
+        async stop() {
           if (exit === null) {
             child.kill('SIGTERM');
-            const kill = setTimeout(() => child.kill('SIGKILL'), graceMs);
+            const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
             await closed;
             clearTimeout(kill);
           }

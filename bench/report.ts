@@ -10,16 +10,10 @@ import type { Workload, WorkloadName } from './workloads.ts';
 /** The targets that are not per workload: tail latency, memory and start-up against the baseline. */
 const LIMITS = { p99Ratio: 1.5, peakRssRatio: 1.5, startToFirstOkMs: 200 } as const;
 
-/**
- * A round whose generator was busier than this is unusable: the generator may have been the
- * limit, so the round measured it rather than the server.
- */
+/** A round whose generator was busier than this may have measured it rather than the server: unusable. */
 const GENERATOR_BUSY_LIMIT = 0.9;
 
-/**
- * How busy the generator was in a round (0 to 1): the busy share of its core when it had one of
- * its own, else the CPU its process used (one wrk thread).
- */
+/** How busy the generator was in a round (0 to 1): its core's busy share when it had one of its own, else its CPU (one wrk thread). */
 function generatorLoad(round: LoadResult): number {
   return round.cpu.generatorCore ?? round.cpu.generator;
 }
@@ -64,11 +58,7 @@ interface ServerSummary {
 }
 
 /** A round measured while other processes were busy, replaced by another. */
-export interface DiscardedRound {
-  server: string;
-  round: number;
-  result: LoadResult;
-}
+export interface DiscardedRound { server: string; round: number; result: LoadResult }
 
 export interface WorkloadReport {
   name: WorkloadName;
@@ -112,21 +102,17 @@ export function summariseWorkload(workload: Pick<Workload, 'name' | 'label' | 't
     if (errors > 0) problems.push(`${server}: ${errors} connection errors`);
   }
   const all = [...service, ...baseline];
+  const { name, label, target } = workload;
+  const [ratio, p99Ratio] = [s.rps / b.rps, s.p99Ms / b.p99Ms];
   return {
-    name: workload.name,
-    label: workload.label,
-    target: workload.target,
-    service: s,
-    baseline: b,
-    ratio: s.rps / b.rps,
-    p99Ratio: s.p99Ms / b.p99Ms,
-    throughputPass: workload.target === null ? null : s.rps / b.rps >= workload.target,
-    p99Pass: s.p99Ms / b.p99Ms <= LIMITS.p99Ratio,
+    name, label, target,
+    service: s, baseline: b,
+    ratio, p99Ratio,
+    throughputPass: target === null ? null : ratio >= target,
+    p99Pass: p99Ratio <= LIMITS.p99Ratio,
     unusableRounds: all.filter(isUnusable).length,
     otherCpuMax: Math.max(0, ...all.map((round) => round.cpu.other)),
-    problems,
-    rounds: { service, baseline },
-    discarded,
+    problems, rounds: { service, baseline }, discarded,
   };
 }
 

@@ -10,19 +10,19 @@
  *
  * Every step has a time limit, and the whole run a deadline derived from its options.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, release, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { runCompare } from './compare.ts';
 import type { BenchContext } from './context.ts';
-import { allowedCpus, choosePinning, createCpuQuotaGroup, installed, pinProcess } from './cpu.ts';
+import { allowedCpus, createCpuQuotaGroup } from './cpu.ts';
 import { quietWaiter } from './measure.ts';
 import { parseBenchOptions, SCALING_WORKLOADS, USAGE, type BenchOptions } from './options.ts';
-import { formatText, type CompareReport } from './report.ts';
-import { configurationsFor, formatScaling, runScaling, type ScalingRow } from './scaling.ts';
+import { formatText } from './report.ts';
+import { configurationsFor, formatScaling, runScaling } from './scaling.ts';
 import { seedDatabase } from './seed.ts';
 import { buildWorkloads, WORKLOAD_NAMES } from './workloads.ts';
+import { requireWrk } from './wrk.ts';
 
 const progress = (text: string) => process.stderr.write(`${text}\n`);
 
@@ -37,11 +37,7 @@ if (options.help) {
   process.stdout.write(USAGE);
   process.exit(0);
 }
-// A slower generator would measure itself rather than the service: no fallback, a way to install wrk.
-if (!installed('wrk')) {
-  process.stderr.write('npm run bench needs wrk, the load generator: sudo apt-get install wrk\n');
-  process.exit(1);
-}
+requireWrk('npm run bench');
 
 const configurations = configurationsFor(options);
 const compare = configurations.length === 0;
@@ -67,13 +63,7 @@ function cleanUp(): void {
 /** Ends the run at once: servers killed, temporary files removed. */
 function abort(message: string, code = 1): never {
   progress(message);
-  for (const child of context.children) {
-    try {
-      process.kill(child.pid, 'SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
+  for (const child of context.children) child.kill();
   cleanUp();
   process.exit(code);
 }
@@ -103,22 +93,9 @@ async function main(): Promise<void> {
   context.database = { ...context.database, key: seeded.key };
   const workloads = buildWorkloads({ pets: options.pets, deepSoldAfterId: seeded.deepSoldAfterId }, workloadNames);
 
-  let comparison: CompareReport | null = null;
-  let scaling: ScalingRow[] = [];
-  let text: string;
-  if (compare) {
-    const { pinning, note } = choosePinning(context.cpus, 1, { pin: options.pin, tasksetFound: installed('taskset') });
-    // `wrk --version` prints its usage too, and exits 1.
-    const version = /^wrk \S+/.exec(spawnSync('wrk', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[0] ?? 'wrk (version unknown)';
-    progress(`load generator: ${version}; ${note}`);
-    // This process reads the service's log and samples /proc during the loads: on the generator's core.
-    if (pinning !== null) pinProcess(process.pid, pinning.generator);
-    comparison = await runCompare(context, workloads, { version, pinning, pinningNote: note });
-    text = formatText(comparison);
-  } else {
-    scaling = await runScaling(context, workloads, configurations);
-    text = formatScaling(scaling);
-  }
+  const comparison = compare ? await runCompare(context, workloads) : null;
+  const scaling = compare ? [] : await runScaling(context, workloads, configurations);
+  let text = comparison === null ? formatScaling(scaling) : formatText(comparison);
   const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryBytes: totalmem(), kernel: release(), node: process.version };
   text += `\nMachine: ${machine.cpus} x ${machine.cpuModel}, ${(machine.memoryBytes / 2 ** 30).toFixed(0)} GiB, Linux ${machine.kernel}, Node ${machine.node}; ` +
     `${options.pets.toLocaleString('en-US')} pets seeded in ${seeded.seedMs.toFixed(0)} ms\n`;

@@ -80,12 +80,7 @@ async function runConfiguration(context: BenchContext, workloads: Workload[], co
   for (const workload of workloads) {
     if (options.warmup > 0) await load(workload, options.warmup);
     // Disturbed by other processes: measured again, twice at most.
-    let again = 0;
-    const result = await measureQuietly(context, target.pids, () => load(workload, options.seconds), (noisy) => {
-      if (again++ === 2) return false;
-      progress(`  ${workload.name}: other processes took ${fixed(noisy.cpu.other)} cores; measuring again`);
-      return true;
-    });
+    const { result } = await measureQuietly(context, target.pids, `  ${workload.name}`, () => load(workload, options.seconds), 2);
     rows.push({ configuration, workload: workload.name, result, shared });
     progress(`  ${workload.name}: ${describeLoad(result)}`);
   }

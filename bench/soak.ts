@@ -35,9 +35,9 @@ import { createKeysStore } from '../src/storage/sqlite/keys-store.ts';
 import { openSqliteEngine } from '../src/storage/sqlite/engine.ts';
 import { systemClock } from '../src/clock.ts';
 import { LIMITER_SAVE_INTERVAL_MS } from '../src/service/chores.ts';
-import { installed } from './cpu.ts';
 import { integer } from './options.ts';
-import { runWrk } from './wrk.ts';
+import { BENCH_KEY_LIMITS } from './seed.ts';
+import { requireWrk, runWrk } from './wrk.ts';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string' }, rate: { type: 'string' }, concurrency: { type: 'string' }, verbose: { type: 'boolean', default: false } } });
 let seconds: number, rate: number, concurrency: number;
@@ -49,6 +49,7 @@ try {
   process.stderr.write(`${(error as Error).message}\n`);
   process.exit(2);
 }
+requireWrk('npm run soak');
 
 const directory = mkdtempSync(join(tmpdir(), 'pets-soak-'));
 const databasePath = join(directory, 'soak.db');
@@ -59,7 +60,7 @@ const { engine, seeded: { roomy, free } } = await openSqliteEngine({
 }, (db) => {
   const keys = createKeysStore(db, { appEnv: 'development' });
   return {
-    roomy: keys.create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 1_000_000_000, label: 'soak', now: systemClock() }),
+    roomy: keys.create({ plan: 'enterprise', ...BENCH_KEY_LIMITS, label: 'soak', now: systemClock() }),
     free: keys.create({ plan: 'free', label: 'soak-free', now: systemClock() }),
   };
 });
@@ -137,10 +138,6 @@ const sampler = setInterval(() => {
 }, 1_000);
 
 process.stdout.write(`soak: ${seconds} s, about ${rate} requests/s over ${concurrency} connections, server ${url}, database ${databasePath}\n`);
-if (!installed('wrk')) {
-  process.stderr.write('npm run soak needs wrk, the load generator: sudo apt-get install wrk\n');
-  process.exit(1);
-}
 const report = await runWrk(
   { url, script: 'soak.lua', args: [String(rate), String(concurrency)], threads: 1, seconds, connections: concurrency },
   null,

@@ -5,8 +5,7 @@
  * answer 2xx); the tests check that wrk sends exactly the sequence. Both servers get the same
  * requests (the baseline ignores what they ask for); only the service's answers differ.
  *
- * To add a workload: add a row to WORKLOADS. Only one that reacts to answers (adopt: order ids
- * learnt from answers) needs a script of its own, with a response() hook.
+ * To add a workload, add a row to WORKLOADS; only one that reacts to answers needs a Lua script.
  */
 import { encodeCursor } from '../src/api/cursor.ts';
 import { fetchOnce } from './processes.ts';
@@ -34,7 +33,7 @@ interface Drive {
    */
   sequence: BenchRequest[];
   /** A script of its own in bench/wrk/ and its arguments; else sequence.lua sends `sequence`. */
-  script?: { name: string; args: string[] };
+  wrk?: Workload['wrk'];
   /**
    * For a workload that leaves state behind (open orders): puts it back, through the API, after
    * each run on the service, so that every round starts alike; also the check before the loads.
@@ -86,10 +85,10 @@ export interface Workload {
 /** The workloads `names` (all by default), in the table's order, for a seeded database. */
 export function buildWorkloads(fixture: WorkloadFixture, names: readonly WorkloadName[] = WORKLOAD_NAMES): Workload[] {
   return WORKLOADS.filter((row) => names.includes(row.name)).map((row) => {
-    const { sequence, script, settle }: Drive = row.drive(fixture);
+    const { sequence, wrk, settle }: Drive = row.drive(fixture);
     // sequence.lua's arguments: "METHOD PATH [BODY]" per request.
     const args = sequence.map((request) => [request.method, request.path, ...(request.body === undefined ? [] : [request.body])].join(' '));
-    return { name: row.name, label: row.label, target: row.target, sequence, wrk: script === undefined ? { script: 'sequence.lua', args } : { script: script.name, args: script.args }, ...(settle === undefined ? {} : { settle }) };
+    return { name: row.name, label: row.label, target: row.target, sequence, wrk: wrk ?? { script: 'sequence.lua', args }, ...(settle === undefined ? {} : { settle }) };
   });
 }
 
@@ -122,7 +121,7 @@ const ADOPTABLE_PETS = 400;
 function adopt(fixture: WorkloadFixture): Drive {
   const pets = Array.from({ length: Math.min(ADOPTABLE_PETS, Math.floor((fixture.pets + 2) / 3)) }, (_, i) => 1 + 3 * i);
   return {
-    script: { name: 'adopt.lua', args: pets.map(String) },
+    wrk: { script: 'adopt.lua', args: pets.map(String) },
     sequence: [
       { method: 'POST', path: '/v1/store/orders', headers: { 'content-type': 'application/json' }, body: '{"petId":{petId}}' },
       { method: 'PATCH', path: '/v1/store/orders/{id}', headers: { 'content-type': 'application/merge-patch+json' }, body: '{"status":"cancelled"}' },
@@ -138,7 +137,8 @@ async function cancelOpenOrders(url: string, authorization: string): Promise<voi
     if (answer.status !== 200) throw new Error(`${options.method ?? 'GET'} ${path} answered ${answer.status}: ${answer.body.slice(0, 300)}`);
     return JSON.parse(answer.body) as { id: number }[];
   };
-  for (let orders = await ok('/v1/store/orders?status=placed&limit=100'); orders.length > 0; orders = await ok('/v1/store/orders?status=placed&limit=100')) {
+  const placed = '/v1/store/orders?status=placed&limit=100';
+  for (let orders = await ok(placed); orders.length > 0; orders = await ok(placed)) {
     for (const { id } of orders) await ok(`/v1/store/orders/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: '{"status":"cancelled"}' });
   }
 }

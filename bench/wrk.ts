@@ -1,12 +1,14 @@
 /**
- * wrk (https://github.com/wg/wrk, Debian's package `wrk`) as the bench's load generator: a C
- * program, one thread pinned to its own core, driven by the workload's Lua script in bench/wrk/.
- * Its figures come from the scripts' done() hook (bench/wrk/bench.lua) as one JSON line, read
- * here; wrk's own text report is only kept for error messages.
+ * wrk (https://github.com/wg/wrk, Debian's package `wrk`), the bench's load generator: a C
+ * program driven by the workload's Lua script in bench/wrk/. Its figures come from the scripts'
+ * done() hook (bench/wrk/bench.lua) as one JSON line; its own text report is only for errors.
  */
-import { spawn } from 'node:child_process';
+import { execFile, type ExecFileException } from 'node:child_process';
 import { join } from 'node:path';
-import { onCpus } from './cpu.ts';
+import { promisify } from 'node:util';
+import { installed, onCpus } from './cpu.ts';
+
+const execFileAsync = promisify(execFile);
 
 /** Where the workloads' Lua scripts are. */
 export const WRK_SCRIPTS = join(import.meta.dirname, 'wrk');
@@ -23,29 +25,27 @@ export interface WrkRun {
   connections: number;
 }
 
+/** Exits 1, saying how to install wrk, where it is missing: a slower generator would measure itself, not the service. */
+export function requireWrk(command: string): void {
+  if (installed('wrk')) return;
+  process.stderr.write(`${command} needs wrk, the load generator: sudo apt-get install wrk\n`);
+  process.exit(1);
+}
+
 /** A response slower than this is counted as a timeout. */
 const TIMEOUT_SECONDS = 10;
 
 /** wrk's command line. */
 export function wrkArgs(run: WrkRun): string[] {
   return [
-    '--threads', String(run.threads),
-    '--connections', String(run.connections),
-    '--duration', `${run.seconds}s`,
-    '--timeout', `${TIMEOUT_SECONDS}s`,
-    '--script', join(WRK_SCRIPTS, run.script),
-    run.url,
-    '--',
-    ...run.args,
+    '--threads', String(run.threads), '--connections', String(run.connections),
+    '--duration', `${run.seconds}s`, '--timeout', `${TIMEOUT_SECONDS}s`,
+    '--script', join(WRK_SCRIPTS, run.script), run.url, '--', ...run.args,
   ];
 }
 
 /** Latency figures in milliseconds. */
-export interface Latency {
-  p50: number;
-  p99: number;
-  max: number;
-}
+export interface Latency { p50: number; p99: number; max: number }
 
 /** What one wrk run measured. */
 export interface WrkResult {
@@ -69,12 +69,11 @@ export interface WrkResult {
 }
 
 /** The JSON line that bench/wrk/bench.lua's done() prints. */
-interface WrkDone extends Pick<WrkResult, 'statuses' | 'codes' | 'cpuTicks'> {
+interface WrkDone extends Pick<WrkResult, 'statuses' | 'codes' | 'cpuTicks' | 'histogramUs'> {
   durationUs: number;
   requests: number;
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
   wrkLatencyUs: Latency;
-  histogramUs: Array<[number, number]>;
 }
 
 /** A latency histogram: [microseconds, count] pairs, in increasing order of microseconds. */
@@ -108,10 +107,8 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
     non2xx: done.errors.status,
     errors: done.errors.connect + done.errors.read + done.errors.write,
     timeouts: done.errors.timeout,
-    latencyMs: latencyOf(raw),
-    histogramUs: raw,
-    statuses: done.statuses,
-    codes: done.codes,
+    latencyMs: latencyOf(raw), histogramUs: raw,
+    statuses: done.statuses, codes: done.codes,
     correctedP99Ms: done.wrkLatencyUs.p99 / 1000,
     cpuTicks: done.cpuTicks,
   };
@@ -119,8 +116,7 @@ export function parseWrkOutput(stdout: string, connections: number): WrkResult {
 
 /** The latency figures of a histogram of measured latencies, in milliseconds; NaN when empty. */
 export function latencyOf(histogram: Histogram): Latency {
-  const count = histogram.reduce((sum, [, n]) => sum + n, 0);
-  if (count === 0) return { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
+  if (histogram.length === 0) return { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
   return { p50: percentile(histogram, 50) / 1000, p99: percentile(histogram, 99) / 1000, max: histogram.at(-1)![0] / 1000 };
 }
 
@@ -144,8 +140,9 @@ export function correctionInterval(durationUs: number, requests: number, connect
  * Undoes wrk's correction for coordinated omission. wrk (stats_correct in stats.c) adds, for
  * every response that took n >= 2e microseconds, one sample at each of n - e, n - 2e, ... above e:
  * the requests a constant-rate client would have sent meanwhile. The bench is a closed loop (each
- * connection sends its next request when the answer came) and reports what it measured. Since every sample at m > e came with one at m - e, the corrected
- * count at m + e is exactly what was added at m: raw(m) = corrected(m) - corrected(m + e) above e.
+ * connection sends its next request when the answer came) and reports what it measured. Since
+ * every sample at m > e came with one at m - e, the corrected count at m + e is exactly what was
+ * added at m: raw(m) = corrected(m) - corrected(m + e) above e.
  */
 export function rawHistogram(corrected: Histogram, interval: number): Array<[number, number]> {
   if (interval <= 0) return corrected.map(([us, count]) => [us, count]);
@@ -179,34 +176,25 @@ export function percentile(histogram: Histogram, p: number, rankOffset = 0): num
  * Runs wrk (on `cpus`, when pinned) and resolves with its result. `authorization` (and any
  * other key, in `env`) reaches the scripts through the environment, never the command line.
  */
-export function runWrk(run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
+export async function runWrk(run: WrkRun, cpus: readonly number[] | null, authorization: string, env: Record<string, string> = {}): Promise<WrkResult> {
   const [command, args] = onCpus(cpus, 'wrk', wrkArgs(run));
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
+  let output: { stdout: string; stderr: string };
+  try {
+    output = await execFileAsync(command, args, {
       env: { ...env, PATH: process.env.PATH ?? '', BENCH_AUTHORIZATION: authorization },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // wrk stops on its own after --duration; this only ends a wrk that hangs.
+      timeout: (run.seconds + 30) * 1000,
+      killSignal: 'SIGKILL',
+      // The histogram line holds one pair per distinct microsecond of latency.
+      maxBuffer: 256 * 2 ** 20,
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4096)));
-    // wrk stops on its own after --duration; this only ends a wrk that hangs.
-    const kill = setTimeout(() => child.kill('SIGKILL'), (run.seconds + 30) * 1000);
-    child.once('error', (error) => {
-      clearTimeout(kill);
-      reject(error);
-    });
-    child.once('close', (code, signal) => {
-      clearTimeout(kill);
-      if (code !== 0) {
-        reject(new Error(`wrk exited with ${code ?? signal}: ${stderr}${stdout.slice(-2000)}`));
-        return;
-      }
-      try {
-        resolve(parseWrkOutput(stdout, run.connections));
-      } catch (error) {
-        reject(error instanceof Error ? new Error(`${error.message}${stderr ? `\nwrk stderr:\n${stderr}` : ''}`) : error);
-      }
-    });
-  });
+  } catch (error) {
+    const { code, signal, stdout = '', stderr = '' } = error as ExecFileException & { stdout?: string; stderr?: string };
+    throw new Error(`wrk exited with ${code ?? signal}: ${stderr.slice(-4096)}${stdout.slice(-2000)}`);
+  }
+  try {
+    return parseWrkOutput(output.stdout, run.connections);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}${output.stderr ? `\nwrk stderr:\n${output.stderr.slice(-4096)}` : ''}`);
+  }
 }

@@ -12,8 +12,8 @@ local function headers(spec)
   local list = {}
   if authorization ~= nil and authorization ~= "" then list["Authorization"] = authorization end
   if spec.body ~= nil then list["Content-Type"] = "application/json" end
-  -- A script's own headers (a PATCH's media type and If-Match) come last and win.
-  for name, value in pairs(spec.headers or {}) do list[name] = value end
+  -- A script's own headers (a PATCH's media type and If-Match) come last and win; false removes one.
+  for name, value in pairs(spec.headers or {}) do list[name] = value or nil end
   return list
 end
 
@@ -48,10 +48,9 @@ local function cpu_ticks()
   if file == nil then return -1 end
   local stat = file:read("*a")
   file:close()
-  -- After the command name in parentheses: state is field 3, utime 14, stime 15.
-  local fields = {}
-  for field in stat:match("%) (.*)$"):gmatch("%S+") do fields[#fields + 1] = field end
-  return tonumber(fields[12]) + tonumber(fields[13])
+  -- After the command name in parentheses, fields 3 (state) to 13, then utime and stime.
+  local utime, stime = stat:match("%) " .. string.rep("%S+ ", 11) .. "(%d+) (%d+)")
+  return tonumber(utime) + tonumber(stime)
 end
 
 -- wrk's latency statistics, read directly: stats.h of wrk 4.x. bench/wrk.ts checks that what
