@@ -29,14 +29,28 @@ import type { PostgresSql } from './driver.ts';
 import { inTransaction } from './item-savepoints.ts';
 
 /**
- * The rows of one write, each with the next `seq` in the order given: `nextval` is computed by the
- * outer query on each row as the ordered subquery hands it over.
+ * `time` (a timestamptz) in whole milliseconds since the epoch, as SQL: its microseconds in float
+ * (exact to well under one, so the cast rounds to the exact count), then divided as an integer.
+ * `floor(extract(epoch FROM time) * 1000)` gives the same in numeric arithmetic, at a few thousand
+ * instructions more, which an event paid on every row.
  */
-const APPEND = `INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data) OVERRIDING SYSTEM VALUE
-  SELECT nextval(pg_get_serial_sequence('events', 'seq')), t.type, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-         t.actor_account, t.actor_key_id, t.account, t.data
-    FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(type, actor_account, actor_key_id, account, data, ord)
-           ORDER BY u.ord) AS t`;
+export function epochMilliseconds(time: string): string {
+  return `((date_part('epoch', ${time}) * 1000000)::bigint / 1000)`;
+}
+
+/** An event's time: taken as its row is written. */
+const OCCURRED_AT = epochMilliseconds('clock_timestamp()');
+
+/**
+ * The rows of one write, each with the next `seq` in the order given: the identity's default is
+ * computed by the INSERT on each row as the ordered SELECT hands it over (as the pets' ids are), so
+ * that no row names the sequence (`nextval(pg_get_serial_sequence(...))` looked it up in the
+ * catalog on every row).
+ */
+const APPEND = `INSERT INTO events (type, occurred_at, actor_account, actor_key_id, account, data)
+  SELECT u.type, ${OCCURRED_AT}, u.actor_account, u.actor_key_id, u.account, u.data
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(type, actor_account, actor_key_id, account, data, ord)
+   ORDER BY u.ord`;
 
 /** Appends `events` in `tx`, without an id yet (the sequencer gives it). */
 export async function appendEvents(tx: PostgresSql, events: readonly NewEvent[]): Promise<void> {
@@ -50,21 +64,22 @@ export async function appendEvents(tx: PostgresSql, events: readonly NewEvent[])
 
 /**
  * The `pet.created` events of the pets of a CTE `inserted` (id, name, category_id, status,
- * version; ids ascending in the order of the creations), as further CTEs of the same statement:
- * `$4` and `$5` are the creations' actors (account, key id; null for none). The one write whose
- * events are made in SQL rather than by eventsOfBatch, so that a batch of creates stays one
- * statement; `data` is built in the stored form of storage/events.ts (its keys, the category as
- * text), which the contract's cases read back as the pet.
+ * version; ids ascending in the order of the creations), as a further CTE of the same statement:
+ * `$4` and `$5` are the creations' actors (account, key id; null for none), the n-th pet's at
+ * index n. The one write whose events are made in SQL rather than by eventsOfBatch, so that a
+ * batch of creates stays one statement. `data` is the very text storage/events.ts stores for the
+ * pet (its keys in its order, the category as text), written out rather than built by
+ * json_build_object, which looked up the type of each of its arguments on every row: the name goes
+ * through to_json, which escapes it as JSON.stringify does; the status is one of three plain
+ * words (the table's CHECK); the numbers are digits.
  */
-export const LOG_CREATED_PETS = `numbered AS (SELECT i.*, row_number() OVER (ORDER BY i.id) AS ord FROM inserted i),
-  logged AS (
-    INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data) OVERRIDING SYSTEM VALUE
-    SELECT nextval(pg_get_serial_sequence('events', 'seq')), 'pet.created', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
-           c.actor_account, c.actor_key_id, NULL, c.data
-      FROM (SELECT a.actor_account, a.actor_key_id, n.ord,
-                   json_build_object('kind', 'pet', 'id', n.id, 'name', n.name, 'categoryId', n.category_id::text, 'status', n.status, 'version', n.version)::text AS data
-              FROM numbered n JOIN unnest($4::text[], $5::text[]) WITH ORDINALITY AS a(actor_account, actor_key_id, ord) ON a.ord = n.ord
-             ORDER BY n.ord) AS c)`;
+export const LOG_CREATED_PETS = `logged AS (
+    INSERT INTO events (type, occurred_at, actor_account, actor_key_id, account, data)
+    SELECT 'pet.created', ${OCCURRED_AT}, ($4::text[])[n.ord], ($5::text[])[n.ord], NULL,
+           '{"kind":"pet","id":' || n.id || ',"name":' || to_json(n.name)::text || ',"categoryId":"' || n.category_id
+             || '","status":"' || n.status || '","version":' || n.version || '}'
+      FROM (SELECT i.*, row_number() OVER (ORDER BY i.id) AS ord FROM inserted i) AS n
+     ORDER BY n.id)`;
 
 /**
  * `work` in a transaction of its own (item-savepoints.ts's inTransaction) that ends by appending
@@ -102,10 +117,17 @@ export async function sequence(sql: PostgresSql): Promise<void> {
   });
 }
 
-/** Ordered by the column, not by the text it is selected as (an output name wins in ORDER BY). */
-const PAGE = `SELECT e.id::text AS id, e.type, e.occurred_at::text AS occurred_at, e.actor_account, e.actor_key_id, e.account, e.data FROM events e
+/**
+ * A page of the feed, through the index of ids (which holds only the events that have one: `id >`
+ * is never true of the others). Ordered by the column, not by the text it is selected as (an
+ * output name wins in ORDER BY).
+ */
+export const EVENT_PAGE = `SELECT e.id::text AS id, e.type, e.occurred_at::text AS occurred_at, e.actor_account, e.actor_key_id, e.account, e.data FROM events e
   WHERE e.id > $1::bigint AND ($2::text IS NULL OR e.account IS NULL OR e.account = $2::text) AND e.type = ANY($3::text[])
   ORDER BY e.id LIMIT $4`;
+
+/** The highest id given, 0 for none: the end of the index of ids. */
+export const LATEST_EVENT_ID = 'SELECT coalesce(max(id), 0)::text AS id FROM events';
 
 /**
  * The oldest `$2` events by row key, of which those older than `$1` that have their id (one
@@ -125,12 +147,12 @@ export function createEventsStore(sql: PostgresSql): EventLog {
   return {
     async page({ afterId, limit, types, account }) {
       await guard(() => sequence(sql));
-      const rows = await guardRead(() => sql.unsafe<EventRow[]>(PAGE, [afterId, account, types as string[], limit], { prepare: true }));
+      const rows = await guardRead(() => sql.unsafe<EventRow[]>(EVENT_PAGE, [afterId, account, types as string[], limit], { prepare: true }));
       return rows.map(toEvent);
     },
     async latestId() {
       await guard(() => sequence(sql));
-      const [row] = await guardRead(() => sql.unsafe<{ id: string }[]>('SELECT coalesce(max(id), 0)::text AS id FROM events', [], { prepare: true }));
+      const [row] = await guardRead(() => sql.unsafe<{ id: string }[]>(LATEST_EVENT_ID, [], { prepare: true }));
       return Number(row!.id);
     },
     async deletedThrough() {

@@ -10,6 +10,9 @@ import { UnknownAccountError } from '../../../src/storage/keys.ts';
 import { generateApiKey, hashApiKey } from '../../../src/keys/api-keys.ts';
 import { createOrdersStore } from '../../../src/storage/postgres/orders-store.ts';
 import { runKeysCli } from '../../../src/cli/keys.ts';
+import { allSucceeded } from '../../../src/lib/item-outcome.ts';
+import { EVENT_TYPES } from '../../../src/storage/events.ts';
+import { appendEvents, createEventsStore } from '../../../src/storage/postgres/event-log.ts';
 import type { PostgresSql } from '../../../src/storage/postgres/driver.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 import { startPostgresTestServer } from '../../support/test-server.ts';
@@ -221,5 +224,66 @@ describeWithPostgres('PostgreSQL: a 1.2 schema migrated to holds, and 1.2 instan
     assert.equal(await orders.expireDue(after + HOLD_MS, 10), 2);
     assert.deepEqual((await sql<{ status: string }[]>`SELECT status FROM pets ORDER BY id`).map((row) => row.status), ['available', 'pending', 'available']);
     assert.equal((await orders.get(2n))?.expiresAt, null);
+  });
+});
+
+describeWithPostgres('PostgreSQL: an event log of schema version 8 migrated to the cheaper appends, and instances of the previous version beside the new ones', (cluster) => {
+  /** The schema version before the event log's type became a domain and its index of ids partial. */
+  const VERSION_8 = 8;
+  // The previous version's appends, as it sends them: a write's events, and a batch of creates with theirs.
+  const APPEND_8 = `INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data) OVERRIDING SYSTEM VALUE
+    SELECT nextval(pg_get_serial_sequence('events', 'seq')), t.type, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+           t.actor_account, t.actor_key_id, t.account, t.data
+      FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(type, actor_account, actor_key_id, account, data, ord)
+             ORDER BY u.ord) AS t`;
+  const CREATE_8 = `WITH inserted AS (INSERT INTO pets (name, category_id, status)
+       SELECT name, category_id::bigint, status FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(name, category_id, status, ord)
+        ORDER BY ord RETURNING id, name, category_id, status, version),
+    numbered AS (SELECT i.*, row_number() OVER (ORDER BY i.id) AS ord FROM inserted i),
+    logged AS (
+      INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data) OVERRIDING SYSTEM VALUE
+      SELECT nextval(pg_get_serial_sequence('events', 'seq')), 'pet.created', floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+             c.actor_account, c.actor_key_id, NULL, c.data
+        FROM (SELECT a.actor_account, a.actor_key_id, n.ord,
+                     json_build_object('kind', 'pet', 'id', n.id, 'name', n.name, 'categoryId', n.category_id::text, 'status', n.status, 'version', n.version)::text AS data
+                FROM numbered n JOIN unnest($4::text[], $5::text[]) WITH ORDINALITY AS a(actor_account, actor_key_id, ord) ON a.ord = n.ord
+               ORDER BY n.ord) AS c)
+    SELECT id FROM inserted`;
+  const deletion = (id: number) => ['pet.deleted', null, null, null, JSON.stringify({ kind: 'pet_deleted', id })];
+  const append8 = (sql: PostgresSql, rows: (string | null)[][]) => sql.unsafe(APPEND_8, rows[0]!.map((_, column) => rows.map((row) => row[column] ?? null)));
+
+  test('events with and without their ids are kept, the table is not rewritten, and both versions\' appends read back in order', async (t) => {
+    const url = await cluster().createDatabase();
+    const sql = await connectPostgres(url, { poolSize: 2 });
+    t.after(() => sql.end({ timeout: 1 }));
+    await migratePostgres(sql, MIGRATIONS.slice(0, VERSION_8));
+    const events = createEventsStore(sql);
+    await append8(sql, [deletion(1), deletion(2)]);
+    assert.equal(await events.latestId(), 2, 'these two have their ids');
+    await append8(sql, [deletion(3)]);
+    const [before] = await sql<{ file: string }[]>`SELECT pg_relation_filenode('events')::text AS file`;
+    assert.deepEqual(await migratePostgres(sql), [VERSION_8 + 1]);
+    const [after] = await sql<{ file: string }[]>`SELECT pg_relation_filenode('events')::text AS file`;
+    assert.equal(after!.file, before!.file, 'the events stay where they were: the column became the domain without a rewrite');
+    // The previous version beside this one: its appends and its creates.
+    await append8(sql, [deletion(4)]);
+    await sql.unsafe(CREATE_8, [['Rex'], ['7'], ['available'], ['acct_old'], ['key_old']]);
+    await sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, [{ type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 5 } }]));
+    const [created] = allSucceeded(await createPetsStore(sql).insertMany([{ name: 'Kit', categoryId: 7n, status: 'sold', actor: { account: 'acct_new', keyId: 'key_new' } }]));
+    const page = await events.page({ afterId: 0, limit: 100, types: EVENT_TYPES, account: null });
+    assert.deepEqual(page.map((event) => [event.id, event.type, event.actor?.keyId ?? null, event.subject.kind === 'pet' ? event.subject.pet.name : (event.subject as { id: number }).id]),
+      [[1, 'pet.deleted', null, 1], [2, 'pet.deleted', null, 2], [3, 'pet.deleted', null, 3], [4, 'pet.deleted', null, 4],
+        [5, 'pet.created', 'key_old', 'Rex'], [6, 'pet.deleted', null, 5], [7, 'pet.created', 'key_new', 'Kit']]);
+    assert.deepEqual(page.at(-1)!.subject, { kind: 'pet', pet: created });
+  });
+
+  test('a type outside the list and an id given twice are still refused', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    await assert.rejects(append8(sql, [['pet.adopted', null, null, null, '{}']]), { code: '23514' });
+    await assert.rejects(sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, [{ type: 'pet.adopted' as 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 1 } }])), { code: '23514' });
+    await append8(sql, [deletion(1), deletion(2)]);
+    assert.equal(await createEventsStore(sql).latestId(), 2);
+    await assert.rejects(sql`UPDATE events SET id = 1 WHERE id = 2`, { code: '23505' });
+    assert.deepEqual((await sql<{ n: number }[]>`SELECT count(*)::integer AS n FROM events WHERE id IS NULL`)[0]!.n, 0);
   });
 });

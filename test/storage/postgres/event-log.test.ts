@@ -6,9 +6,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { EVENT_TYPES, type NewEvent } from '../../../src/storage/events.ts';
-import { appendEvents, createEventsStore } from '../../../src/storage/postgres/event-log.ts';
+import { allSucceeded } from '../../../src/lib/item-outcome.ts';
+import { eventColumns, EVENT_TYPES, type NewEvent } from '../../../src/storage/events.ts';
+import type { Pet } from '../../../src/storage/pets.ts';
+import { appendEvents, createEventsStore, epochMilliseconds } from '../../../src/storage/postgres/event-log.ts';
 import type { PostgresSql } from '../../../src/storage/postgres/driver.ts';
+import { createPetsStore } from '../../../src/storage/postgres/pets-store.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 
 const deleted = (id: number): NewEvent => ({ type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id } });
@@ -55,5 +58,36 @@ describeWithPostgres('event ids on PostgreSQL', (cluster) => {
     await sequencer;
     assert.deepEqual((await reading).map((event) => event.id), [1]);
     assert.equal(await events.latestId(), 1);
+  });
+
+  test('a batch of creates stores each pet\'s event as storage/events.ts writes it, whatever the name, with its own creation\'s actor', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    const names = ['Rex', 'say "hi" \\ back/slash', 'tab\tnew\nline\u0001\u001f\u007f', 'Étoile 🐕 \u2028 ümlaut'];
+    const actors = [{ account: 'acct_a', keyId: 'key_a' }, undefined, { account: 'acct_b', keyId: 'key_b' }, { account: 'acct_a', keyId: 'key_a' }];
+    const pets = allSucceeded(await createPetsStore(sql).insertMany(names.map((name, i) => ({
+      name, categoryId: 9_007_199_254_740_993n + BigInt(i), status: (['available', 'pending', 'sold'] as const)[i % 3]!, actor: actors[i],
+    })))) as Pet[];
+    const rows = await sql<{ type: string; actor_account: string | null; actor_key_id: string | null; account: string | null; data: string }[]>`
+      SELECT type, actor_account, actor_key_id, account, data FROM events ORDER BY seq`;
+    assert.deepEqual(rows.map((row) => ({ ...row })), pets.map((pet, i) => eventColumns({ type: 'pet.created', actor: actors[i] ?? null, subject: { kind: 'pet', pet } })));
+  });
+
+  test('an event\'s time is its timestamp\'s milliseconds since the epoch, rounded down, exactly', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    // Whole milliseconds, a microsecond either side of one, and dates far from now.
+    const times = ['2026-12-06 10:00:00.123+00', '2026-12-06 10:00:00.123999+00', '2026-12-06 10:00:00.124001+00', '2026-12-06 10:00:00.999999+00',
+      '1970-01-01 00:00:00.001+00', '2001-09-09 01:46:40+00', '2262-04-11 23:47:16.854775+00', '9999-12-31 23:59:59.999999+00'];
+    const exact = (time: string) => `floor(extract(epoch FROM ${time}) * 1000)::bigint`;
+    const rows = await sql.unsafe<{ fast: string; exact: string }[]>(
+      `SELECT ${epochMilliseconds('t')}::text AS fast, ${exact('t')}::text AS exact FROM unnest($1::timestamptz[]) AS u(t)`, [times]);
+    assert.deepEqual(rows.map((row) => row.fast), rows.map((row) => row.exact));
+    assert.equal(rows[0]!.exact, String(Date.parse('2026-12-06T10:00:00.123Z')));
+    // And 100,000 milliseconds in a row, each a microsecond before, on or after its start.
+    const [{ wrong }] = await sql.unsafe<[{ wrong: number }]>(`
+      SELECT count(*)::integer AS wrong FROM (
+        SELECT timestamptz '2026-12-06 10:00:00+00' + n * interval '1 millisecond' + (n % 3 - 1) * interval '1 microsecond' AS t
+          FROM generate_series(0, 99999) AS n) AS s
+       WHERE ${epochMilliseconds('t')} <> ${exact('t')}`);
+    assert.equal(wrong, 0);
   });
 });
