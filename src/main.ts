@@ -44,6 +44,11 @@ import type { WorkerStart, WorkerWriter } from './cluster/protocol.ts';
  * isDroppedTypesQuery); set once the driver is loaded. Anything else left unhandled is a crash.
  */
 let droppedByDriver: (reason: unknown) => boolean = () => false;
+/**
+ * Whether an exception that reached no caller is the driver's write to a connection PostgreSQL
+ * closed (see isWriteAfterClose): logged, and served through; set once the driver is loaded.
+ */
+let lostByDriver: (error: unknown) => boolean = () => false;
 
 /** At most 1 MiB of log text waits for a slow reader; beyond that lines are dropped and counted. */
 const LOG_BUFFER_BYTES = 1024 * 1024;
@@ -95,11 +100,12 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
-  const [{ DriverMissingError, isDroppedTypesQuery }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, firstContact, startFailure }] = await Promise.all([
+  const [{ DriverMissingError, isDroppedTypesQuery, isWriteAfterClose }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, firstContact, startFailure }] = await Promise.all([
     import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
     import('./storage/postgres/availability.ts'), import('./storage/postgres/first-contact.ts'),
   ]);
   droppedByDriver = isDroppedTypesQuery;
+  lostByDriver = isWriteAfterClose;
   try {
     const open = await postgresPools(config.databaseUrl, { poolSize: config.databasePoolSize, transactionPooler: config.databasePooler === 'transaction' });
     const initial = open();
@@ -201,7 +207,10 @@ async function runProcess(config: Config): Promise<void> {
     logger.flush();
     process.exit(1);
   };
-  process.on('uncaughtException', crash);
+  process.on('uncaughtException', (error) => {
+    if (!lostByDriver(error)) crash(error);
+    else logger.event({ level: 'error', event: 'database_connection_lost', ...errorFields(error) });
+  });
   process.on('unhandledRejection', (reason) => {
     if (!droppedByDriver(reason)) crash(reason);
   });

@@ -45,3 +45,20 @@ export function isDroppedTypesQuery(reason: unknown): boolean {
   const query = (reason as { query?: unknown } | null)?.query;
   return typeof query === 'string' && query.includes('pg_catalog.pg_type') && query.includes('typarray');
 }
+
+/**
+ * Whether `error` is the driver's write to a connection it has already closed (in 3.4.9, reported
+ * upstream and open): when PostgreSQL ends a session (a restart, a failover,
+ * `pg_terminate_backend`) while a transaction holds it, the transaction's next statement is
+ * written on a later turn of the event loop (a `setImmediate`), where the socket is already gone.
+ * The TypeError reaches no caller, so it would stop the process, with every request in flight.
+ * Nothing is lost by letting it go: the transaction has failed (its connection is gone, so
+ * PostgreSQL rolled it back), and the statement that was not written never answers, so its call
+ * runs out of time (availability.ts, 1 s, `503`) and the pool holding that connection is replaced.
+ * Recognised by its first stack frame only: the driver's `nextWrite`, in its connection.js.
+ */
+export function isWriteAfterClose(error: unknown): boolean {
+  if (!(error instanceof TypeError) || typeof error.stack !== 'string') return false;
+  const frame = error.stack.split('\n').find((line) => line.trimStart().startsWith('at '));
+  return frame !== undefined && /\bnextWrite\b/.test(frame) && /[\\/]postgres[\\/]src[\\/]connection\.js:\d+:\d+\)?$/.test(frame.trimEnd());
+}
