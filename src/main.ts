@@ -29,7 +29,7 @@ import type { Stores } from './storage/stores.ts';
 import { closeDatabase, openReaderDatabase } from './storage/sqlite/database.ts';
 import { openSqliteEngine } from './storage/sqlite/engine.ts';
 import { createKeysStore } from './storage/sqlite/keys-store.ts';
-import { createWriterClient, type WriterHost } from './storage/sqlite/writer.ts';
+import { loadWriterThreadHost, type WriterHost } from './storage/sqlite/writer.ts';
 import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
 import { startChores, type Chores } from './service/chores.ts';
@@ -328,6 +328,7 @@ async function runWorkerThread({ config, start, writer }: { config: Config; star
   const logger = createLogger({ level: config.logLevel, clock: systemClock, write: fdWriter(1, LOG_BUFFER_BYTES, systemClock) });
   // The primary opened (and migrated) the file, and warned about its modes, before any worker.
   const db = openReaderDatabase(config.databasePath);
+  const { createWriterClient } = await loadWriterThreadHost();
   const client = createWriterClient(writer.port);
   await runWorker({
     config, start, channel, db, writer: { submit: client.submit, memory: writer.memory }, clock: systemClock, logger,
