@@ -34,7 +34,6 @@ import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
 import { startChores, type Chores } from './service/chores.ts';
 import { startDeliveryWorker, type DeliveryWorker } from './service/deliveries.ts';
-import { createAddressPolicy } from './webhooks/address-policy.ts';
 import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
 import type { WorkerCounts } from './cluster/worker-pool.ts';
 import type { WorkerStart, WorkerWriter } from './cluster/protocol.ts';
@@ -248,7 +247,7 @@ async function runProcess(config: Config): Promise<void> {
   const deliveries = startDeliveryWorker({
     store: engine.stores.webhooks,
     clock: systemClock,
-    policy: createAddressPolicy(config.webhookAllowedNetworks),
+    allowedNetworks: config.webhookAllowedNetworks,
     schedule: config.webhookRetrySchedule,
     observer: () => observed?.metrics,
     log: (fields) => logger.event(fields),
