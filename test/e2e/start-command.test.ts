@@ -168,7 +168,8 @@ const LOADED_ON_FIRST_USE = [
 
 test('a start answers its first request without loading the modules of the other operations, of webhook deliveries or of the writer thread; each first request of theirs is answered in full', async (t) => {
   const dir = checkout(t);
-  // Loaded before the service: it lists the modules of src/ loaded before the first answer, then all of them at exit.
+  // Loaded before the service: it lists the modules of src/ loaded before the first answer, with
+  // Node's own, then the modules of src/ at exit.
   const probe = join(dir, 'probe.mjs');
   writeFileSync(probe, [
     "import { registerHooks } from 'node:module';",
@@ -176,8 +177,9 @@ test('a start answers its first request without loading the modules of the other
     "const loaded = [];",
     "registerHooks({ load(url, context, next) { if (url.includes('/src/')) loaded.push(url.slice(url.indexOf('/src/') + 1)); return next(url, context); } });",
     "let first = null;",
-    "subscribe('http.server.response.finish', () => { first ??= [...loaded]; });",
-    "process.on('exit', () => process.stderr.write(`before the first answer: ${JSON.stringify(first)}\\nat exit: ${JSON.stringify(loaded)}\\n`));",
+    "let builtins = null;",
+    "subscribe('http.server.response.finish', () => { first ??= [...loaded]; builtins ??= [...process.moduleLoadList]; });",
+    "process.on('exit', () => process.stderr.write(`before the first answer: ${JSON.stringify(first)}\\nNode's: ${JSON.stringify(builtins)}\\nat exit: ${JSON.stringify(loaded)}\\n`));",
   ].join('\n'));
   // A webhook receiver, as an endpoint would be: it keeps what it is sent.
   const { createServer } = await import('node:http');
@@ -244,6 +246,10 @@ test('a start answers its first request without loading the modules of the other
   const all = JSON.parse(/^at exit: (.*)$/m.exec(stderr)![1]!) as string[];
   assert.ok(first.includes('src/api/pets/handlers.ts'), 'the probe sees the modules of the first answer');
   assert.deepEqual(first.filter((path) => LOADED_ON_FIRST_USE.some((pattern) => pattern.test(path))), []);
+  // Nor node:fs's ES-module view, which loads its promises, streams and watchers, and readline.
+  const builtins = JSON.parse(/^Node's: (.*)$/m.exec(stderr)![1]!) as string[];
+  assert.ok(builtins.includes('NativeModule fs'), 'the probe sees the modules of Node that a start loads');
+  assert.deepEqual(builtins.filter((name) => /internal\/fs\/(promises|streams|watchers)|readline/.test(name)), []);
   // And the later requests did load them: the patterns name modules that exist.
   for (const path of ['src/api/pets/creations.ts', 'src/api/orders/handlers.ts', 'src/api/events/handlers.ts', 'src/api/webhooks/handlers.ts', 'src/api/openapi/document.ts', 'src/webhooks/attempt.ts']) {
     assert.ok(all.includes(path), path);
