@@ -14,6 +14,7 @@ import { closeDatabase, migrate, openDatabase } from '../../../src/storage/sqlit
 import { MIGRATIONS } from '../../../src/storage/sqlite/migrations.ts';
 import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
 import { createOrdersStore } from '../../../src/storage/sqlite/orders-store.ts';
+import { createEventAppender } from '../../../src/storage/sqlite/event-log.ts';
 import { runKeysCli } from '../../../src/cli/keys.ts';
 import { tempDir } from '../../support/main-process.ts';
 import { errorBody, startTestServer } from '../../support/test-server.ts';
@@ -171,4 +172,65 @@ test('a 1.2 database is migrated to holds: its placed orders get expiresAt = the
   assert.equal(orders.expireDue(end - 1, 10), 0);
   assert.equal(orders.expireDue(end, 10), 1);
   assert.deepEqual(db.prepare('SELECT status FROM pets ORDER BY id').all().map((row) => row.status), ['available', 'pending', 'available']);
+});
+
+/** The schema version whose event log gave ids by AUTOINCREMENT and checked types with IN (...). */
+const VERSION_EVENTS_AUTOINCREMENT = 9;
+
+/** A file at that version with `events` appended and waiting deliveries of a webhook, as that version's statements wrote them. */
+function databaseOfEvents9(path: string, events: number): DatabaseSync {
+  const db = new DatabaseSync(path);
+  db.exec('PRAGMA journal_mode = WAL');
+  migrate(db, MIGRATIONS.slice(0, VERSION_EVENTS_AUTOINCREMENT));
+  db.exec(`INSERT INTO accounts (id, created_at) VALUES ('acct_aa', 1);
+    INSERT INTO webhooks (account, url, types, orders, status, secret, created_at) VALUES ('acct_aa', 'https://example.com/hook', 'pet.created', 'own', 'enabled', 'whsec_x', 1);`);
+  const append = db.prepare("INSERT INTO events (type, occurred_at, actor_account, actor_key_id, account, data) VALUES ('pet.created', ?, 'acct_aa', 'key_1', NULL, ?)");
+  for (let index = 1; index <= events; index++) append.run(T0 + index, `{"kind":"pet","id":${index}}`);
+  return db;
+}
+
+const eventIds = (db: DatabaseSync) => db.prepare('SELECT id FROM events ORDER BY id').all().map((row) => row.id);
+const deliveries = (db: DatabaseSync) => db.prepare('SELECT webhook_id, event_id, attempt FROM webhook_deliveries ORDER BY event_id').all().map((row) => ({ ...row }));
+
+test('the event log rebuilt without AUTOINCREMENT keeps every event and waiting delivery, and the ids go on above the highest ever given', (t) => {
+  const path = join(tempDir(t, 'events-10-'), 'pets.db');
+  const by9 = databaseOfEvents9(path, 5);
+  // Retention deleted the first two (and recorded it); event 3's delivery was made.
+  by9.exec("DELETE FROM events WHERE id <= 2; UPDATE event_log SET deleted_through = 2; DELETE FROM webhook_deliveries WHERE event_id = 3; UPDATE webhook_deliveries SET attempt = 2 WHERE event_id = 5;");
+  const rowsBefore = by9.prepare('SELECT * FROM events ORDER BY id').all();
+  by9.close();
+
+  const db = openDatabase(path);
+  t.after(() => closeDatabase(db));
+  assert.deepEqual(db.prepare('SELECT * FROM events ORDER BY id').all(), rowsBefore, 'every row as it was');
+  assert.deepEqual(deliveries(db), [{ webhook_id: 1, event_id: 4, attempt: 1 }, { webhook_id: 1, event_id: 5, attempt: 2 }], 'the waiting deliveries kept');
+  const schema = (db.prepare("SELECT sql FROM sqlite_schema WHERE name = 'events'").get() as { sql: string }).sql;
+  assert.doesNotMatch(schema, /AUTOINCREMENT|\bIN\b/);
+  assert.equal(db.prepare("SELECT count(*) AS n FROM sqlite_sequence WHERE name = 'events'").get()!.n, 0);
+  // The previous version's append, without an id, still takes the next one, and its trigger still delivers.
+  db.prepare("INSERT INTO events (type, occurred_at, account, data) VALUES ('pet.created', 1, NULL, '{}')").run();
+  assert.deepEqual(eventIds(db), [3, 4, 5, 6]);
+  assert.deepEqual(deliveries(db).map((row) => row.event_id), [4, 5, 6]);
+  // The same types are refused as before.
+  assert.throws(() => db.prepare("INSERT INTO events (type, occurred_at, data) VALUES ('pet.sold', 1, '{}')").run(), /CHECK constraint failed/);
+  assert.throws(() => db.prepare("INSERT INTO events (type, occurred_at, data) VALUES ('PET.CREATED', 1, '{}')").run(), /CHECK constraint failed/);
+  // Deleting an event still takes its deliveries with it.
+  db.exec('DELETE FROM events WHERE id = 4');
+  assert.deepEqual(deliveries(db).map((row) => row.event_id), [5, 6]);
+});
+
+test('a log that retention emptied under AUTOINCREMENT keeps its sequence: the next event after the rebuild is above every id ever given', (t) => {
+  const path = join(tempDir(t, 'events-10-empty-'), 'pets.db');
+  const by9 = databaseOfEvents9(path, 3);
+  // Emptied without recording the highest id deleted: only sqlite_sequence still knows it.
+  by9.exec('DELETE FROM events');
+  by9.close();
+  const db = openDatabase(path);
+  t.after(() => closeDatabase(db));
+  assert.equal(db.prepare('SELECT deleted_through FROM event_log').get()!.deleted_through, 3);
+  const append = createEventAppender(db, () => T0);
+  append([{ type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 1 } }]);
+  assert.deepEqual(eventIds(db), [4]);
+  append([{ type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 2 } }, { type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 3 } }]);
+  assert.deepEqual(eventIds(db), [4, 5, 6]);
 });

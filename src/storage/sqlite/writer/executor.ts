@@ -118,12 +118,10 @@ export function createWriteExecutor(db: DatabaseSync, journal: WriteJournal): Wr
     run(requests) {
       let touched: Touch[] = [];
       const outcomes = batch((isolate) => {
-        const done = requests.map(({ op, items }) => {
-          const outcomes = (operations[op] as Operation<WriteOp>)(items, isolate);
-          // The events of what the items did, in their transaction: the one place every write passes.
-          if (op in LOGGED) appendEvents(eventsOfBatch(op as LoggedOp, items, outcomes as ItemOutcome<unknown>[]));
-          return outcomes;
-        });
+        const done = requests.map(({ op, items }) => (operations[op] as Operation<WriteOp>)(items, isolate));
+        // The events of what the items did, in request order, in their transaction: the one place
+        // every write passes. Once a group: the appender reads the next id once, not per request.
+        appendEvents(requests.flatMap(({ op, items }, index) => (op in LOGGED ? eventsOfBatch(op as LoggedOp, items, done[index] as ItemOutcome<unknown>[]) : [])));
         // What the database logged, inside the transaction (a run rolled back left none of its
         // rows); recorded once it has committed.
         touched = takeTouched();
