@@ -6,17 +6,17 @@
  * check still fails while an operation has no handler; which ids a tag has is read from the table.
  */
 import type { Handler } from './handler.ts';
-import { OPERATIONS, type Handlers, type OperationId } from './operations.ts';
+import { OPERATIONS, type Handlers, type OperationId, type Tag } from './operations.ts';
 
 /** The operationIds of the table's operations of `tag`. */
-export type OperationsTagged<T extends string> = { [Id in OperationId]: (typeof OPERATIONS)[Id]['tag'] extends T ? Id : never }[OperationId];
+export type OperationsTagged<T extends Tag> = { [Id in OperationId]: (typeof OPERATIONS)[Id]['tag'] extends T ? Id : never }[OperationId];
 
 /**
  * The handlers of every operation of `tag`, made by `load` on the first request of one of them:
  * that request waits for the load, the later ones call the loaded handlers directly. A load that
  * fails fails its requests (500) and is tried again by the next.
  */
-export function handlersLoadedOnFirstRequest<T extends string>(tag: T, load: () => Promise<Pick<Handlers, OperationsTagged<T>>>): Pick<Handlers, OperationsTagged<T>> {
+export function handlersLoadedOnFirstRequest<T extends Tag>(tag: T, load: () => Promise<Pick<Handlers, OperationsTagged<T>>>): Pick<Handlers, OperationsTagged<T>> {
   let loaded: ReadonlyMap<string, Handler> | undefined;
   let loading: Promise<ReadonlyMap<string, Handler>> | undefined;
   const handlers = () => (loading ??= load().then(
