@@ -5,6 +5,18 @@
  */
 
 /**
+ * The trigger that writes an event's webhook deliveries in the transaction that appends it
+ * (migration 9, and again in 10, which rebuilds the table it is on): storage/webhooks.ts's
+ * sees(), in SQL.
+ */
+const EVENTS_DELIVERED = `CREATE TRIGGER events_delivered AFTER INSERT ON events BEGIN
+    INSERT INTO webhook_deliveries (webhook_id, event_id, due_at)
+      SELECT w.id, NEW.id, 0 FROM webhooks w
+       WHERE w.status = 'enabled' AND instr(' ' || w.types || ' ', ' ' || NEW.type || ' ') > 0
+         AND (NEW.account IS NULL OR w.orders = 'all' OR w.account = NEW.account);
+  END;`;
+
+/**
  * Each migration's index + 1 is the schema version it produces. Append only; never edit a shipped
  * one (the one exception, a security fix, is decision 0017).
  */
@@ -255,12 +267,7 @@ export const MIGRATIONS: readonly string[] = [
   -- storage/webhooks.ts's sees(), in SQL: the type listed; a pet event (no account), or an order
   -- event of the webhook's account, or any with orders 'all'. With no webhook this is one probe of
   -- an empty table per event.
-  CREATE TRIGGER events_delivered AFTER INSERT ON events BEGIN
-    INSERT INTO webhook_deliveries (webhook_id, event_id, due_at)
-      SELECT w.id, NEW.id, 0 FROM webhooks w
-       WHERE w.status = 'enabled' AND instr(' ' || w.types || ' ', ' ' || NEW.type || ' ') > 0
-         AND (NEW.account IS NULL OR w.orders = 'all' OR w.account = NEW.account);
-  END;
+  ${EVENTS_DELIVERED}
   `,
   // 10: the event log again, rebuilt for what each event costs a write (docs/decisions/0028-sqlite-event-ids-given-by-the-appender.md):
   // - no AUTOINCREMENT: it read and rewrote the table's row in sqlite_sequence on every insert,
@@ -296,11 +303,6 @@ export const MIGRATIONS: readonly string[] = [
   INSERT INTO webhook_deliveries SELECT * FROM webhook_deliveries_kept;
   DROP TABLE webhook_deliveries_kept;
 
-  CREATE TRIGGER events_delivered AFTER INSERT ON events BEGIN
-    INSERT INTO webhook_deliveries (webhook_id, event_id, due_at)
-      SELECT w.id, NEW.id, 0 FROM webhooks w
-       WHERE w.status = 'enabled' AND instr(' ' || w.types || ' ', ' ' || NEW.type || ' ') > 0
-         AND (NEW.account IS NULL OR w.orders = 'all' OR w.account = NEW.account);
-  END;
+  ${EVENTS_DELIVERED}
   `,
 ];
