@@ -12,7 +12,9 @@
  * is not used. The cache is an optimisation only: whatever goes wrong, the start goes on without it.
  */
 import module from 'node:module';
-import { lstatSync, mkdirSync } from 'node:fs';
+
+// Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
+const { lstatSync, mkdirSync } = process.getBuiltinModule('node:fs');
 
 /** Mode of a compile cache folder this creates, and the only bits one it uses may have. */
 export const CACHE_FOLDER_MODE = 0o700;

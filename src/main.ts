@@ -29,12 +29,11 @@ import type { Stores } from './storage/stores.ts';
 import { closeDatabase, openReaderDatabase } from './storage/sqlite/database.ts';
 import { openSqliteEngine } from './storage/sqlite/engine.ts';
 import { createKeysStore } from './storage/sqlite/keys-store.ts';
-import { createWriterClient, type WriterHost } from './storage/sqlite/writer.ts';
+import { loadWriterThreadHost, type WriterHost } from './storage/sqlite/writer.ts';
 import type { Limiter } from './limits/limiter.ts';
 import { createService } from './service/service.ts';
 import { startChores, type Chores } from './service/chores.ts';
 import { startDeliveryWorker, type DeliveryWorker } from './service/deliveries.ts';
-import { createAddressPolicy } from './webhooks/address-policy.ts';
 import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
 import type { WorkerCounts } from './cluster/worker-pool.ts';
 import type { WorkerStart, WorkerWriter } from './cluster/protocol.ts';
@@ -248,7 +247,7 @@ async function runProcess(config: Config): Promise<void> {
   const deliveries = startDeliveryWorker({
     store: engine.stores.webhooks,
     clock: systemClock,
-    policy: createAddressPolicy(config.webhookAllowedNetworks),
+    allowedNetworks: config.webhookAllowedNetworks,
     schedule: config.webhookRetrySchedule,
     observer: () => observed?.metrics,
     log: (fields) => logger.event(fields),
@@ -328,6 +327,7 @@ async function runWorkerThread({ config, start, writer }: { config: Config; star
   const logger = createLogger({ level: config.logLevel, clock: systemClock, write: fdWriter(1, LOG_BUFFER_BYTES, systemClock) });
   // The primary opened (and migrated) the file, and warned about its modes, before any worker.
   const db = openReaderDatabase(config.databasePath);
+  const { createWriterClient } = await loadWriterThreadHost();
   const client = createWriterClient(writer.port);
   await runWorker({
     config, start, channel, db, writer: { submit: client.submit, memory: writer.memory }, clock: systemClock, logger,

@@ -9,10 +9,11 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { closeDatabase, openWriterDatabase } from './storage/sqlite/database.ts';
-import { runWriter, type WriterStart } from './storage/sqlite/writer.ts';
+import { loadWriterThread, type WriterStart } from './storage/sqlite/writer.ts';
 
 const { path, memory } = workerData as WriterStart;
 // The server's first connection migrated the file before starting this thread.
 const db = openWriterDatabase(path);
+const { runWriter } = await loadWriterThread();
 await runWriter({ db, memory, control: parentPort! });
 closeDatabase(db);

@@ -11,8 +11,7 @@ import { PET_STATUSES } from '../storage/pets.ts';
 import { ORDER_STATUSES } from '../storage/orders.ts';
 import { EVENT_TYPES } from '../storage/events.ts';
 import { ATTEMPTS_KEPT, MAX_WEBHOOKS_PER_ACCOUNT, WEBHOOK_ORDERS, WEBHOOK_STATUSES } from '../storage/webhooks.ts';
-import { DELIVERY_ERRORS } from '../webhooks/attempt.ts';
-import { MAX_URL_LENGTH } from '../webhooks/address-policy.ts';
+import { DELIVERY_ERRORS, MAX_URL_LENGTH } from '../webhooks/terms.ts';
 import { MAX_RETRIES } from '../config.ts';
 
 /** The int64 range, exact: bounds beyond 2^53 are bigints (the document writes their digits). */

@@ -4,8 +4,12 @@
  * Authorization header: only the fields listed in AccessEntry exist.
  */
 
-import { writeSync } from 'node:fs';
 import { LOG_LEVELS, type LogLevel } from '../config.ts';
+
+// Not `import ... from 'node:fs'`: Node's ES-module view of node:fs reads every export once, which
+// loads fs/promises, its streams and watchers, and readline, none of which a start uses (as
+// http/server.ts says of node:http); the CommonJS module that getBuiltinModule returns does not.
+const { writeSync } = process.getBuiltinModule('node:fs');
 
 /**
  * Most characters of a path that a log line holds. A request line may carry up to

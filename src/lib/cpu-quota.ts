@@ -5,7 +5,8 @@
  * not the quota; this reads the quota of the process's cgroup and of every cgroup above it,
  * cgroup v2 (`cpu.max`) or v1 (`cpu.cfs_quota_us` and `cpu.cfs_period_us`).
  */
-import { readFileSync } from 'node:fs';
+// Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
+const { readFileSync } = process.getBuiltinModule('node:fs');
 
 /** Reads a file's text, or null if it cannot be read. */
 export type ReadText = (path: string) => string | null;

@@ -15,7 +15,7 @@ import { ORDER_STATUSES } from '../storage/orders.ts';
 import { EVENT_TYPES } from '../storage/events.ts';
 import type { EventsObserver } from '../api/events/observer.ts';
 import type { StreamsObserver } from '../api/events/streams.ts';
-import { DELIVERY_ERRORS, type DeliveryError } from '../webhooks/attempt.ts';
+import { DELIVERY_ERRORS, type DeliveryError } from '../webhooks/terms.ts';
 
 /** The Content-Type of the text exposition format, version 0.0.4. */
 export const EXPOSITION_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';

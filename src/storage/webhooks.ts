@@ -12,7 +12,7 @@
  * endpoint's failing time decides whether it is disabled (webhooks/retries.ts).
  */
 import type { MaybePromise } from '../lib/maybe-promise.ts';
-import type { DeliveryError } from '../webhooks/attempt.ts';
+import type { DeliveryError } from '../webhooks/terms.ts';
 import type { EventType, StoredEvent } from './events.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
 import type { StoredForm } from './stored-forms.ts';

@@ -15,9 +15,7 @@ import { formatIp, parseIp, parseRange, rangeContains, type IpAddress, type IpRa
 import { quote } from '../lib/quote.ts';
 import { specialRangeOf } from '../lib/special-purpose-addresses.ts';
 import { resolveChecked, type Resolver } from '../http/outbound-resolution.ts';
-
-/** The longest webhook URL, as written and once normalised. */
-export const MAX_URL_LENGTH = 2048;
+import { MAX_URL_LENGTH } from './terms.ts';
 
 /** A URL the policy accepted. */
 export interface WebhookTarget {

@@ -11,15 +11,12 @@ import { resolveChecked, type Resolver } from '../http/outbound-resolution.ts';
 import { postOnce } from '../http/outbound-request.ts';
 import type { AddressPolicy } from './address-policy.ts';
 import { deliveryHeaders } from './signature.ts';
+import type { DeliveryError } from './terms.ts';
 
 /** An attempt's time, from its start to its last byte read: the contract's 10 s. */
 export const ATTEMPT_DEADLINE_MS = 10_000;
 /** The most of an answer's body read (and thrown away) before the connection is dropped. */
 export const MAX_RESPONSE_BYTES = 64 * 1024;
-
-/** Why an attempt failed, as the delivery log says it; null is a success. */
-export const DELIVERY_ERRORS = ['timeout', 'connection_failed', 'address_refused', 'redirect', 'http_status'] as const;
-export type DeliveryError = (typeof DELIVERY_ERRORS)[number];
 
 /** What one attempt sends. */
 export interface Delivery {

@@ -103,7 +103,7 @@ describe('the API reference page in Chromium', { skip: chromiumMissing() }, () =
   });
 
   test('it shows every operation and every error code of the document, and the deprecation of getPet', async (t) => {
-    const openapi = JSON.parse(shared.service.openapi);
+    const openapi = JSON.parse(await shared.service.openapi());
     const { page } = await open(t, shared);
     /** What a reader sees of an element: its text when it is rendered and has a size, else null. */
     const seen = (selectors: string[]) =>

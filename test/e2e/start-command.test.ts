@@ -151,3 +151,107 @@ test("a start does not load Node's fetch client (undici), which cost about 35 ms
   assert.ok(loaded.some((name) => name.includes('internal/http')), 'the probe sees the modules a start loads');
   assert.deepEqual(loaded.filter((name) => name.includes('undici')), []);
 });
+
+/**
+ * The modules a start loads only on the first request that needs them (each costs a start about
+ * 0.3 ms before its first answer): the pets' write paths, the store, the feed, the webhooks, the
+ * OpenAPI document and /docs, an attempt at a webhook delivery, the writer thread (a start with
+ * the inline writer), and PostgreSQL, the metrics and the worker threads.
+ */
+const LOADED_ON_FIRST_USE = [
+  /^src\/api\/pets\/(creations|changes)\.ts$/, /^src\/api\/idempotent-writes\.ts$/, /^src\/lib\/group-commit\.ts$/,
+  /^src\/api\/orders\//, /^src\/api\/events\//, /^src\/api\/webhooks\//, /^src\/api\/openapi\//, /^src\/api\/reference-page\//,
+  /^src\/api\/response-headers\.ts$/, /^src\/limits\/stream-slots\.ts$/, /^src\/webhooks\/(attempt|signature|address-policy)\.ts$/,
+  /^src\/http\/outbound-/, /^src\/lib\/special-purpose-addresses\.ts$/, /^src\/storage\/sqlite\/writer\/(thread|host|client|protocol)\.ts$/,
+  /^src\/storage\/postgres\//, /^src\/ops\//, /^src\/cluster\//,
+];
+
+test('a start answers its first request without loading the modules of the other operations, of webhook deliveries or of the writer thread; each first request of theirs is answered in full', async (t) => {
+  const dir = checkout(t);
+  // Loaded before the service: it lists the modules of src/ loaded before the first answer, with
+  // Node's own, then the modules of src/ at exit.
+  const probe = join(dir, 'probe.mjs');
+  writeFileSync(probe, [
+    "import { registerHooks } from 'node:module';",
+    "import { subscribe } from 'node:diagnostics_channel';",
+    "const loaded = [];",
+    "registerHooks({ load(url, context, next) { if (url.includes('/src/')) loaded.push(url.slice(url.indexOf('/src/') + 1)); return next(url, context); } });",
+    "let first = null;",
+    "let builtins = null;",
+    "subscribe('http.server.response.finish', () => { first ??= [...loaded]; builtins ??= [...process.moduleLoadList]; });",
+    "process.on('exit', () => process.stderr.write(`before the first answer: ${JSON.stringify(first)}\\nNode's: ${JSON.stringify(builtins)}\\nat exit: ${JSON.stringify(loaded)}\\n`));",
+  ].join('\n'));
+  // A webhook receiver, as an endpoint would be: it keeps what it is sent.
+  const { createServer } = await import('node:http');
+  const received: { headers: Record<string, unknown>; body: string }[] = [];
+  const delivered = Promise.withResolvers<void>();
+  const receiver = createServer((request, response) => {
+    let body = '';
+    request.setEncoding('utf8').on('data', (text: string) => (body += text)).on('end', () => {
+      received.push({ headers: request.headers, body });
+      response.writeHead(204).end();
+      delivered.resolve();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  t.after(() => receiver.close());
+  const server = await startMain({
+    APP_ENV: 'development', DATABASE_PATH: join(dir, 'pets.db'), WRITER: 'inline', WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8', NODE_OPTIONS: `--import=${probe}`,
+  }, join(dir, 'src', 'start.js'));
+  t.after(() => server.child.kill('SIGKILL'));
+  const key = /^ {2}(\S+)$/m.exec(server.output().stderr)![1]!;
+  const call = (path: string, init: RequestInit = {}) =>
+    fetch(server.url + path, { ...init, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...init.headers } });
+
+  const pets = await call('/v1/pets?limit=20');
+  assert.equal(pets.status, 200);
+  assert.deepEqual(await pets.json(), []);
+  // The first request of each group loads it, and is answered as any later one.
+  const hook = await call('/v1/webhooks', { method: 'POST', body: JSON.stringify({ url: `http://127.0.0.1:${(receiver.address() as { port: number }).port}/in`, types: ['pet.created'] }) });
+  assert.equal(hook.status, 201);
+  const webhook = await hook.json() as { id: number; secret: string; status: string };
+  assert.equal(hook.headers.get('location'), `/v1/webhooks/${webhook.id}`);
+  assert.match(webhook.secret, /^whsec_/);
+  assert.equal(webhook.status, 'enabled');
+  const created = await call('/v1/pets', { method: 'POST', body: JSON.stringify({ name: 'Rex', categoryId: 1 }) });
+  assert.equal(created.status, 201);
+  const pet = await created.json() as { id: number };
+  const order = await call('/v1/store/orders', { method: 'POST', body: JSON.stringify({ petId: pet.id }) });
+  assert.equal(order.status, 201);
+  const placed = await order.json() as { id: number; petId: number; status: string };
+  assert.equal(order.headers.get('location'), `/v1/store/orders/${placed.id}`);
+  assert.deepEqual([placed.petId, placed.status], [pet.id, 'placed']);
+  assert.deepEqual(await (await call(`/v1/store/orders/${placed.id}`)).json(), placed);
+  const events = await call('/v1/events?limit=10');
+  assert.equal(events.status, 200);
+  const feed = await events.json() as { id: number; type: string; data: { id: number } }[];
+  assert.deepEqual(feed.map((event) => event.type), ['pet.created', 'order.placed', 'pet.updated']);
+  const unknownEvents = await call('/v1/events?after=x');
+  assert.equal(unknownEvents.status, 400);
+  assert.equal((await unknownEvents.json() as { code: string }).code, 'invalid_query');
+  const document = await fetch(`${server.url}/v1/openapi.json`);
+  assert.equal(document.status, 200);
+  assert.match((await document.json() as { openapi: string }).openapi, /^3\.1\.\d+$/);
+  // The first delivery loads the attempt: the pet.created event, signed, as the feed shows it.
+  await delivered.promise;
+  assert.equal(received.length, 1);
+  assert.deepEqual(JSON.parse(received[0]!.body), feed[0]);
+  assert.equal(received[0]!.headers['webhook-id'], String(feed[0]!.id));
+  assert.match(String(received[0]!.headers['webhook-signature']), /^v1,/);
+
+  server.child.kill('SIGTERM');
+  assert.deepEqual(await once(server.child, 'exit'), [0, null]);
+  const { stderr } = server.output();
+  const first = JSON.parse(/^before the first answer: (.*)$/m.exec(stderr)![1]!) as string[];
+  const all = JSON.parse(/^at exit: (.*)$/m.exec(stderr)![1]!) as string[];
+  assert.ok(first.includes('src/api/pets/handlers.ts'), 'the probe sees the modules of the first answer');
+  assert.deepEqual(first.filter((path) => LOADED_ON_FIRST_USE.some((pattern) => pattern.test(path))), []);
+  // Nor node:fs's ES-module view, which loads its promises, streams and watchers, and readline.
+  const builtins = JSON.parse(/^Node's: (.*)$/m.exec(stderr)![1]!) as string[];
+  assert.ok(builtins.includes('NativeModule fs'), 'the probe sees the modules of Node that a start loads');
+  assert.deepEqual(builtins.filter((name) => /internal\/fs\/(promises|streams|watchers)|readline/.test(name)), []);
+  // And the later requests did load them: the patterns name modules that exist.
+  for (const path of ['src/api/pets/creations.ts', 'src/api/orders/handlers.ts', 'src/api/events/handlers.ts', 'src/api/webhooks/handlers.ts', 'src/api/openapi/document.ts', 'src/webhooks/attempt.ts']) {
+    assert.ok(all.includes(path), path);
+  }
+});

@@ -18,7 +18,6 @@ import { REFUSED_ADDRESS_FORMS } from '../support/webhook-addresses.ts';
 import { startReceiver } from '../support/webhook-receivers.ts';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { startDeliveryWorker } from '../../src/service/deliveries.ts';
-import { createAddressPolicy } from '../../src/webhooks/address-policy.ts';
 
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
@@ -488,7 +487,7 @@ test('registered through the API, an endpoint receives the events it lists, sign
   const { key } = await keyOf(server);
   const { id, secret } = await made(server, { url: `http://127.0.0.1:${receiver.port}/in`, types: ['pet.created'] }, key);
   const worker = startDeliveryWorker({
-    store: server.service.stores.webhooks, clock: server.clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1],
+    store: server.service.stores.webhooks, clock: server.clock, allowedNetworks: ['127.0.0.0/8'], schedule: [1],
     resolve: testResolver(), intervalMs: 3_600_000, log: () => {}, failed: (event, error) => assert.fail(`${event}: ${String(error)}`),
     crashed: (event, error) => assert.fail(`${event}: ${String(error)}`),
   });

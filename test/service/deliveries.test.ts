@@ -16,8 +16,7 @@ import { startDeliveryWorker, type DeliveryWorker, type DeliveryWorkerDeps } fro
 import { EVENT_TYPES } from '../../src/storage/events.ts';
 import type { Stores } from '../../src/storage/stores.ts';
 import { MAX_WEBHOOKS_PER_ACCOUNT, type CreatedWebhook, type WebhookCreation } from '../../src/storage/webhooks.ts';
-import type { DeliveryError } from '../../src/webhooks/attempt.ts';
-import { createAddressPolicy } from '../../src/webhooks/address-policy.ts';
+import type { DeliveryError } from '../../src/webhooks/terms.ts';
 import { DISABLE_AFTER_MS } from '../../src/webhooks/retries.ts';
 import { generateSecret } from '../../src/webhooks/signature.ts';
 import { describeWithPostgres, openTestDatabase, type PostgresCluster } from '../support/postgres.ts';
@@ -77,7 +76,7 @@ async function harness(t: TestContext, start: Start, deps: Partial<DeliveryWorke
   const observer = observed();
   const logs: Record<string, unknown>[] = [];
   worker = startDeliveryWorker({
-    store: served.stores.webhooks, clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1, 1],
+    store: served.stores.webhooks, clock, allowedNetworks: ['127.0.0.0/8'], schedule: [1, 1],
     resolve: resolverOf({}), intervalMs: 3_600_000, observer: () => observer,
     log: (fields) => logs.push(fields), failed: (event, error) => assert.fail(`${event}: ${String(error)}`),
     crashed: (event, error) => assert.fail(`${event}: ${String(error)}`),
@@ -351,7 +350,7 @@ test('after a failed claim (the database down) the worker waits before claiming 
       if (down) throw Object.assign(new Error('the database is unavailable'), { name: 'DatabaseUnavailableError' });
       return store.claimDue(...args);
     } },
-    clock: server.clock, policy: createAddressPolicy(['127.0.0.0/8']), schedule: [1], intervalMs: 3_600_000,
+    clock: server.clock, allowedNetworks: ['127.0.0.0/8'], schedule: [1], intervalMs: 3_600_000,
     log: () => {}, failed: (event) => failures.push(event), crashed: (event) => assert.fail(event),
   });
   t.after(() => worker.stop());

@@ -125,7 +125,7 @@ export async function complexityFixtures(server: TestServer): Promise<Fixtures> 
   assert.equal(webhook.status, 201);
   return {
     key: server.key,
-    document: JSON.parse(server.service.openapi),
+    document: JSON.parse(await server.service.openapi()),
     pathValues: {
       petId: String(((await pet.json()) as { id: number }).id),
       orderId: String(((await order.json()) as { id: number }).id),

@@ -289,7 +289,7 @@ async function serve(t: TestContext, service: Service<Stores>, clock: FakeClock,
   t.after(close);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Every response is checked against the OpenAPI document this server serves.
-  const conformance = conformanceChecker(service.openapi);
+  const conformance = conformanceChecker(await service.openapi());
   const request = async (path: string, init: RequestInit & { key?: string | null } = {}) => {
     const { key = roomy.key, ...rest } = init;
     const headers = new Headers(rest.headers);

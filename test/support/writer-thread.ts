@@ -6,7 +6,7 @@
  */
 import { BroadcastChannel, parentPort, workerData } from 'node:worker_threads';
 import { closeDatabase, openWriterDatabase } from '../../src/storage/sqlite/database.ts';
-import { runWriter, type WriterStart } from '../../src/storage/sqlite/writer.ts';
+import { loadWriterThread, type WriterStart } from '../../src/storage/sqlite/writer.ts';
 
 const { path, memory } = workerData as WriterStart;
 const db = openWriterDatabase(path);
@@ -23,6 +23,7 @@ faults.onmessage = (event) => {
     Atomics.wait(new Int32Array(pause), 0, 0);
   }
 };
+const { runWriter } = await loadWriterThread();
 await runWriter({ db, memory, control: parentPort! });
 faults.close();
 closeDatabase(db);

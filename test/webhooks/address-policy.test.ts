@@ -6,7 +6,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createAddressPolicy, vetWebhookUrl, MAX_URL_LENGTH } from '../../src/webhooks/address-policy.ts';
+import { createAddressPolicy, vetWebhookUrl } from '../../src/webhooks/address-policy.ts';
+import { MAX_URL_LENGTH } from '../../src/webhooks/terms.ts';
 import { systemResolver, type Resolver } from '../../src/http/outbound-resolution.ts';
 import { REFUSED_ADDRESS_FORMS } from '../support/webhook-addresses.ts';
 

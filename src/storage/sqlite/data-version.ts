@@ -2,8 +2,10 @@
  * Whether anything committed since a cache was filled: `PRAGMA data_version`, read cheaply.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { closeSync, openSync, readSync } from 'node:fs';
 import { endianness } from 'node:os';
+
+// Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
+const { closeSync, openSync, readSync } = process.getBuiltinModule('node:fs');
 
 const watchers = new WeakMap<DatabaseSync, () => number>();
 

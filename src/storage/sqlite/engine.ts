@@ -7,7 +7,7 @@
 import type { DatabaseSync } from 'node:sqlite';
 import type { Limiter } from '../../limits/limiter.ts';
 import { closeDatabase, openServerDatabase, readOnly } from './database.ts';
-import { createWriterClient, type DataSync, type InlineWriter, startInlineWriter, startWriterThread, type WriterHost } from './writer.ts';
+import { type DataSync, type InlineWriter, loadWriterThreadHost, startInlineWriter, type WriterHost } from './writer.ts';
 import { openReaderStores, openStores, type ReaderStores, type SqliteStores, type SqliteStoresOptions } from './stores.ts';
 
 interface Opened {
@@ -60,6 +60,7 @@ export async function openSqliteEngine<Seeded>(options: EngineOptions, seed: (db
     };
     return { engine: { kind: 'inline', db, stores, limiter: stores.limiter as Limiter, writer, failed: writer.failed, close }, seeded };
   }
+  const { startWriterThread, createWriterClient } = await loadWriterThreadHost();
   const writer = startWriterThread({ entry: options.threadEntry, path: options.path });
   const client = createWriterClient(writer.connect());
   const stores = openReaderStores(readOnly(db), { submit: client.submit, memory: writer.memory }, options.stores);

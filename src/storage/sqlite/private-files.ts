@@ -3,8 +3,10 @@
  * which no other local account may read: they are created private, and a start on wider modes
  * says so once.
  */
-import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+
+// Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
+const { chmodSync, closeSync, mkdirSync, openSync, statSync } = process.getBuiltinModule('node:fs');
 
 /** Modes of the database's folder and files. */
 export const PRIVATE_FOLDER_MODE = 0o700;

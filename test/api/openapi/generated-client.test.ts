@@ -51,7 +51,7 @@ test('a client generated from the served document type-checks and works against 
   // connection open: no request goes out before it, so no pooled connection can be closed under a
   // later request (that race answered the first list with ECONNRESET on a loaded machine).
   await t.test('openapi-typescript generates types from the served document, deprecation included', async () => {
-    const document = JSON.parse(server.service.openapi) as OpenAPI3;
+    const document = JSON.parse(await server.service.openapi()) as OpenAPI3;
     const source = COMMENT_HEADER + astToString(await openapiTS(document, { silent: true }));
     mkdirSync(dirname(TYPES_FILE), { recursive: true });
     writeFileSync(TYPES_FILE, source);
@@ -69,7 +69,7 @@ test('a client generated from the served document type-checks and works against 
   for (let i = 0; i < 5; i++) await server.post('/v1/pets', { name: `pet ${i}`, categoryId: i + 1, status: i % 2 === 0 ? 'available' : 'sold' });
 
   // The client's own fetch, checked against the document like every response of the suite.
-  const conformance = conformanceChecker(server.service.openapi);
+  const conformance = conformanceChecker(await server.service.openapi());
   const watched = async (request: Request) => {
     const response = await fetch(request);
     await conformance.check({ method: request.method, url: request.url }, response.clone());

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { closeDatabase, openDatabase, readOnly } from '../../../src/storage/sqlite/database.ts';
-import { createWriterClient, startWriterThread, type WriterClient } from '../../../src/storage/sqlite/writer.ts';
+import { loadWriterThreadHost, type WriterClient } from '../../../src/storage/sqlite/writer.ts';
 import { openReaderStores } from '../../../src/storage/sqlite/stores.ts';
 import { createKeysStore } from '../../../src/storage/sqlite/keys-store.ts';
 import { sqliteErrorOf } from '../../../src/storage/sqlite/errors.ts';
@@ -22,6 +22,8 @@ import { DatabaseUnavailableError } from '../../../src/storage/errors.ts';
 import { isItemFailure, type ItemOutcome } from '../../../src/lib/item-outcome.ts';
 import { statusBit, type ChangeOutcome, type CreationResult, type NewPet, type Pet, type PetCreation } from '../../../src/storage/pets.ts';
 import { fakeClock, TEST_WRITER_ENTRY, writerFaults, writerReady } from '../../support/test-server.ts';
+
+const { createWriterClient, startWriterThread } = await loadWriterThreadHost();
 
 const pet = (name: string, categoryId = 1n): NewPet => ({ name, categoryId, status: 'available' });
 const T0 = Date.UTC(2026, 0, 1);

@@ -15,12 +15,14 @@
  * since can be promised, so every waiting batch fails (503) and `failed` tells the owner to stop
  * the server, as a crashed writer thread does.
  */
-import { close as closeFd, fdatasync, openSync } from 'node:fs';
 import type { DatabaseSync } from 'node:sqlite';
 import type { ItemOutcome } from '../../../lib/item-outcome.ts';
 import { DatabaseUnavailableError } from '../../errors.ts';
 import { JOURNAL_BYTES, journalIn, type WriteJournal } from './journal.ts';
 import { createWriteExecutor, nextGroup, type SubmitWrites, type WriteRequest, type WriteResult } from './executor.ts';
+
+// Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
+const { close: closeFd, fdatasync, openSync } = process.getBuiltinModule('node:fs');
 
 export interface InlineWriter {
   submit: SubmitWrites;
