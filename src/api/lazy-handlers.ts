@@ -5,6 +5,7 @@
  * other operations. They are given under their operationIds like every other handler, so the type
  * check still fails while an operation has no handler; which ids a tag has is read from the table.
  */
+import { loadedOnFirstUse } from '../lib/loaded-on-first-use.ts';
 import type { Handler } from './handler.ts';
 import { OPERATIONS, type Handlers, type OperationId, type Tag } from './operations.ts';
 
@@ -17,17 +18,12 @@ export type OperationsTagged<T extends Tag> = { [Id in OperationId]: (typeof OPE
  * fails fails its requests (500) and is tried again by the next.
  */
 export function handlersLoadedOnFirstRequest<T extends Tag>(tag: T, load: () => Promise<Pick<Handlers, OperationsTagged<T>>>): Pick<Handlers, OperationsTagged<T>> {
-  let loaded: ReadonlyMap<string, Handler> | undefined;
-  let loading: Promise<ReadonlyMap<string, Handler>> | undefined;
-  const handlers = () => (loading ??= load().then(
-    // Each id's handler takes its own operation's context: held here as a handler of any operation, as the router holds them.
-    (group) => (loaded = new Map<string, Handler>(Object.entries(group))),
-    (error: unknown) => {
-      loading = undefined;
-      throw error;
-    },
-  ));
+  // Each id's handler takes its own operation's context: held here as a handler of any operation, as the router holds them.
+  const group = loadedOnFirstUse(async () => new Map<string, Handler>(Object.entries(await load())));
   const ids = Object.entries(OPERATIONS).filter(([, operation]) => operation.tag === tag).map(([id]) => id);
-  const handlerOf = (id: string): Handler => (context) => (loaded !== undefined ? loaded.get(id)!(context) : handlers().then((group) => group.get(id)!(context)));
+  const handlerOf = (id: string): Handler => (context) => {
+    const loaded = group.value;
+    return loaded !== undefined ? loaded.get(id)!(context) : group.get().then((handlers) => handlers.get(id)!(context));
+  };
   return Object.fromEntries(ids.map((id) => [id, handlerOf(id)])) as Pick<Handlers, OperationsTagged<T>>;
 }

@@ -25,6 +25,7 @@ import type { ClaimedDelivery, WebhooksStore } from '../storage/webhooks.ts';
 import type { DeliveryError } from '../webhooks/terms.ts';
 import { afterFailure, DISABLE_AFTER_MS } from '../webhooks/retries.ts';
 import { createRunner } from '../webhooks/runner.ts';
+import { loadedOnFirstUse } from '../lib/loaded-on-first-use.ts';
 
 /**
  * How often due deliveries are claimed: an event is attempted within about this long of its
@@ -104,7 +105,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { store, clock, schedule, leaseMs = LEASE_MS, intervalMs = DELIVERY_INTERVAL_MS, disableAfterMs = DISABLE_AFTER_MS } = deps;
   const holder = deps.holder ?? randomUUID();
   /** The attempt, and the feed's renderer of an event: loaded with the first delivery claimed, then kept. */
-  const loadAttempt = async () => {
+  const attempting = loadedOnFirstUse(async () => {
     const [{ createAttempt }, { createAddressPolicy }, { systemResolver }, { eventJson }] = await Promise.all([
       import('../webhooks/attempt.ts'), import('../webhooks/address-policy.ts'), import('../http/outbound-resolution.ts'), import('../api/events/json.ts'),
     ]);
@@ -113,13 +114,12 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       ...(deps.ca === undefined ? {} : { ca: deps.ca }), ...(deps.deadlineMs === undefined ? {} : { deadlineMs: deps.deadlineMs }),
     });
     return { attempt, eventJson };
-  };
-  let attempting: ReturnType<typeof loadAttempt> | undefined;
+  });
   const running = new Set<Promise<void>>();
 
   async function deliver(delivery: ClaimedDelivery): Promise<void> {
     const { event } = delivery;
-    const { attempt, eventJson } = await (attempting ??= loadAttempt());
+    const { attempt, eventJson } = await attempting.get();
     // The actor as a key of the webhook's account would see it in the feed; every actor with orders 'all'.
     const body = eventJson(event, { account: delivery.account, manage: delivery.orders === 'all' });
     const outcome = await attempt({ url: delivery.url, secret: delivery.secret, eventId: String(event.id), body });

@@ -26,6 +26,7 @@ import type { OpenApiDocument } from '../api/openapi/document.ts';
 import { BASE_PATH } from '../api/operation.ts';
 import { OPERATIONS } from '../api/operations.ts';
 import { handlersLoadedOnFirstRequest } from '../api/lazy-handlers.ts';
+import { loadedOnFirstUse } from '../lib/loaded-on-first-use.ts';
 import { createCors } from '../http/cors.ts';
 import { proxyTrust } from '../http/trusted-proxies.ts';
 import { allowedHosts } from '../http/allowed-hosts.ts';
@@ -109,14 +110,13 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const batching = stores.writeBatching ?? {};
   // The pets' write paths (group commit, the Idempotency-Key records, the events reported) are
   // built with their modules on the first create or change, and called directly from then on.
-  let petWrites: { create: PetCreations['create']; change: ChangePet } | undefined;
-  let loadingPetWrites: Promise<NonNullable<typeof petWrites>> | undefined;
-  const loadPetWrites = () => (loadingPetWrites ??= Promise.all([import('../api/pets/creations.ts'), import('../api/pets/changes.ts')]).then(
-    ([{ createPetCreations }, { createPetChanges }]) => (petWrites = {
+  const petWrites = loadedOnFirstUse(async (): Promise<{ create: PetCreations['create']; change: ChangePet }> => {
+    const [{ createPetCreations }, { createPetChanges }] = await Promise.all([import('../api/pets/creations.ts'), import('../api/pets/changes.ts')]);
+    return {
       create: createPetCreations({ pets, clock, groupCommit, ...batching, observer }).create,
       change: createPetChanges({ pets, groupCommit, ...batching, ...(observer ? { observer } : {}) }),
-    }),
-  ));
+    };
+  });
   // The store's, the feed's and the webhooks' handlers are loaded with their modules on the first
   // request of one of their operations (api/lazy-handlers.ts): a start loads only what a request
   // of the pets needs, each module costing it about 0.3 ms before its first answer.
@@ -170,8 +170,14 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
       ...createPetsHandlers({
         pets,
         clock,
-        createPet: (pet, caller, idempotency) => (petWrites ? petWrites.create(pet, caller, idempotency) : loadPetWrites().then((writes) => writes.create(pet, caller, idempotency))),
-        changePet: (change) => (petWrites ? petWrites.change(change) : loadPetWrites().then((writes) => writes.change(change))),
+        createPet: (pet, caller, idempotency) => {
+          const writes = petWrites.value;
+          return writes ? writes.create(pet, caller, idempotency) : petWrites.get().then((loaded) => loaded.create(pet, caller, idempotency));
+        },
+        changePet: (change) => {
+          const writes = petWrites.value;
+          return writes ? writes.change(change) : petWrites.get().then((loaded) => loaded.change(change));
+        },
       }),
       ...ordersHandlers,
       ...eventsHandlers,

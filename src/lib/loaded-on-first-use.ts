@@ -1,0 +1,29 @@
+/**
+ * A value made by an asynchronous `load` (usually one that imports modules) on its first use and
+ * kept: the parts of the service a start does not need are loaded this way (api/lazy-handlers.ts,
+ * the pets' write paths, the webhook attempt), each module a start loads costing it about 0.3 ms
+ * before its first answer.
+ */
+export interface LoadedOnFirstUse<T> {
+  /** The value once loaded, for callers that then call it directly (no promise); undefined before. */
+  readonly value: T | undefined;
+  /** The value, loading it on the first call. A load that fails fails its callers and is tried again by the next call. */
+  get(): Promise<T>;
+}
+
+export function loadedOnFirstUse<T>(load: () => Promise<T>): LoadedOnFirstUse<T> {
+  let value: T | undefined;
+  let loading: Promise<T> | undefined;
+  return {
+    get value() {
+      return value;
+    },
+    get: () => (loading ??= load().then(
+      (made) => (value = made),
+      (error: unknown) => {
+        loading = undefined;
+        throw error;
+      },
+    )),
+  };
+}
