@@ -187,6 +187,6 @@ export interface EventLog {
   latestId(): MaybePromise<number>;
   /** The highest id deleted so far by the retention (0: none). */
   deletedThrough(): MaybePromise<number>;
-  /** Deletes up to `limit` events older than `before` (ms), oldest first; resolves with how many. */
+  /** Deletes `limit` events older than `before` (ms), oldest first (on PostgreSQL whole blocks, so maybe a few more), or all there are if fewer; resolves with how many. */
   purge(before: number, limit: number): MaybePromise<number>;
 }

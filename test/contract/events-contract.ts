@@ -186,7 +186,8 @@ export function runEventsContract({ open }: EventsContractOptions): void {
   test('retention deletes the events older than its limit, oldest first, in chunks, and remembers the highest id it deleted', async (t) => {
     const { pets, events } = await open(t);
     assert.equal(await events.deletedThrough(), 0);
-    allSucceeded(await pets.insertMany(['a', 'b', 'c'].map((name) => ({ name, categoryId: 1n, status: 'available' as const }))));
+    // Three writes (PostgreSQL deletes the events of one write together: event-log.test.ts).
+    for (const name of ['a', 'b', 'c']) allSucceeded(await pets.insertMany([{ name, categoryId: 1n, status: 'available' }]));
     assert.equal(await events.purge(Date.now() - 3_600_000, 10), 0, 'nothing older than an hour');
     assert.equal(await events.purge(Date.now() + 60_000, 2), 2);
     assert.equal(await events.deletedThrough(), 2);

@@ -20,6 +20,7 @@ import type { Scope } from '../../src/keys/scopes.ts';
 import type { KeysStore } from '../../src/storage/keys.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { createKeysStore as createPostgresKeys } from '../../src/storage/postgres/keys-store.ts';
+import { blockStart, eventId } from '../../src/storage/postgres/event-log.ts';
 import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore as createSqliteKeys } from '../../src/storage/sqlite/keys-store.ts';
 import { openStream } from '../support/event-stream.ts';
@@ -143,7 +144,8 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
     const figures = await followWhileWriting({
       urls: instances.map((instance) => instance.url), staff, adopters, consumers: [staff, ...adopters, reader],
       writers: 12, writesPerWriter: 60, random: seeded(27),
-    }, async () => (await sql<{ id: string; type: string; account: string | null }[]>`SELECT e.id::text AS id, e.type, e.account FROM events e ORDER BY e.id`)
+    }, async () => (await sql.unsafe<{ id: string; type: string; account: string | null }[]>(
+      `SELECT ${eventId('f', 'e')}::text AS id, e.type, e.account FROM events e JOIN events f ON f.seq = ${blockStart('e')} WHERE f.id IS NOT NULL ORDER BY f.id, e.seq`))
       .map((row): LoggedEvent => ({ id: Number(row.id), type: row.type, account: row.account })));
     t.diagnostic(`PostgreSQL, 3 instances: ${JSON.stringify(figures)}`);
     assert.deepEqual([figures.duplicates, figures.misses, figures.outOfOrder], [0, 0, 0]);

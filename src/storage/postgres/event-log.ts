@@ -8,12 +8,16 @@
  * fifth of the creates a second, measured: docs/decisions/0025-event-ids-by-a-sequencer.md). So
  * the ids are given after the commit, by a sequencer:
  *
- * - a write appends its events in its own transaction with a row key (`seq`) and no id;
- * - `sequence` gives ids to every committed event that has none, in `seq` order, in a transaction
- *   of its own that holds the log's transaction-level advisory lock. Sequencers therefore run one
- *   at a time, on any instance, and PostgreSQL makes a commit visible before it releases the
+ * - a write appends its events in its own transaction, as one block: row keys (`seq`) one after
+ *   the other from a base drawn once by the statement, the first row holding the block's size
+ *   (`block_events`) and no id yet;
+ * - `sequence` gives a first id to every committed block that has none, in `seq` order, in a
+ *   transaction of its own that holds the log's transaction-level advisory lock; an event's id is
+ *   its block's first id plus its distance from the block's first row. Sequencers therefore run
+ *   one at a time, on any instance, and PostgreSQL makes a commit visible before it releases the
  *   transaction's locks: every id a sequencer gives is above every id already visible, and its
- *   ids become visible together;
+ *   ids become visible together. Giving an id to each row instead rewrote every event, which cost
+ *   the server more than appending it (docs/decisions/0029-event-ids-by-block.md);
  * - a read of the feed (and the long poll's read of the highest id) runs the sequencer first when
  *   an event waits for its id: a write answered before the read began has committed, so its
  *   events are given ids and are read. Writes never wait for each other; a read pays one short
@@ -42,19 +46,53 @@ export function epochMilliseconds(time: string): string {
 const OCCURRED_AT = epochMilliseconds('clock_timestamp()');
 
 /**
- * The rows of one write, each with the next `seq` in the order given: the identity's default is
- * computed by the INSERT on each row as the ordered SELECT hands it over (as the pets' ids are), so
- * that no row names the sequence (`nextval(pg_get_serial_sequence(...))` looked it up in the
- * catalog on every row).
+ * How far apart the bases of two blocks are (event_blocks' increment, migration 10), and so the
+ * most events one statement may append.
  */
-const APPEND = `INSERT INTO events (type, occurred_at, actor_account, actor_key_id, account, data)
-  SELECT u.type, ${OCCURRED_AT}, u.actor_account, u.actor_key_id, u.account, u.data
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(type, actor_account, actor_key_id, account, data, ord)
-   ORDER BY u.ord`;
+export const EVENT_BLOCK_SPAN = 1_048_576;
 
-/** Appends `events` in `tx`, without an id yet (the sequencer gives it). */
+/**
+ * A new block's base, drawn once by the statement that appends it (an uncorrelated subquery is
+ * computed once), a multiple of EVENT_BLOCK_SPAN.
+ */
+const BLOCK_BASE = `(SELECT nextval('event_blocks'))`;
+
+/**
+ * The first row of a block: the block's own for an event that holds the block's size (a block's
+ * first row, or an event of the log before blocks, each a block of one), else the multiple of
+ * EVENT_BLOCK_SPAN at or below its row key.
+ */
+export function blockStart(event: string): string {
+  return `CASE WHEN ${event}.block_events IS NOT NULL THEN ${event}.seq ELSE ${event}.seq - ${event}.seq % ${EVENT_BLOCK_SPAN} END`;
+}
+
+/** The id of `event` in the block whose first row is `first` (which has its id). */
+export function eventId(first: string, event: string): string {
+  return `(${first}.id + (${event}.seq - ${first}.seq))`;
+}
+
+/**
+ * The row key of the event with id `$n` (`id`, an SQL expression of a bigint), null if there is
+ * none: the block with the highest first id at or below it, if it reaches that far.
+ */
+export function seqOfId(id: string): string {
+  return `(SELECT f.seq + (${id} - f.id) FROM events f WHERE f.id <= ${id} AND ${id} - f.id < f.block_events ORDER BY f.id DESC LIMIT 1)`;
+}
+
+/**
+ * The events of one write, as one block in the order given. The first row holds the block's size;
+ * the identity of `seq` is gone (migration 10), so that a statement of the previous version, which
+ * numbered rows one by one, fails instead of appending beside the blocks.
+ */
+const APPEND = `INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data, block_events)
+  SELECT ${BLOCK_BASE} + u.ord - 1, u.type, ${OCCURRED_AT}, u.actor_account, u.actor_key_id, u.account, u.data,
+         CASE WHEN u.ord = 1 THEN cardinality($1::text[]) END
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(type, actor_account, actor_key_id, account, data, ord)`;
+
+/** Appends `events` in `tx` as one block, without an id yet (the sequencer gives it). */
 export async function appendEvents(tx: PostgresSql, events: readonly NewEvent[]): Promise<void> {
   if (events.length === 0) return;
+  if (events.length >= EVENT_BLOCK_SPAN) throw new Error(`a block holds fewer than ${EVENT_BLOCK_SPAN} events`);
   const rows = events.map(eventColumns);
   await tx.unsafe(APPEND, [
     rows.map((row) => row.type), rows.map((row) => row.actor_account), rows.map((row) => row.actor_key_id),
@@ -64,22 +102,22 @@ export async function appendEvents(tx: PostgresSql, events: readonly NewEvent[])
 
 /**
  * The `pet.created` events of the pets of a CTE `inserted` (id, name, category_id, status,
- * version; ids ascending in the order of the creations), as a further CTE of the same statement:
- * `$4` and `$5` are the creations' actors (account, key id; null for none), the n-th pet's at
- * index n. The one write whose events are made in SQL rather than by eventsOfBatch, so that a
- * batch of creates stays one statement. `data` is the very text storage/events.ts stores for the
+ * version; ids ascending in the order of the creations), as a further CTE of the same statement
+ * and one block: `$4` and `$5` are the creations' actors (account, key id; null for none), the
+ * n-th pet's at index n, and every creation is inserted. The one write whose events are made in
+ * SQL rather than by eventsOfBatch, so that a batch of creates stays one statement. `data` is the very text storage/events.ts stores for the
  * pet (its keys in its order, the category as text), written out rather than built by
  * json_build_object, which looked up the type of each of its arguments on every row: the name goes
  * through to_json, which escapes it as JSON.stringify does; the status is one of three plain
  * words (the table's CHECK); the numbers are digits.
  */
 export const LOG_CREATED_PETS = `logged AS (
-    INSERT INTO events (type, occurred_at, actor_account, actor_key_id, account, data)
-    SELECT 'pet.created', ${OCCURRED_AT}, ($4::text[])[n.ord], ($5::text[])[n.ord], NULL,
+    INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data, block_events)
+    SELECT ${BLOCK_BASE} + n.ord - 1, 'pet.created', ${OCCURRED_AT}, ($4::text[])[n.ord], ($5::text[])[n.ord], NULL,
            '{"kind":"pet","id":' || n.id || ',"name":' || to_json(n.name)::text || ',"categoryId":"' || n.category_id
-             || '","status":"' || n.status || '","version":' || n.version || '}'
-      FROM (SELECT i.*, row_number() OVER (ORDER BY i.id) AS ord FROM inserted i) AS n
-     ORDER BY n.id)`;
+             || '","status":"' || n.status || '","version":' || n.version || '}',
+           CASE WHEN n.ord = 1 THEN cardinality($4::text[]) END
+      FROM (SELECT i.*, row_number() OVER (ORDER BY i.id) AS ord FROM inserted i) AS n)`;
 
 /**
  * `work` in a transaction of its own (item-savepoints.ts's inTransaction) that ends by appending
@@ -93,21 +131,24 @@ export function inLoggedTransaction<R>(sql: PostgresSql, op: LoggedOp, items: re
   });
 }
 
-/** Whether an event waits for its id (the partial index of those, usually empty). */
-const PENDING = 'SELECT EXISTS (SELECT 1 FROM events WHERE id IS NULL) AS pending';
+/** Whether a block waits for its first id (the partial index of those, usually empty). */
+const PENDING = 'SELECT EXISTS (SELECT 1 FROM events WHERE id IS NULL AND block_events IS NOT NULL) AS pending';
 const LOCK = `SELECT pg_advisory_xact_lock(hashtextextended('event log', 0))`;
 /**
- * Gives ids to every committed event without one, in `seq` order: a block of ids drawn at once
- * (every draw happens under the lock, so nobody draws between `nextval` and `setval`), each row
- * its rank in the block. Run after LOCK, in its own statement, so that its snapshot holds every
- * event committed before the lock was granted.
+ * Gives a first id to every committed block without one, in `seq` order: the ids of all their
+ * events drawn at once (every draw happens under the lock, so nobody draws between `nextval` and
+ * `setval`), each block the ids after those of the blocks before it. One row written a block,
+ * whatever its size. Run after LOCK, in its own statement, so that its snapshot holds every block
+ * committed before the lock was granted.
  */
-const SEQUENCE = `WITH pending AS (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM events WHERE id IS NULL),
-    block AS (SELECT count(*) AS total, CASE WHEN count(*) = 0 THEN 0
-                ELSE setval('event_ids', nextval('event_ids') + count(*) - 1) END AS last FROM pending)
-  UPDATE events e SET id = block.last - block.total + pending.n FROM pending, block WHERE e.seq = pending.seq`;
+const SEQUENCE = `WITH pending AS (SELECT seq, block_events, sum(block_events) OVER (ORDER BY seq) AS through
+                   FROM events WHERE id IS NULL AND block_events IS NOT NULL),
+    drawn AS (SELECT coalesce(max(through), 0) AS total, CASE WHEN count(*) = 0 THEN 0
+                ELSE setval('event_first_ids', nextval('event_first_ids') + max(through) - 1) END AS last FROM pending)
+  UPDATE events e SET id = drawn.last - drawn.total + pending.through - pending.block_events + 1
+    FROM pending, drawn WHERE e.seq = pending.seq AND e.id IS NULL AND e.block_events IS NOT NULL`;
 
-/** Gives ids to the events that wait for one, if any; resolves once they are visible. */
+/** Gives ids to the blocks that wait for one, if any; resolves once they are visible. */
 export async function sequence(sql: PostgresSql): Promise<void> {
   const [{ pending }] = await sql.unsafe<[{ pending: boolean }]>(PENDING, [], { prepare: true });
   if (!pending) return;
@@ -118,28 +159,33 @@ export async function sequence(sql: PostgresSql): Promise<void> {
 }
 
 /**
- * A page of the feed, through the index of ids (which holds only the events that have one: `id >`
- * is never true of the others). Ordered by the column, not by the text it is selected as (an
- * output name wins in ORDER BY).
+ * A page of the feed: the blocks in the order of their first ids (the index of ids, which holds
+ * only the first rows of blocks that have one), from the one that holds `$1`, and the events of
+ * each by row key (the primary key). Ordered by the columns, not by the text the id is selected as
+ * (an output name wins in ORDER BY).
  */
-export const EVENT_PAGE = `SELECT e.id::text AS id, e.type, e.occurred_at::text AS occurred_at, e.actor_account, e.actor_key_id, e.account, e.data FROM events e
-  WHERE e.id > $1::bigint AND ($2::text IS NULL OR e.account IS NULL OR e.account = $2::text) AND e.type = ANY($3::text[])
-  ORDER BY e.id LIMIT $4`;
+export const EVENT_PAGE = `SELECT ${eventId('f', 'e')}::text AS id, e.type, e.occurred_at::text AS occurred_at, e.actor_account, e.actor_key_id, e.account, e.data
+  FROM events f JOIN events e ON e.seq >= f.seq AND e.seq < f.seq + f.block_events
+  WHERE f.id >= coalesce((SELECT s.id FROM events s WHERE s.id <= $1::bigint ORDER BY s.id DESC LIMIT 1), 0) AND ${eventId('f', 'e')} > $1::bigint
+    AND ($2::text IS NULL OR e.account IS NULL OR e.account = $2::text) AND e.type = ANY($3::text[])
+  ORDER BY f.id, e.seq LIMIT $4`;
 
-/** The highest id given, 0 for none: the end of the index of ids. */
-export const LATEST_EVENT_ID = 'SELECT coalesce(max(id), 0)::text AS id FROM events';
+/** The highest id given, 0 for none: the last id of the block at the end of the index of ids. */
+export const LATEST_EVENT_ID = 'SELECT coalesce((SELECT id + block_events - 1 FROM events WHERE id IS NOT NULL ORDER BY id DESC LIMIT 1), 0)::text AS id';
 
 /**
- * The oldest `$2` events by row key, of which those older than `$1` that have their id (one
- * without is not in the feed yet, and goes once it has one). Times follow the row keys (both are
- * taken as the write commits), so the oldest are first, and no index of times is kept for this.
+ * Whole blocks, the oldest by row key: of the first rows of the oldest `$2` blocks, those whose
+ * event is older than `$1` and that have their id (a block without is not in the feed yet, and
+ * goes once it has one), each that starts within the first `$2` events so deleted. A block is
+ * never cut, so a call may delete a little more than `$2`, and deletes at least `$2` while enough
+ * are old (the retention calls again until a call deletes fewer). Times follow the row keys (both
+ * are taken as the write commits), so the oldest are first, and no index of times is kept for this.
  */
-const PURGE = `WITH gone AS (
-    DELETE FROM events WHERE seq IN (
-      SELECT seq FROM (SELECT seq, id, occurred_at FROM events ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) oldest
-       WHERE occurred_at < $1::bigint AND id IS NOT NULL)
-    RETURNING id),
-  recorded AS (UPDATE event_log SET deleted_through = greatest(deleted_through, (SELECT max(id) FROM gone)) WHERE EXISTS (SELECT 1 FROM gone))
+const PURGE = `WITH firsts AS (SELECT seq, id, block_events, occurred_at FROM events WHERE block_events IS NOT NULL ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
+  oldest AS (SELECT * FROM (SELECT f.*, sum(f.block_events) OVER (ORDER BY f.seq) AS through FROM firsts f WHERE f.occurred_at < $1::bigint AND f.id IS NOT NULL) b
+              WHERE b.through - b.block_events < $2),
+  gone AS (DELETE FROM events e USING oldest o WHERE e.seq >= o.seq AND e.seq < o.seq + o.block_events RETURNING e.seq),
+  recorded AS (UPDATE event_log SET deleted_through = greatest(deleted_through, (SELECT max(id + block_events - 1) FROM oldest)) WHERE EXISTS (SELECT 1 FROM oldest))
   SELECT count(*)::integer AS purged FROM gone`;
 
 /** The feed's reads (each after the sequencer) and the retention's deletes over `sql`. */
@@ -160,7 +206,7 @@ export function createEventsStore(sql: PostgresSql): EventLog {
       return Number(row!.id);
     },
     async purge(before, limit) {
-      // An event is deleted once it has its id, so that the highest id deleted says what a consumer missed.
+      // A block is deleted once it has its ids, so that the highest id deleted says what a consumer missed.
       await guard(() => sequence(sql));
       const [row] = await guard(() => sql.unsafe<{ purged: number }[]>(PURGE, [before, limit], { prepare: true }));
       return row!.purged;

@@ -685,4 +685,25 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE events DROP CONSTRAINT events_id_key;
   CREATE UNIQUE INDEX events_id ON events (id) WHERE id IS NOT NULL;
   `,
+  // 10: ids given to blocks, not to rows (event-log.ts; docs/decisions/0029). The sequencer rewrote
+  // every event to give it its id, which cost the server more than appending it. Now the events a
+  // statement appends are one block: their row keys are consecutive from a base that
+  // event_blocks draws, a multiple of 2^20 (EVENT_BLOCK_SPAN); the first row holds the block's
+  // size and, once the sequencer has given it, its first id, and an event's id is that id plus its
+  // distance from the first row. Each event already in the log is a block of its own (its size 1
+  // from the column's default, which only those rows keep: no rewrite). The previous version
+  // cannot run beside this one (its appends have no row key to draw any more, and its sequencer's
+  // sequence is renamed, so that it fails rather than number rows one by one): every instance
+  // is stopped before the first of this version starts (docs/upgrading.md).
+  `
+  ALTER TABLE events ALTER COLUMN seq DROP IDENTITY;
+  ALTER TABLE events ADD COLUMN block_events integer DEFAULT 1;
+  ALTER TABLE events ALTER COLUMN block_events DROP DEFAULT;
+  DROP INDEX events_unsequenced;
+  -- The blocks that wait for their first id: usually none, read before every page of the feed.
+  CREATE INDEX events_unsequenced_blocks ON events (seq) WHERE id IS NULL AND block_events IS NOT NULL;
+  ALTER SEQUENCE event_ids RENAME TO event_first_ids;
+  CREATE SEQUENCE event_blocks INCREMENT BY 1048576 MINVALUE 1048576;
+  SELECT setval('event_blocks', (coalesce(max(seq), 0) / 1048576 + 1) * 1048576, false) FROM events;
+  `,
 ];

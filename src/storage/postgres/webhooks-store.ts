@@ -6,7 +6,8 @@
  *   (idempotency-records.ts);
  * - deliveries are inserted by the trigger on events (migration 8), in the transaction that
  *   appends each event, and name it by `seq`. A claim runs the sequencer first (event-log.ts) and
- *   takes only events that have their id, which is what a delivery sends as `webhook-id`;
+ *   takes only events whose block has its ids (event-log.ts), an id being what a delivery sends as
+ *   `webhook-id`;
  * - a claim is one statement: the due deliveries whose lease is free, locked with FOR UPDATE
  *   SKIP LOCKED (two instances claiming at once take different ones, neither waits), marked with
  *   the holder and the lease's end. Once that lease has ended, any instance may take the delivery
@@ -24,7 +25,7 @@ import {
 } from '../webhooks.ts';
 import { guard, guardRead } from './database.ts';
 import { inTransaction } from './item-savepoints.ts';
-import { sequence } from './event-log.ts';
+import { blockStart, eventId, seqOfId, sequence } from './event-log.ts';
 
 /** The id as text (exact past 2^53): an ORDER BY must name `webhooks.id`, since `id` alone is this text. */
 const COLUMNS = 'id::text AS id, account, url, types, orders, status, created_at::text AS created_at';
@@ -35,17 +36,17 @@ const COLUMNS = 'id::text AS id, account, url, types, orders, status, created_at
  * webhook (more would only wait in the runner while their lease runs), then `$3` of them.
  */
 const CLAIM = `WITH candidates AS (
-    SELECT d.webhook_id, d.event_seq, d.due_at FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
-     WHERE d.due_at <= $1::bigint AND d.lease_until <= $1::bigint AND e.id IS NOT NULL AND NOT (d.webhook_id = ANY ($4::bigint[]))
+    SELECT d.webhook_id, d.event_seq, d.due_at FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq JOIN events f ON f.seq = ${blockStart('e')}
+     WHERE d.due_at <= $1::bigint AND d.lease_until <= $1::bigint AND f.id IS NOT NULL AND NOT (d.webhook_id = ANY ($4::bigint[]))
      ORDER BY d.due_at, d.event_seq LIMIT $3 * ${MAX_ATTEMPTS_PER_ENDPOINT}
      FOR UPDATE OF d SKIP LOCKED),
   ranked AS (SELECT c.*, row_number() OVER (PARTITION BY c.webhook_id ORDER BY c.due_at, c.event_seq) AS n FROM candidates c),
   chosen AS (SELECT webhook_id, event_seq FROM ranked WHERE n <= ${MAX_ATTEMPTS_PER_ENDPOINT} ORDER BY due_at, event_seq LIMIT $3)
   UPDATE webhook_deliveries d SET holder = $5, lease_until = $2::bigint
-    FROM chosen c, webhooks w, events e
-   WHERE d.webhook_id = c.webhook_id AND d.event_seq = c.event_seq AND w.id = d.webhook_id AND e.seq = d.event_seq
+    FROM chosen c, webhooks w, events e, events f
+   WHERE d.webhook_id = c.webhook_id AND d.event_seq = c.event_seq AND w.id = d.webhook_id AND e.seq = d.event_seq AND f.seq = ${blockStart('e')}
   RETURNING d.webhook_id::text AS webhook_id, d.attempt, w.account, w.orders, w.url, w.secret,
-            e.id::text AS id, e.type, e.occurred_at::text AS occurred_at, e.actor_account, e.actor_key_id, e.account AS event_account, e.data`;
+            ${eventId('f', 'e')}::text AS id, e.type, e.occurred_at::text AS occurred_at, e.actor_account, e.actor_key_id, e.account AS event_account, e.data`;
 
 type ClaimRow = Omit<EventRow, 'account'> & { webhook_id: string; attempt: number; account: string; orders: WebhookOrders; url: string; secret: string; event_account: string | null };
 
@@ -117,8 +118,8 @@ export function createWebhooksStore(sql: PostgresSql): WebhooksStore {
         'SELECT failing_since::text AS failing_since FROM webhooks WHERE id = $1::bigint FOR UPDATE', [webhookId], { prepare: true });
       if (hooks.length === 0) return;
       const held = await tx.unsafe<{ seq: string; attempt: number }[]>(
-        `SELECT d.event_seq::text AS seq, d.attempt FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq
-          WHERE d.webhook_id = $1::bigint AND e.id = $2::bigint AND d.holder = $3 FOR UPDATE OF d`,
+        `SELECT d.event_seq::text AS seq, d.attempt FROM webhook_deliveries d
+          WHERE d.webhook_id = $1::bigint AND d.event_seq = ${seqOfId('$2::bigint')} AND d.holder = $3 FOR UPDATE`,
         [webhookId, eventId, holder], { prepare: true });
       // Taken over by another holder once this one's lease ended, or gone: not this holder's to record.
       if (held.length === 0) return;
@@ -146,8 +147,8 @@ export function createWebhooksStore(sql: PostgresSql): WebhooksStore {
       if (deliveries.length === 0) return;
       await guard(() => sql.unsafe(
         `UPDATE webhook_deliveries d SET holder = NULL, lease_until = 0
-           FROM unnest($2::bigint[], $3::bigint[]) AS r(webhook_id, event_id) JOIN events e ON e.id = r.event_id
-          WHERE d.holder = $1 AND d.webhook_id = r.webhook_id AND d.event_seq = e.seq`,
+           FROM unnest($2::bigint[], $3::bigint[]) AS r(webhook_id, event_id)
+          WHERE d.holder = $1 AND d.webhook_id = r.webhook_id AND d.event_seq = ${seqOfId('r.event_id')}`,
         [holder, deliveries.map((d) => d.webhookId), deliveries.map((d) => d.event.id)], { prepare: true }));
     },
 

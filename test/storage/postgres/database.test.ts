@@ -25,7 +25,7 @@ describeWithPostgres('PostgreSQL schema migrations', (cluster) => {
     const sqls = await Promise.all(pools);
     t.after(() => Promise.all(sqls.map((sql) => sql.end())));
     const applied = await Promise.all(sqls.map((sql) => migratePostgres(sql)));
-    assert.deepEqual(applied.flat().sort(), MIGRATIONS.map((_, index) => index + 1), 'each version applied by exactly one instance');
+    assert.deepEqual(applied.flat().sort((a, b) => a - b), MIGRATIONS.map((_, index) => index + 1), 'each version applied by exactly one instance');
     assert.equal(applied.filter((versions) => versions.length > 0).length, 1);
     const rows = await sqls[0]!<{ version: number }[]>`SELECT version FROM schema_migrations ORDER BY version`;
     assert.deepEqual(rows.map((row) => row.version), MIGRATIONS.map((_, index) => index + 1));
@@ -227,9 +227,18 @@ describeWithPostgres('PostgreSQL: a 1.2 schema migrated to holds, and 1.2 instan
   });
 });
 
-describeWithPostgres('PostgreSQL: an event log of schema version 8 migrated to the cheaper appends, and instances of the previous version beside the new ones', (cluster) => {
+describeWithPostgres('PostgreSQL: an event log of schema version 8 migrated to the cheaper appends, then to ids by block', (cluster) => {
   /** The schema version before the event log's type became a domain and its index of ids partial. */
   const VERSION_8 = 8;
+  // The sequencer of versions 8 and 9, which gave each event its id.
+  const SEQUENCE_8 = `WITH pending AS (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM events WHERE id IS NULL),
+      block AS (SELECT count(*) AS total, CASE WHEN count(*) = 0 THEN 0
+                  ELSE setval('event_ids', nextval('event_ids') + count(*) - 1) END AS last FROM pending)
+    UPDATE events e SET id = block.last - block.total + pending.n FROM pending, block WHERE e.seq = pending.seq`;
+  const sequence8 = (sql: PostgresSql) => sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(hashtextextended('event log', 0))`;
+    await tx.unsafe(SEQUENCE_8);
+  });
   // The previous version's appends, as it sends them: a write's events, and a batch of creates with theirs.
   const APPEND_8 = `INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data) OVERRIDING SYSTEM VALUE
     SELECT nextval(pg_get_serial_sequence('events', 'seq')), t.type, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
@@ -252,38 +261,61 @@ describeWithPostgres('PostgreSQL: an event log of schema version 8 migrated to t
   const deletion = (id: number) => ['pet.deleted', null, null, null, JSON.stringify({ kind: 'pet_deleted', id })];
   const append8 = (sql: PostgresSql, rows: (string | null)[][]) => sql.unsafe(APPEND_8, rows[0]!.map((_, column) => rows.map((row) => row[column] ?? null)));
 
-  test('events with and without their ids are kept, the table is not rewritten, and both versions\' appends read back in order', async (t) => {
+  const rowCount = async (sql: PostgresSql) => (await sql<{ n: number }[]>`SELECT count(*)::integer AS n FROM events`)[0]!.n;
+
+  test('events with and without their ids are kept through both migrations, version 9 without a rewrite, and every append reads back in order', async (t) => {
     const url = await cluster().createDatabase();
     const sql = await connectPostgres(url, { poolSize: 2 });
     t.after(() => sql.end({ timeout: 1 }));
     await migratePostgres(sql, MIGRATIONS.slice(0, VERSION_8));
-    const events = createEventsStore(sql);
     await append8(sql, [deletion(1), deletion(2)]);
-    assert.equal(await events.latestId(), 2, 'these two have their ids');
+    await sequence8(sql);
     await append8(sql, [deletion(3)]);
     const [before] = await sql<{ file: string }[]>`SELECT pg_relation_filenode('events')::text AS file`;
-    assert.deepEqual(await migratePostgres(sql), [VERSION_8 + 1]);
+    assert.deepEqual(await migratePostgres(sql, MIGRATIONS.slice(0, VERSION_8 + 1)), [VERSION_8 + 1]);
     const [after] = await sql<{ file: string }[]>`SELECT pg_relation_filenode('events')::text AS file`;
     assert.equal(after!.file, before!.file, 'the events stay where they were: the column became the domain without a rewrite');
-    // The previous version beside this one: its appends and its creates.
+    // Version 8's statements beside version 9: its appends, its creates and its sequencer.
     await append8(sql, [deletion(4)]);
     await sql.unsafe(CREATE_8, [['Rex'], ['7'], ['available'], ['acct_old'], ['key_old']]);
-    await sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, [{ type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 5 } }]));
+    await sequence8(sql);
+    // Waits for its id when the log is numbered by block: it becomes a block of its own.
+    await append8(sql, [deletion(5)]);
+    assert.deepEqual(await migratePostgres(sql), [VERSION_8 + 2]);
+    const [blocks] = await sql<{ file: string }[]>`SELECT pg_relation_filenode('events')::text AS file`;
+    assert.equal(blocks!.file, before!.file, 'nor does numbering by block rewrite them');
+    await sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, [{ type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 6 } }]));
     const [created] = allSucceeded(await createPetsStore(sql).insertMany([{ name: 'Kit', categoryId: 7n, status: 'sold', actor: { account: 'acct_new', keyId: 'key_new' } }]));
+    const events = createEventsStore(sql);
     const page = await events.page({ afterId: 0, limit: 100, types: EVENT_TYPES, account: null });
     assert.deepEqual(page.map((event) => [event.id, event.type, event.actor?.keyId ?? null, event.subject.kind === 'pet' ? event.subject.pet.name : (event.subject as { id: number }).id]),
       [[1, 'pet.deleted', null, 1], [2, 'pet.deleted', null, 2], [3, 'pet.deleted', null, 3], [4, 'pet.deleted', null, 4],
-        [5, 'pet.created', 'key_old', 'Rex'], [6, 'pet.deleted', null, 5], [7, 'pet.created', 'key_new', 'Kit']]);
+        [5, 'pet.created', 'key_old', 'Rex'], [6, 'pet.deleted', null, 5], [7, 'pet.deleted', null, 6], [8, 'pet.created', 'key_new', 'Kit']]);
     assert.deepEqual(page.at(-1)!.subject, { kind: 'pet', pet: created });
+    assert.equal(await events.latestId(), 8);
+    assert.deepEqual((await events.page({ afterId: 5, limit: 2, types: EVENT_TYPES, account: null })).map((event) => event.id), [6, 7]);
+  });
+
+  test('once numbered by block, the previous version\'s appends, creates and sequencer fail and leave nothing', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    await sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, [{ type: 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 1 } }]));
+    const pets = (await sql<{ n: number }[]>`SELECT count(*)::integer AS n FROM pets`)[0]!.n;
+    await assert.rejects(append8(sql, [deletion(2)]), { code: '23502' }, 'no row key to draw');
+    await assert.rejects(sql.unsafe(CREATE_8, [['Rex'], ['7'], ['available'], ['acct_old'], ['key_old']]), { code: '23502' });
+    await assert.rejects(sequence8(sql), { code: '42P01' }, 'its sequence is renamed');
+    assert.equal(await rowCount(sql), 1);
+    assert.equal((await sql<{ n: number }[]>`SELECT count(*)::integer AS n FROM pets`)[0]!.n, pets, 'the create went with its events');
+    assert.equal(await createEventsStore(sql).latestId(), 1);
   });
 
   test('a type outside the list and an id given twice are still refused', async (t) => {
     const { sql } = await openTestDatabase(t, cluster());
-    await assert.rejects(append8(sql, [['pet.adopted', null, null, null, '{}']]), { code: '23514' });
-    await assert.rejects(sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, [{ type: 'pet.adopted' as 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id: 1 } }])), { code: '23514' });
-    await append8(sql, [deletion(1), deletion(2)]);
+    const append = (type: string, id: number) => sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, [{ type: type as 'pet.deleted', actor: null, subject: { kind: 'pet_deleted', id } }]));
+    await assert.rejects(append('pet.adopted', 1), { code: '23514' });
+    await append('pet.deleted', 1);
+    await append('pet.deleted', 2);
     assert.equal(await createEventsStore(sql).latestId(), 2);
     await assert.rejects(sql`UPDATE events SET id = 1 WHERE id = 2`, { code: '23505' });
-    assert.deepEqual((await sql<{ n: number }[]>`SELECT count(*)::integer AS n FROM events WHERE id IS NULL`)[0]!.n, 0);
+    assert.deepEqual((await sql<{ n: number }[]>`SELECT count(*)::integer AS n FROM events WHERE id IS NULL AND block_events IS NOT NULL`)[0]!.n, 0);
   });
 });

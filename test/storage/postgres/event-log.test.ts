@@ -60,6 +60,45 @@ describeWithPostgres('event ids on PostgreSQL', (cluster) => {
     assert.equal(await events.latestId(), 1);
   });
 
+  test('the events of one append are one block: consecutive ids in their order, one row given its id, and a page may start or stop inside it', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    const events = createEventsStore(sql);
+    const append = (...ids: number[]) => sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, ids.map(deleted)));
+    await append(11, 12, 13);
+    await append(21);
+    await append(31, 32, 33, 34);
+    const subjects = (page: { id: number; subject: unknown }[]) => page.map((event) => [event.id, (event.subject as { id: number }).id]);
+    assert.deepEqual(subjects(await events.page({ ...everything, afterId: 0 })), [[1, 11], [2, 12], [3, 13], [4, 21], [5, 31], [6, 32], [7, 33], [8, 34]]);
+    assert.deepEqual(subjects(await events.page({ ...everything, afterId: 1, limit: 2 })), [[2, 12], [3, 13]], 'from inside the first block to its end');
+    assert.deepEqual(subjects(await events.page({ ...everything, afterId: 3, limit: 3 })), [[4, 21], [5, 31], [6, 32]], 'from a block\'s end into the middle of the next but one');
+    assert.deepEqual(subjects(await events.page({ ...everything, afterId: 6 })), [[7, 33], [8, 34]]);
+    assert.deepEqual(await events.page({ ...everything, afterId: 8 }), []);
+    assert.deepEqual(await events.page({ ...everything, afterId: 0, types: ['pet.created'] }), [], 'the types filter each event');
+    assert.equal(await events.latestId(), 8, 'the last id of the last block');
+    const rows = await sql<{ id: string | null; block_events: number | null }[]>`SELECT id::text AS id, block_events FROM events ORDER BY seq`;
+    assert.deepEqual(rows.map((row) => [row.id, row.block_events]),
+      [['1', 3], [null, null], [null, null], ['4', 1], ['5', 4], [null, null], [null, null], [null, null]], 'ids and sizes on the first rows only');
+  });
+
+  test('retention deletes whole blocks, the oldest first, each that starts within its limit, and records the last id it deleted', async (t) => {
+    const { sql } = await openTestDatabase(t, cluster());
+    const events = createEventsStore(sql);
+    const append = (...ids: number[]) => sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, ids.map(deleted)));
+    await append(11, 12, 13);
+    await append(21);
+    await append(31, 32);
+    await append(41);
+    assert.equal(await events.latestId(), 7);
+    // The first three blocks are old; the last is not.
+    await sql`UPDATE events SET occurred_at = 1000 WHERE seq < (SELECT max(seq) FROM events)`;
+    assert.equal(await events.purge(2000, 1), 3, 'the oldest block whole, though larger than the limit');
+    assert.equal(await events.deletedThrough(), 3);
+    assert.equal(await events.purge(2000, 2), 3, 'the next block, and the one that starts within the limit, whole');
+    assert.equal(await events.purge(2000, 100), 0, 'the newest block is not old enough');
+    assert.equal(await events.deletedThrough(), 6);
+    assert.deepEqual((await events.page({ ...everything, afterId: 0 })).map((event) => event.id), [7]);
+  });
+
   test('a batch of creates stores each pet\'s event as storage/events.ts writes it, whatever the name, with its own creation\'s actor', async (t) => {
     const { sql } = await openTestDatabase(t, cluster());
     const names = ['Rex', 'say "hi" \\ back/slash', 'tab\tnew\nline\u0001\u001f\u007f', 'Étoile 🐕 \u2028 ümlaut'];
