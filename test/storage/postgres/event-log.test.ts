@@ -4,7 +4,7 @@
  * cases hold a transaction open by hand to make the late commit and the waiting sequencer that
  * concurrency makes only now and then.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { allSucceeded } from '../../../src/lib/item-outcome.ts';
 import { eventColumns, EVENT_TYPES, type NewEvent } from '../../../src/storage/events.ts';
@@ -60,10 +60,15 @@ describeWithPostgres('event ids on PostgreSQL', (cluster) => {
     assert.equal(await events.latestId(), 1);
   });
 
-  test('the events of one append are one block: consecutive ids in their order, one row given its id, and a page may start or stop inside it', async (t) => {
+  /** A fresh database's events store, and `append(...ids)`: one write's `pet.deleted` events, one block. */
+  const blocksOf = async (t: TestContext) => {
     const { sql } = await openTestDatabase(t, cluster());
-    const events = createEventsStore(sql);
     const append = (...ids: number[]) => sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, ids.map(deleted)));
+    return { sql, events: createEventsStore(sql), append };
+  };
+
+  test('the events of one append are one block: consecutive ids in their order, one row given its id, and a page may start or stop inside it', async (t) => {
+    const { sql, events, append } = await blocksOf(t);
     await append(11, 12, 13);
     await append(21);
     await append(31, 32, 33, 34);
@@ -81,9 +86,7 @@ describeWithPostgres('event ids on PostgreSQL', (cluster) => {
   });
 
   test('retention deletes whole blocks, the oldest first, each that starts within its limit, and records the last id it deleted', async (t) => {
-    const { sql } = await openTestDatabase(t, cluster());
-    const events = createEventsStore(sql);
-    const append = (...ids: number[]) => sql.begin((tx) => appendEvents(tx as unknown as PostgresSql, ids.map(deleted)));
+    const { sql, events, append } = await blocksOf(t);
     await append(11, 12, 13);
     await append(21);
     await append(31, 32);
