@@ -72,11 +72,13 @@ export function eventId(first: string, event: string): string {
 }
 
 /**
- * The row key of the event with id `$n` (`id`, an SQL expression of a bigint), null if there is
- * none: the block with the highest first id at or below it, if it reaches that far.
+ * The row key of the event with id `id` (an SQL expression of a bigint), null if there is none:
+ * the block with the highest first id at or below it, if it reaches that far. One index probe:
+ * the block is taken first and tested after, since a test inside the scan would walk back through
+ * every block when the id is in none (deleted by retention meanwhile).
  */
 export function seqOfId(id: string): string {
-  return `(SELECT f.seq + (${id} - f.id) FROM events f WHERE f.id <= ${id} AND ${id} - f.id < f.block_events ORDER BY f.id DESC LIMIT 1)`;
+  return `(SELECT f.seq + (${id} - f.id) FROM (SELECT seq, id, block_events FROM events WHERE id <= ${id} ORDER BY id DESC LIMIT 1) f WHERE ${id} - f.id < f.block_events)`;
 }
 
 /**

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { allSucceeded } from '../../../src/lib/item-outcome.ts';
 import { eventColumns, EVENT_TYPES, type NewEvent } from '../../../src/storage/events.ts';
 import type { Pet } from '../../../src/storage/pets.ts';
-import { appendEvents, createEventsStore, epochMilliseconds } from '../../../src/storage/postgres/event-log.ts';
+import { appendEvents, createEventsStore, epochMilliseconds, seqOfId } from '../../../src/storage/postgres/event-log.ts';
 import type { PostgresSql } from '../../../src/storage/postgres/driver.ts';
 import { createPetsStore } from '../../../src/storage/postgres/pets-store.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
@@ -100,6 +100,10 @@ describeWithPostgres('event ids on PostgreSQL', (cluster) => {
     assert.equal(await events.purge(2000, 100), 0, 'the newest block is not old enough');
     assert.equal(await events.deletedThrough(), 6);
     assert.deepEqual((await events.page({ ...everything, afterId: 0 })).map((event) => event.id), [7]);
+    // An event's row key from its id (a webhook's attempt is recorded by it): none for a deleted one, nor past the last.
+    const [row] = await sql.unsafe<[{ deleted: string | null; kept: string | null; past: string | null; seq: string }]>(
+      `SELECT ${seqOfId('2::bigint')}::text AS deleted, ${seqOfId('7::bigint')}::text AS kept, ${seqOfId('8::bigint')}::text AS past, (SELECT seq::text FROM events) AS seq`);
+    assert.deepEqual({ ...row }, { deleted: null, kept: row.seq, past: null, seq: row.seq });
   });
 
   test('a batch of creates stores each pet\'s event as storage/events.ts writes it, whatever the name, with its own creation\'s actor', async (t) => {
