@@ -13,6 +13,8 @@ import { runKeysCli } from '../../../src/cli/keys.ts';
 import { allSucceeded } from '../../../src/lib/item-outcome.ts';
 import { EVENT_TYPES } from '../../../src/storage/events.ts';
 import { appendEvents, createEventsStore } from '../../../src/storage/postgres/event-log.ts';
+import { createWebhooksStore } from '../../../src/storage/postgres/webhooks-store.ts';
+import type { ClaimedDelivery } from '../../../src/storage/webhooks.ts';
 import type { PostgresSql } from '../../../src/storage/postgres/driver.ts';
 import { describeWithPostgres, openTestDatabase } from '../../support/postgres.ts';
 import { startPostgresTestServer } from '../../support/test-server.ts';
@@ -268,6 +270,10 @@ describeWithPostgres('PostgreSQL: an event log of schema version 8 migrated to t
     const sql = await connectPostgres(url, { poolSize: 2 });
     t.after(() => sql.end({ timeout: 1 }));
     await migratePostgres(sql, MIGRATIONS.slice(0, VERSION_8));
+    // A webhook of pet deletions: each event below gets its delivery from the trigger.
+    await sql`INSERT INTO accounts (id, created_at) VALUES ('acct_hooks', 0)`;
+    await sql`INSERT INTO webhooks (account, url, types, orders, status, secret, created_at)
+      VALUES ('acct_hooks', 'https://hooks.example.com/in', '{pet.deleted}', 'own', 'enabled', 'whsec_x', 0)`;
     await append8(sql, [deletion(1), deletion(2)]);
     await sequence8(sql);
     await append8(sql, [deletion(3)]);
@@ -294,6 +300,17 @@ describeWithPostgres('PostgreSQL: an event log of schema version 8 migrated to t
     assert.deepEqual(page.at(-1)!.subject, { kind: 'pet', pet: created });
     assert.equal(await events.latestId(), 8);
     assert.deepEqual((await events.page({ afterId: 5, limit: 2, types: EVENT_TYPES, account: null })).map((event) => event.id), [6, 7]);
+    // Every deletion's delivery, made before or after the migration, is claimed with its event and its id.
+    // (A claim takes a few deliveries of one webhook at a time: claims until none is left.)
+    const webhooks = createWebhooksStore(sql);
+    const claimed: ClaimedDelivery[] = [];
+    for (;;) {
+      const got = await webhooks.claimDue('h', Date.now(), 30_000, 16, new Set());
+      if (got.length === 0) break;
+      claimed.push(...got);
+    }
+    assert.deepEqual(claimed.map((delivery) => [delivery.event.id, (delivery.event.subject as { id: number }).id]).sort((a, b) => a[0]! - b[0]!),
+      [[1, 1], [2, 2], [3, 3], [4, 4], [6, 5], [7, 6]]);
   });
 
   test('once numbered by block, the previous version\'s appends, creates and sequencer fail and leave nothing', async (t) => {
