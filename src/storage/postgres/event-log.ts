@@ -19,7 +19,7 @@
  *   ids become visible together. Giving an id to each row instead rewrote every event, which cost
  *   the server more than appending it (docs/decisions/0029-event-ids-by-block.md);
  * - a read of the feed (and the long poll's read of the highest id) runs the sequencer first when
- *   an event waits for its id: a write answered before the read began has committed, so its
+ *   a block waits for its ids: a write answered before the read began has committed, so its
  *   events are given ids and are read. Writes never wait for each other; a read pays one short
  *   transaction when events came since the last one.
  *
