@@ -107,11 +107,11 @@ export async function appendEvents(tx: PostgresSql, events: readonly NewEvent[])
  * version; ids ascending in the order of the creations), as a further CTE of the same statement
  * and one block: `$4` and `$5` are the creations' actors (account, key id; null for none), the
  * n-th pet's at index n, and every creation is inserted. The one write whose events are made in
- * SQL rather than by eventsOfBatch, so that a batch of creates stays one statement. `data` is the very text storage/events.ts stores for the
- * pet (its keys in its order, the category as text), written out rather than built by
- * json_build_object, which looked up the type of each of its arguments on every row: the name goes
- * through to_json, which escapes it as JSON.stringify does; the status is one of three plain
- * words (the table's CHECK); the numbers are digits.
+ * SQL rather than by eventsOfBatch, so that a batch of creates stays one statement. `data` is the
+ * very text storage/events.ts stores for the pet (its keys in its order, the category as text),
+ * written out rather than built by json_build_object, which looked up the type of each of its
+ * arguments on every row: the name goes through to_json, which escapes it as JSON.stringify does;
+ * the status is one of three plain words (the table's CHECK); the numbers are digits.
  */
 export const LOG_CREATED_PETS = `logged AS (
     INSERT INTO events (seq, type, occurred_at, actor_account, actor_key_id, account, data, block_events)
