@@ -2,7 +2,9 @@
  * The inline writer (src/storage/sqlite/writer/inline.ts): a group is answered only once the
  * `fdatasync` of the WAL that began after its COMMIT has returned; the groups committed meanwhile
  * wait for the next one; a failing `fdatasync` fails every batch waiting and says the server must
- * stop; the event feed shows nothing of a group before it is durable. The `fdatasync` is the test's, so that the test decides when it returns.
+ * stop; the event feed shows nothing of a group before it is durable; a batch is committed as soon
+ * as the code that submitted it has run, not a turn later. The `fdatasync` is the test's, so that
+ * the test decides when it returns.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -66,6 +68,22 @@ test('a group is committed at once with synchronous=NORMAL, and answered only on
   calls[1]!(null);
   assert.equal((await second).length, 1);
   assert.equal(writer.journal.count[0], 2n, 'each group journaled');
+  await writer.close();
+});
+
+test('a batch submitted in the setImmediate phase, as the create path flushes its turn, is committed and syncing before the event loop goes on', async (t) => {
+  const { sync, calls } = heldSync();
+  const { writer, count } = open(t, sync);
+  const seen = await new Promise<{ rows: number; syncs: number }>((resolve) => {
+    setImmediate(() => {
+      void writer.submit('insertPets', [pet('a')]);
+      // Before the event loop goes on to anything else (a setImmediate here would run only in
+      // the next turn, after that turn's sockets are read, as would a commit scheduled so).
+      queueMicrotask(() => resolve({ rows: count(), syncs: calls.length }));
+    });
+  });
+  assert.deepEqual(seen, { rows: 1, syncs: 1 }, 'committed, and its fdatasync started, without waiting for a turn');
+  calls[0]!(null);
   await writer.close();
 });
 

@@ -4,11 +4,13 @@
  * batch is structured-cloned twice, and the woken thread takes the core from the requests. Here
  * a batch costs a promise.
  *
- * The batches that arrive within one turn of the event loop form a group, committed in one
- * transaction with `synchronous=NORMAL`: COMMIT appends the group to the WAL and returns without
- * waiting for the disk. The group is then made durable by an `fdatasync` of the `-wal` file in
- * libuv's thread pool, and no batch of it is answered before that returns; the event loop serves
- * reads meanwhile, and the groups committed while one `fdatasync` runs share the next one.
+ * The batches submitted by one run of code form a group, committed in one transaction with
+ * `synchronous=NORMAL` as soon as that code has run (a microtask): the create path, for one,
+ * submits as one batch all the creates that one turn of the event loop read. COMMIT appends the
+ * group to the WAL and returns without waiting for the disk. The group is then made durable by an
+ * `fdatasync` of the `-wal` file in libuv's thread pool, and no batch of it is answered before
+ * that returns; the event loop serves reads meanwhile, and the groups committed while one
+ * `fdatasync` runs share the next one.
  * Why no answered write can be lost on power failure: docs/decisions/0023-inline-writer-on-one-core.md.
  *
  * An `fdatasync` that fails means the kernel may have dropped the group's pages: nothing committed
@@ -81,8 +83,11 @@ export function startInlineWriter(db: DatabaseSync, { sync = fdatasync }: { sync
   const schedule = () => {
     if (!scheduled && queue.length > 0) {
       scheduled = true;
-      // After the requests already read this turn: their batches join this group.
-      setImmediate(commit);
+      // When the code that submitted has run: the batches it submitted are one group. Not in the
+      // next turn (setImmediate): the callers already gather a turn's writes into one batch, and
+      // their flush runs in this turn's setImmediate phase, so waiting for the next one would
+      // make every write wait for the whole of the next turn's reads before its COMMIT.
+      queueMicrotask(commit);
     }
   };
 
