@@ -21,9 +21,6 @@ export function handlersLoadedOnFirstRequest<T extends Tag>(tag: T, load: () => 
   // Each id's handler takes its own operation's context: held here as a handler of any operation, as the router holds them.
   const group = loadedOnFirstUse(async () => new Map<string, Handler>(Object.entries(await load())));
   const ids = Object.entries(OPERATIONS).filter(([, operation]) => operation.tag === tag).map(([id]) => id);
-  const handlerOf = (id: string): Handler => (context) => {
-    const loaded = group.value;
-    return loaded !== undefined ? loaded.get(id)!(context) : group.get().then((handlers) => handlers.get(id)!(context));
-  };
+  const handlerOf = (id: string): Handler => (context) => group.use((handlers) => handlers.get(id)!(context));
   return Object.fromEntries(ids.map((id) => [id, handlerOf(id)])) as Pick<Handlers, OperationsTagged<T>>;
 }

@@ -170,14 +170,8 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
       ...createPetsHandlers({
         pets,
         clock,
-        createPet: (pet, caller, idempotency) => {
-          const writes = petWrites.value;
-          return writes ? writes.create(pet, caller, idempotency) : petWrites.get().then((loaded) => loaded.create(pet, caller, idempotency));
-        },
-        changePet: (change) => {
-          const writes = petWrites.value;
-          return writes ? writes.change(change) : petWrites.get().then((loaded) => loaded.change(change));
-        },
+        createPet: (pet, caller, idempotency) => petWrites.use((writes) => writes.create(pet, caller, idempotency)),
+        changePet: (change) => petWrites.use((writes) => writes.change(change)),
       }),
       ...ordersHandlers,
       ...eventsHandlers,

@@ -29,3 +29,11 @@ test('a load that fails fails its callers, keeps no value, and is tried again by
   assert.equal(loads, 2);
   assert.equal(lazy.value, 'loaded');
 });
+
+test('use calls on at once once loaded, and after the load before', async () => {
+  const lazy = loadedOnFirstUse(async () => 2);
+  const before = lazy.use((two) => two * 3);
+  assert.ok(before instanceof Promise, 'not loaded yet: after the load');
+  assert.equal(await before, 6);
+  assert.equal(lazy.use((two) => two * 5), 10, 'loaded: at once, no promise');
+});
