@@ -5,8 +5,6 @@
  * before its first answer.
  */
 export interface LoadedOnFirstUse<T> {
-  /** The value once loaded, for callers that then call it directly (no promise); undefined before. */
-  readonly value: T | undefined;
   /** The value, loading it on the first call. A load that fails fails its callers and is tried again by the next call. */
   get(): Promise<T>;
   /** `fn(value)`: at once once loaded (no promise in between), else after the load. */
@@ -24,9 +22,6 @@ export function loadedOnFirstUse<T>(load: () => Promise<T>): LoadedOnFirstUse<T>
     },
   ));
   return {
-    get value() {
-      return value;
-    },
     get,
     // `then` flattens a promise that `fn` returns, which is what Awaited says; TypeScript types it R.
     use: (fn) => (value !== undefined ? fn(value) : get().then(fn) as Promise<Awaited<ReturnType<typeof fn>>>),

@@ -6,11 +6,10 @@ test('nothing is loaded before the first use; the first uses share one load, and
   let loads = 0;
   const lazy = loadedOnFirstUse(async () => ({ made: ++loads }));
   assert.equal(loads, 0);
-  assert.equal(lazy.value, undefined);
   const [first, second] = await Promise.all([lazy.get(), lazy.get()]);
   assert.equal(loads, 1);
   assert.equal(first, second);
-  assert.equal(lazy.value, first);
+  assert.equal(lazy.use((made) => made), first, 'kept: given at once');
   assert.equal(await lazy.get(), first);
   assert.equal(loads, 1);
 });
@@ -24,10 +23,12 @@ test('a load that fails fails its callers, keeps no value, and is tried again by
   });
   await assert.rejects(Promise.all([lazy.get(), lazy.get()]), /first load failed/);
   assert.equal(loads, 1, 'the callers of one failed load share it');
-  assert.equal(lazy.value, undefined);
+  const next = lazy.use((made) => made);
+  assert.ok(next instanceof Promise, 'no value kept: the next use loads again');
   assert.equal(await lazy.get(), 'loaded');
+  assert.equal(await next, 'loaded');
   assert.equal(loads, 2);
-  assert.equal(lazy.value, 'loaded');
+  assert.equal(lazy.use((made) => made), 'loaded');
 });
 
 test('use calls on at once once loaded, and after the load before', async () => {
