@@ -56,7 +56,7 @@ export function startService(context: BenchContext, connections: number, extra: 
 }
 
 /** Stops a server the run started; resolves with its exit code. */
-export async function stopServer(context: BenchContext, server: ServerProcess): Promise<number | null> {
+export async function stopServer(context: Pick<BenchContext, 'children'>, server: ServerProcess): Promise<number | null> {
   const code = await server.stop();
   context.children.splice(context.children.indexOf(server), 1);
   return code;
