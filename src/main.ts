@@ -298,8 +298,8 @@ async function runProcess(config: Config): Promise<void> {
 
 /**
  * SIGTERM/SIGINT: stop accepting, finish the requests in flight (at most SHUTDOWN_GRACE_MS), finish
- * the delivery attempts running (each within its 10 s) and give back the claims not started, save
- * the limiter, close the database.
+ * the delivery attempts running (each within its 10 s) and give back the claims not started, let
+ * the chores running finish their chunk, save the limiter, close the database.
  */
 async function shutdown(signal: string, { logger, engine, serving, chores, deliveries, metrics }: {
   logger: Logger; engine: Engine; serving: Serving; chores: Chores; deliveries: DeliveryWorker;

@@ -43,7 +43,12 @@ export interface ChoresDeps {
 }
 
 export interface Chores {
-  /** Stops the timers and saves the limiter a last time; resolves once it is saved (or failed, and said so). */
+  /**
+   * Stops the timers, lets the chores running finish their chunk (none starts another), and saves
+   * the limiter a last time; resolves once all of that is done (or failed, and said so). The
+   * database can then be closed under none of them: a purge cut off by the close would fail, and
+   * a clean stop would log it as an error.
+   */
   stop(): Promise<void>;
 }
 
@@ -67,50 +72,60 @@ export function startChores({ upkeep, clock, failed, expired = () => {}, retenti
     }
     return saving;
   };
-  const purgeRecords = oneAtATime(() => purgeInChunks((limit) => upkeep.purgeExpiredRecords(clock(), limit)));
-  const purgeCallers = oneAtATime(() => (purgeIdleCallers ? purgeInChunks(purgeIdleCallers) : Promise.resolve(0)));
-  const purgeLog = oneAtATime(() => (purgeEvents ? purgeInChunks((limit) => purgeEvents(clock() - retentionDays * DAY_MS, limit)) : Promise.resolve(0)));
-  const fold = oneAtATime(() => (foldCounts ? purgeInChunks(foldCounts, FOLD_CHUNK) : Promise.resolve(0)));
+  let stopping = false;
+  const inChunks = (chunkOf: (limit: number) => MaybePromise<number>, chunk?: number) => purgeInChunks(chunkOf, chunk, () => stopping);
+  const purgeRecords = oneAtATime(() => inChunks((limit) => upkeep.purgeExpiredRecords(clock(), limit)));
+  const purgeCallers = oneAtATime(() => (purgeIdleCallers ? inChunks(purgeIdleCallers) : Promise.resolve(0)));
+  const purgeLog = oneAtATime(() => (purgeEvents ? inChunks((limit) => purgeEvents(clock() - retentionDays * DAY_MS, limit)) : Promise.resolve(0)));
+  const fold = oneAtATime(() => (foldCounts ? inChunks(foldCounts, FOLD_CHUNK) : Promise.resolve(0)));
   // Chunk by chunk, each counted as soon as it is committed.
-  const expire = oneAtATime(() => purgeInChunks(async (limit) => {
+  const expire = oneAtATime(() => inChunks(async (limit) => {
     const count = await upkeep.expireOrders(clock(), limit);
     if (count > 0) expired(count);
     return count;
   }));
+  // The chores running now, each already caught (reported through `failed`), for stop to wait on.
+  const running = new Set<Promise<unknown>>();
+  const run = (chore: () => Promise<unknown>, failure: string) => {
+    const settled = chore().catch((error: unknown) => failed(failure, error)).finally(() => running.delete(settled));
+    running.add(settled);
+  };
   const purge = () => {
-    purgeRecords().catch((error: unknown) => failed('idempotency_purge_failed', error));
-    purgeCallers().catch((error: unknown) => failed('limiter_purge_failed', error));
-    purgeLog().catch((error: unknown) => failed('event_purge_failed', error));
+    run(purgeRecords, 'idempotency_purge_failed');
+    run(purgeCallers, 'limiter_purge_failed');
+    run(purgeLog, 'event_purge_failed');
   };
   const timers = [
     ...(saveLimiterState ? [setInterval(() => void save(), LIMITER_SAVE_INTERVAL_MS)] : []),
     setInterval(purge, PURGE_INTERVAL_MS),
-    ...(foldCounts ? [setInterval(() => void fold().catch((error: unknown) => failed('counts_fold_failed', error)), FOLD_INTERVAL_MS)] : []),
-    setInterval(() => void expire().catch((error: unknown) => failed('order_expiry_failed', error)), EXPIRY_INTERVAL_MS),
+    ...(foldCounts ? [setInterval(() => run(fold, 'counts_fold_failed'), FOLD_INTERVAL_MS)] : []),
+    setInterval(() => run(expire, 'order_expiry_failed'), EXPIRY_INTERVAL_MS),
   ];
   for (const timer of timers) timer.unref();
-  setImmediate(purge);
+  const first = setImmediate(purge);
   return {
     stop() {
+      stopping = true;
+      clearImmediate(first);
       for (const timer of timers) clearInterval(timer);
-      // The last save, at once; or, after a save still out, once that one has settled.
-      const last = () => save() ?? Promise.resolve();
-      return saving === null ? last() : saving.then(last);
+      // The last save: at once when nothing is out; else once the chores and the save out have settled.
+      const last = () => (saving === null ? save() ?? Promise.resolve() : saving.then(() => save() ?? undefined));
+      return running.size === 0 ? last() : Promise.all(running).then(last);
     },
   };
 }
 
 /**
  * Runs `purge` (which deletes at most `limit` rows and says how many) until a chunk comes back
- * short, letting the requests that arrived meanwhile run between two chunks. Resolves with the
- * rows deleted in all.
+ * short, or `stopped()` says so after a chunk, letting the requests that arrived meanwhile run
+ * between two chunks. Resolves with the rows deleted in all.
  */
-export async function purgeInChunks(purge: (limit: number) => MaybePromise<number>, chunk = PURGE_CHUNK): Promise<number> {
+export async function purgeInChunks(purge: (limit: number) => MaybePromise<number>, chunk = PURGE_CHUNK, stopped: () => boolean = () => false): Promise<number> {
   let total = 0;
   for (;;) {
     const deleted = await purge(chunk);
     total += deleted;
-    if (deleted < chunk) return total;
+    if (deleted < chunk || stopped()) return total;
     await new Promise((resolve) => setImmediate(resolve));
   }
 }

@@ -59,10 +59,51 @@ test('chores purge at once and every ten minutes, save the limiter every second 
   t.mock.timers.tick(PURGE_INTERVAL_MS - LIMITER_SAVE_INTERVAL_MS * 3);
   assert.deepEqual(done.filter((chore) => chore !== 'save'), ['records', 'callers']);
   done.length = 0;
-  chores.stop();
+  // The ten-minute purge just started is still settling: stop waits for it, then saves.
+  await chores.stop();
   assert.deepEqual(done, ['save'], 'the last save happens when stopping');
   t.mock.timers.tick(PURGE_INTERVAL_MS * 2);
   assert.deepEqual(done, ['save'], 'no timer runs after stop');
+});
+
+test('stop lets a purge in flight finish its chunk, starts no other, and saves the limiter after it', async (t) => {
+  t.mock.timers.enable({ apis: ['setInterval', 'setImmediate'] });
+  const done: string[] = [];
+  const chunk = Promise.withResolvers<number>();
+  const chores = startChores({
+    upkeep: {
+      saveLimiterState: () => void done.push('save'),
+      purgeExpiredRecords: (_now, limit) => (done.push(`records ${limit}`), chunk.promise),
+      expireOrders: () => 0,
+    },
+    clock: () => 0,
+    failed: (event) => done.push(`failed ${event}`),
+  });
+  t.mock.timers.tick(0);
+  assert.deepEqual(done, ['records 500'], 'the first purge is out');
+  let stopped = false;
+  const stopping = chores.stop().then(() => (stopped = true));
+  await settled();
+  assert.equal(stopped, false, 'stop waits for the purge in flight');
+  assert.deepEqual(done, ['records 500'], 'and saves only after it');
+  // A full chunk: without stop, the purge would run another after a turn.
+  chunk.resolve(500);
+  await stopping;
+  t.mock.timers.tick(0);
+  assert.deepEqual(done, ['records 500', 'save'], 'no chunk after stop, then the last save');
+});
+
+test('stop before the first purge has started cancels it', async (t) => {
+  t.mock.timers.enable({ apis: ['setInterval', 'setImmediate'] });
+  const done: string[] = [];
+  const chores = startChores({
+    upkeep: { saveLimiterState: () => void done.push('save'), purgeExpiredRecords: () => (done.push('records'), 0), expireOrders: () => 0 },
+    clock: () => 0,
+    failed: (event) => done.push(`failed ${event}`),
+  });
+  await chores.stop();
+  t.mock.timers.tick(0);
+  assert.deepEqual(done, ['save']);
 });
 
 test('a chore that fails is reported by name and the others keep running', async (t) => {
