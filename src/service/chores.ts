@@ -108,9 +108,11 @@ export function startChores({ upkeep, clock, failed, expired = () => {}, retenti
       stopping = true;
       clearImmediate(first);
       for (const timer of timers) clearInterval(timer);
-      // The last save: at once when nothing is out; else once the chores and the save out have settled.
-      const last = () => (saving === null ? save() ?? Promise.resolve() : saving.then(() => save() ?? undefined));
-      return running.size === 0 ? last() : Promise.all(running).then(last);
+      // The last save, at once; or, after a save still out, once that one has settled. Both after
+      // the chores running, when there are any.
+      const last = () => save() ?? Promise.resolve();
+      const lastSave = () => (saving === null ? last() : saving.then(last));
+      return running.size === 0 ? lastSave() : Promise.all(running).then(lastSave);
     },
   };
 }
