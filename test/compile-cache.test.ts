@@ -1,10 +1,10 @@
-/** The compile cache's folder (src/compile-cache.js): private, or not used at all. */
+/** The compile cache's folder (src/lib/compile-cache.js): private, or not used at all. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import module from 'node:module';
 import { chmodSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CACHE_FOLDER_MODE, enablePrivateCompileCache } from '../src/compile-cache.js';
+import { CACHE_FOLDER_MODE, enablePrivateCompileCache } from '../src/lib/compile-cache.js';
 import { tempDir } from './support/main-process.ts';
 
 const { ENABLED, FAILED } = module.constants.compileCacheStatus;

@@ -28,7 +28,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['service'],
   ['cluster'],
   ['cli'],
-  ['main.ts', 'writer.ts', 'start.js', 'compile-cache.js'],
+  ['main.ts', 'writer.ts', 'start.js'],
 ];
 
 /** The parts of the repository whose imports are read, bottom first: each may import its own and lower ones. */

@@ -16,6 +16,12 @@ import module from 'node:module';
 // Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
 const { lstatSync, mkdirSync } = process.getBuiltinModule('node:fs');
 
+/**
+ * The service's own cache folder, in the checkout: where start.js and `npm run compile-cache` keep
+ * the cache unless NODE_COMPILE_CACHE names another.
+ */
+export const SERVICE_CACHE_FOLDER = process.getBuiltinModule('node:url').fileURLToPath(new URL('../../node_modules/.cache/animal-adoption-store', import.meta.url));
+
 /** Mode of a compile cache folder this creates, and the only bits one it uses may have. */
 export const CACHE_FOLDER_MODE = 0o700;
 
