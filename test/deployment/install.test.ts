@@ -1,8 +1,10 @@
 /**
  * The deployment recipes install and start for real. The Dockerfile's build stage is run as the
  * image builder would run it, in a temporary folder standing for the image's /srv/pets: the same
- * COPY and the same npm lines, read from the Dockerfile so that they cannot drift. Then that
- * folder is started as the image starts it (its ENV, CMD and HEALTHCHECK) and as the systemd unit
+ * COPY, the same npm lines and the same compile cache made as the image's user, read from the
+ * Dockerfile so that they cannot drift. Then that folder, owned by root as the runtime stage copies
+ * it, is started as the image starts it (its ENV, CMD and HEALTHCHECK, as its user, reading every
+ * module from that cache) and as the systemd unit
  * starts it (its Environment=, ExecStart=, state and cache folders), and the keys commands of
  * docs/deployment.md are run in it. Where a container engine runs (docker or podman, with the two
  * base images at hand), the image itself is also built and run; that one test is skipped, with a
@@ -15,7 +17,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { setTimeout } from 'node:timers/promises';
 import { basename, dirname, join } from 'node:path';
@@ -34,10 +36,23 @@ const stages = dockerfileStages(DOCKERFILE);
 const build = stages.find((stage) => stage.alias === 'build')!;
 const runtime = stages.at(-1)!;
 
+/** The runtime's user (`useradd --uid`), which the build stage's compile cache is made as. */
+const RUNTIME_UID = Number(/useradd [^\n]*--uid (\d+)/.exec(DOCKERFILE)![1]);
+const RUNTIME_GID = Number(/groupadd [^\n]*--gid (\d+)/.exec(DOCKERFILE)![1]);
+/**
+ * The build and the runtime run steps as that user, as the image does: only root can. Outside CI
+ * a developer may not be root; CI runs the suite as root, so there it always runs.
+ */
+const NOT_ROOT = process.getuid?.() === 0 ? false : `the image's build and server run as its user (uid ${RUNTIME_UID}), which needs root: run npm test as root, as CI does`;
+/** Node's own log of its compile cache: one line per module it strips, or reads stripped. */
+const COMPILE_CACHE_LOG = { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' };
+
 const NETWORK_SETTINGS = /^(NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|SSL_CERT_DIR|(HTTPS?|NO)_PROXY|npm_config_(cafile|registry|https?_proxy|proxy|noproxy))$/i;
 
-/** Runs a RUN line as the builder does (`sh -c`), in `dir`, with the build stage's npm. */
-function run(line: string, dir: string): string {
+type User = { uid: number; gid: number };
+
+/** Runs a RUN line as the builder does (`sh -c`), in `dir`, with the build stage's npm, as `user` (its USER) or root. */
+function run(line: string, dir: string, user?: User): string {
   const env = {
     // The base image's Node is 24: put the pinned one first, as npm test already does.
     PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`,
@@ -47,16 +62,22 @@ function run(line: string, dir: string): string {
     // the pinned Node's npm does not read from the system npm's configuration.
     ...Object.fromEntries(Object.entries(process.env).filter(([name]) => NETWORK_SETTINGS.test(name))),
   };
-  const result = spawnSync('sh', ['-c', line], { cwd: dir, env, encoding: 'utf8', timeout: 300_000 });
+  const result = spawnSync('sh', ['-c', line], { cwd: dir, env, encoding: 'utf8', timeout: 300_000, ...user });
   assert.equal(result.status, 0, `${line}\n${result.stdout}${result.stderr}`);
   return result.stdout + result.stderr;
 }
 
-/** Interprets the build stage in `dir` (standing for its WORKDIR, /srv/pets): COPY from the checkout, RUN. */
+/** Interprets the build stage in `dir` (standing for its WORKDIR, /srv/pets): COPY from the checkout, USER (numeric ids), RUN. */
 function buildStage(stage: Stage, dir: string): string[] {
   const ran: string[] = [];
+  let user: User | undefined;
   for (const { name, args } of stage.instructions) {
     if (name === 'WORKDIR') assert.equal(args, SRV, 'the build stage works in /srv/pets');
+    else if (name === 'USER') {
+      const [uid, gid] = args.split(':').map(Number);
+      assert.ok(Number.isInteger(uid) && Number.isInteger(gid), `the build stage's USER gives numeric ids: ${args}`);
+      user = { uid: uid!, gid: gid! };
+    }
     else if (name === 'COPY') {
       assert.doesNotMatch(args, /--from/, 'the build stage copies from the build context only');
       const words = args.split(/\s+/).filter((word) => !word.startsWith('--'));
@@ -65,7 +86,7 @@ function buildStage(stage: Stage, dir: string): string[] {
         const target = words.length > 1 || destination.endsWith('/') ? join(destination, basename(source)) : destination;
         cpSync(join(ROOT, source), target, { recursive: true });
       }
-    } else if (name === 'RUN') ran.push(args, run(args, dir));
+    } else if (name === 'RUN') ran.push(args, run(args, dir, user));
     else assert.fail(`the test does not know how to run ${name} in the build stage: teach it`);
   }
   return ran;
@@ -91,10 +112,18 @@ after(() => {
 
 before(() => {
   image = mkdtempSync(join(tmpdir(), 'pets-image-'));
+  // As /srv/pets is: the image's user may enter it.
+  chmodSync(image, 0o755);
   cleanup.push(image);
 });
 
-test('the Dockerfile\'s build stage, run in a temporary folder, installs the pinned Node and the PostgreSQL driver, and nothing else from npm', (t) => {
+/** `chown -R 0:0`, as the runtime stage's `COPY --chown=root:root` leaves the build's folder. */
+function ownedByRoot(path: string): void {
+  lchownSync(path, 0, 0);
+  if (lstatSync(path).isDirectory()) for (const name of readdirSync(path)) ownedByRoot(join(path, name));
+}
+
+test('the Dockerfile\'s build stage, run in a temporary folder, installs the pinned Node and the PostgreSQL driver, and nothing else from npm, and compiles src/ as the runtime\'s user', { skip: NOT_ROOT }, (t) => {
   const started = performance.now();
   const transcript = buildStage(build, image);
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
@@ -113,37 +142,69 @@ test('the Dockerfile\'s build stage, run in a temporary folder, installs the pin
   // The service's own loader finds the driver, as a server started with DATABASE_URL would.
   const driver = spawnSync(join(image, 'node_modules/.bin/node'), ['--input-type=module', '-e', 'const { loadDriver } = await import("./src/storage/postgres/driver.ts"); console.log(typeof await loadDriver());'], { cwd: image, encoding: 'utf8' });
   assert.equal(driver.stdout.trim(), 'function', driver.stderr);
+
+  // The compile cache, made as the runtime's user: Node's folder for that uid, readable by all,
+  // writable by its owner alone (root, once the runtime stage has copied it).
+  const cache = join(image, 'node_modules/.cache/animal-adoption-store');
+  const [folder, ...others] = readdirSync(cache);
+  assert.deepEqual(others, [], 'one cache, for one user');
+  assert.match(folder!, new RegExp(`^${PINNED_NODE}-.*-${RUNTIME_UID}$`));
+  const entries = readdirSync(join(cache, folder!));
+  assert.ok(entries.length > 2 * 100, `a stripped text and compiled code for each of the modules of src/: ${entries.length} files`);
+  for (const path of [cache, join(cache, folder!), ...entries.map((name) => join(cache, folder!, name))]) {
+    const { mode } = statSync(path);
+    assert.equal(mode & 0o022, 0, `${path} is writable by its owner alone`);
+    assert.equal(mode & 0o004, 0o004, `${path} is readable by the runtime's user`);
+  }
+  ownedByRoot(image);
 });
 
-test('the image starts as its CMD says, its HEALTHCHECK passes, and the documented keys command works in it', async (t) => {
+test('the image starts as its CMD says, as its user, its HEALTHCHECK passes, the documented keys command works in it, and neither strips a module', { skip: NOT_ROOT }, async (t) => {
   assert.ok(statSync(join(image, 'node_modules/.bin/node'), { throwIfNoEntry: false }), 'the build stage ran first');
   assert.ok(runtime.instructions.some(({ name, args }) => name === 'COPY' && args === `--from=build --chown=root:root ${SRV} ${SRV}`), 'the runtime stage holds the build stage\'s folder as it is');
   const folders = { [SRV]: image };
   mkdirSync(join(image, 'data'), { mode: 0o700 });
+  // USER pets, and data/ given to it (`chown pets:pets data`).
+  assert.match(DOCKERFILE, /\nUSER pets\n/);
+  const pets = { uid: RUNTIME_UID, gid: RUNTIME_GID };
+  chownSync(join(image, 'data'), pets.uid, pets.gid);
   t.after(() => rmSync(join(image, 'data'), { recursive: true, force: true }));
   // The container has a network of its own; here 0.0.0.0 would be every interface of the machine.
-  const env = { PATH: '/usr/bin:/bin', ...Object.fromEntries(Object.entries(dockerfileEnv(runtime)).map(([key, value]) => [key, relocate(value, folders)])), HOST: '127.0.0.1', PORT: '0' };
+  const env: Record<string, string> = { PATH: '/usr/bin:/bin', ...Object.fromEntries(Object.entries(dockerfileEnv(runtime)).map(([key, value]) => [key, relocate(value, folders)])), HOST: '127.0.0.1', PORT: '0' };
+  assert.equal(env.NODE_COMPILE_CACHE, join(image, 'node_modules/.cache/animal-adoption-store'), 'the image runs on the cache its build made');
   const argv = (instruction: string) => (JSON.parse(relocate(instruction, folders)) as string[]);
   const cmd = argv(runtime.instructions.find(({ name }) => name === 'CMD')!.args);
   const healthcheck = argv(/\bCMD (\[.*\])$/s.exec(runtime.instructions.find(({ name }) => name === 'HEALTHCHECK')!.args)![1]!);
 
   const [program, ...args] = IMAGE_KEYS_COMMAND;
-  const created = spawnSync(join(image, program!), args, { cwd: image, env, encoding: 'utf8' });
+  const created = spawnSync(join(image, program!), args, { cwd: image, env: { ...env, ...COMPILE_CACHE_LOG }, encoding: 'utf8', ...pets });
   assert.equal(created.status, 0, created.stderr);
   const key = created.stdout.trim();
   assert.match(key, /^pk_live_/);
+  assertNothingStripped(created.stderr, 'src/cli/keys.ts');
 
-  const server = await startListening(cmd[0]!, cmd.slice(1), { cwd: image, env });
+  const server = await startListening(cmd[0]!, cmd.slice(1), { cwd: image, env: { ...env, ...COMPILE_CACHE_LOG }, ...pets });
   t.after(() => server.stop());
-  const checked = spawnSync(healthcheck[0]!, healthcheck.slice(1), { env: { ...env, PORT: String(server.port) }, encoding: 'utf8' });
+  const checked = spawnSync(healthcheck[0]!, healthcheck.slice(1), { env: { ...env, PORT: String(server.port) }, encoding: 'utf8', ...pets });
   assert.equal(checked.status, 0, `HEALTHCHECK failed: ${checked.stderr}`);
-  const pets = await fetch(`http://127.0.0.1:${server.port}/v1/pets`, { headers: { Authorization: `Bearer ${key}` } });
-  assert.equal(pets.status, 200);
-  assert.deepEqual(await pets.json(), []);
+  const listed = await fetch(`http://127.0.0.1:${server.port}/v1/pets`, { headers: { Authorization: `Bearer ${key}` } });
+  assert.equal(listed.status, 200);
+  assert.deepEqual(await listed.json(), []);
   assert.equal(await server.stop(), 0, 'SIGTERM (docker stop) drains and exits 0');
+  assertNothingStripped(server.stderr(), 'src/main.ts');
 });
 
-test('the systemd unit\'s install is the image\'s, and its ExecStart= and Environment= start the server from that folder', async (t) => {
+/**
+ * Node's log of its compile cache (`log`) shows that the process read `entry` and every other
+ * module stripped from the cache and stripped none itself, so it never loaded the stripper.
+ */
+function assertNothingStripped(log: string, entry: string): void {
+  assert.match(log, new RegExp(`retrieving transpile cache for StrippedTypeScript \\S*/${entry.replaceAll('.', '\\.')}\\.\\.\\.success`), `${entry} was read from the cache`);
+  const stripped = log.split('\n').filter((line) => line.includes('no transpile cache for'));
+  assert.deepEqual(stripped, [], 'no module stripped at the start');
+}
+
+test('the systemd unit\'s install is the image\'s, and its ExecStart= and Environment= start the server from that folder', { skip: NOT_ROOT }, async (t) => {
   assert.ok(statSync(join(image, 'node_modules/.bin/node'), { throwIfNoEntry: false }), 'the build stage ran first');
   // The page installs /srv/pets with the Dockerfile's npm lines, character for character.
   const npmLine = build.instructions.find(({ name, args }) => name === 'RUN' && args.startsWith('npm '))!.args;

@@ -111,8 +111,8 @@ export function readRoot(path: string): string {
 export type Listening = { child: ChildProcess; port: number; stdout: () => string; stderr: () => string; stop: () => Promise<number | null> };
 
 /** Starts `command args` and resolves once it logs the address it listens on. */
-export async function startListening(command: string, args: string[], options: { cwd: string; env: Record<string, string> }): Promise<Listening> {
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startListening(command: string, args: string[], options: { cwd: string; env: Record<string, string>; uid?: number; gid?: number }): Promise<Listening> {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env, uid: options.uid, gid: options.gid, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (text: string) => (stderr += text));
