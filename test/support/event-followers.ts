@@ -154,10 +154,10 @@ async function write(options: LoadOptions, pets: number[], orders: { id: number;
       const status = pick(['approved', 'completed', 'cancelled'] as const)!;
       response = await call(`${url}/v1/store/orders/${order.id}`, status === 'cancelled' && random() < 0.5 ? order.owner.key : staff.key, 'PATCH', { status });
     }
-    await response.arrayBuffer();
+    const body = await response.text();
     if (response.status >= 200 && response.status < 300) figures.writes++;
     else if (response.status === 404 || response.status === 409) figures.refused++;
-    else assert.fail(`a write answered ${response.status}`);
+    else assert.fail(`a write answered ${response.status}: ${body}`);
   }
 }
 
