@@ -4,9 +4,8 @@
  * COPY, the same npm lines and the same compile cache made as the image's user, read from the
  * Dockerfile so that they cannot drift. Then that folder, owned by root as the runtime stage copies
  * it, is started as the image starts it (its ENV, CMD and HEALTHCHECK, as its user, reading every
- * module from that cache) and as the systemd unit
- * starts it (its Environment=, ExecStart=, state and cache folders), and the keys commands of
- * docs/deployment.md are run in it. Where a container engine runs (docker or podman, with the two
+ * module from that cache) and as the systemd unit starts it (its Environment=, ExecStart=, state
+ * and cache folders), and the keys commands of docs/deployment.md are run in it. Where a container engine runs (docker or podman, with the two
  * base images at hand), the image itself is also built and run; that one test is skipped, with a
  * line saying so, where none does, CI included: CI installs no container engine.
  *
@@ -77,8 +76,7 @@ function buildStage(stage: Stage, dir: string): string[] {
       const [uid, gid] = args.split(':').map(Number);
       assert.ok(Number.isInteger(uid) && Number.isInteger(gid), `the build stage's USER gives numeric ids: ${args}`);
       user = { uid: uid!, gid: gid! };
-    }
-    else if (name === 'COPY') {
+    } else if (name === 'COPY') {
       assert.doesNotMatch(args, /--from/, 'the build stage copies from the build context only');
       const words = args.split(/\s+/).filter((word) => !word.startsWith('--'));
       const destination = join(dir, words.pop()!);
