@@ -25,7 +25,7 @@ import { openDatabase } from '../../src/storage/sqlite/database.ts';
 import { createKeysStore as createSqliteKeys } from '../../src/storage/sqlite/keys-store.ts';
 import { openStream } from '../support/event-stream.ts';
 import { followWhileWriting, seeded, type LoadKey, type LoggedEvent } from '../support/event-followers.ts';
-import { killAll, startInstance, type Instance } from '../support/instances.ts';
+import { killAll, startInstance, withProblemsLogged, type Instance } from '../support/instances.ts';
 import { openTestDatabase, postgresSkip, startPostgres, type PostgresCluster } from '../support/postgres.ts';
 import { parseExposition, valueOf } from '../support/prometheus-text.ts';
 
@@ -146,7 +146,7 @@ describe('three instances on one PostgreSQL database', { skip: postgresSkip }, (
       writers: 12, writesPerWriter: 60, random: seeded(27),
     }, async () => (await sql.unsafe<{ id: string; type: string; account: string | null }[]>(
       `SELECT ${eventId('f', 'e')}::text AS id, e.type, e.account FROM events e JOIN events f ON f.seq = ${blockStart('e')} WHERE f.id IS NOT NULL ORDER BY f.id, e.seq`))
-      .map((row): LoggedEvent => ({ id: Number(row.id), type: row.type, account: row.account })));
+      .map((row): LoggedEvent => ({ id: Number(row.id), type: row.type, account: row.account }))).catch(withProblemsLogged(instances));
     t.diagnostic(`PostgreSQL, 3 instances: ${JSON.stringify(figures)}`);
     assert.deepEqual([figures.duplicates, figures.misses, figures.outOfOrder], [0, 0, 0]);
     assert.ok(figures.writes > 300, `${figures.writes} writes made`);
@@ -193,7 +193,7 @@ describe('WORKERS=2 on one SQLite file', () => {
     const figures = await followWhileWriting({
       urls: [instance.url], staff, adopters, consumers: [staff, ...adopters, reader],
       writers: 12, writesPerWriter: 60, random: seeded(2),
-    }, async () => (db.prepare('SELECT id, type, account FROM events ORDER BY id').all() as unknown as LoggedEvent[]));
+    }, async () => (db.prepare('SELECT id, type, account FROM events ORDER BY id').all() as unknown as LoggedEvent[])).catch(withProblemsLogged([instance]));
     t.diagnostic(`SQLite, WORKERS=2: ${JSON.stringify(figures)}`);
     assert.deepEqual([figures.duplicates, figures.misses, figures.outOfOrder], [0, 0, 0]);
     assert.ok(figures.writes > 300, `${figures.writes} writes made`);

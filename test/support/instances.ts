@@ -61,3 +61,22 @@ export async function startInstance(env: Record<string, string>, args: readonly 
 export function killAll(instances: readonly Instance[]): void {
   for (const { child } of instances) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 }
+
+/**
+ * The warnings and errors the instances logged (at most the last 10 of each), for a failure's
+ * message: a 503 says only "unavailable", the log says why (a timeout, a deadlock, a lost
+ * connection), by code, never SQL.
+ */
+export function problemsLogged(instances: readonly Instance[]): string {
+  return instances.map(({ url, stdout }, index) => {
+    const problems = stdout.filter((line) => /"level":"(warn|error)"/.test(line)).slice(-10);
+    return `instance ${index} (${url}): ${problems.length === 0 ? 'no warning or error logged' : `\n  ${problems.join('\n  ')}`}`;
+  }).join('\n');
+}
+
+/** Throws an error whose message is `error`'s followed by what the instances logged (`error` its cause). */
+export function withProblemsLogged(instances: readonly Instance[]): (error: unknown) => never {
+  return (error) => {
+    throw new Error(`${error instanceof Error ? error.message : String(error)}\n${problemsLogged(instances)}`, { cause: error });
+  };
+}
