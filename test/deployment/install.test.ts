@@ -202,22 +202,30 @@ function assertNothingStripped(log: string, entry: string): void {
   assert.deepEqual(stripped, [], 'no module stripped at the start');
 }
 
-test('the systemd unit\'s install is the image\'s, and its ExecStart= and Environment= start the server from that folder', { skip: NOT_ROOT }, async (t) => {
+test('the systemd unit\'s install is the image\'s, and its ExecStart= and Environment= start the server from that folder as its user, on the install\'s compile cache', { skip: NOT_ROOT }, async (t) => {
   assert.ok(statSync(join(image, 'node_modules/.bin/node'), { throwIfNoEntry: false }), 'the build stage ran first');
-  // The page installs /srv/pets with the Dockerfile's npm lines, character for character.
+  // The page installs /srv/pets with the Dockerfile's npm lines, character for character, and
+  // makes its compile cache with the same command, as pets (the Dockerfile's USER), then owned by root.
   const npmLine = build.instructions.find(({ name, args }) => name === 'RUN' && args.startsWith('npm '))!.args;
   const flat = (text: string) => text.replace(/\\\n\s*/g, ' ').replace(/\s+/g, ' ').trim();
   const commands = consoleCommands(DEPLOYMENT).map(({ command }) => flat(command));
   assert.ok(commands.includes(flat(npmLine)), `docs/deployment.md installs the checkout with the Dockerfile's npm lines:\n${flat(npmLine)}`);
+  const compileLine = build.instructions.find(({ name, args }) => name === 'RUN' && args.includes('src/cli/compile-cache.ts'))!.args.split(' && ')[0]!.trim();
+  const cacheLine = commands.find((command) => command.includes('src/cli/compile-cache.ts'));
+  assert.ok(cacheLine?.includes(`runuser -u pets -- env ${compileLine} `), `docs/deployment.md makes the cache as pets with the Dockerfile's command:\n${compileLine}\n${cacheLine}`);
+  assert.match(cacheLine!, /&& chown -R root:root node_modules\/\.cache && chmod -R a\+rX,go-w node_modules\/\.cache$/);
+  assert.match(DEPLOYMENT, new RegExp(`useradd --system --uid ${RUNTIME_UID} --gid pets `), 'the page\'s pets has the image\'s ids');
+  assert.deepEqual([unitValues(UNIT, 'User'), unitValues(UNIT, 'Group')], [['pets'], ['pets']]);
+  const pets = { uid: RUNTIME_UID, gid: RUNTIME_GID };
 
   const state = mkdtempSync(join(tmpdir(), 'pets-state-'));
-  const cache = mkdtempSync(join(tmpdir(), 'pets-cache-'));
-  cleanup.push(state, cache);
-  // StateDirectory= and CacheDirectory= (systemd makes them, with their modes, before the start).
-  assert.deepEqual([unitValues(UNIT, 'StateDirectory'), unitValues(UNIT, 'CacheDirectory')], [['pets'], ['pets']]);
+  cleanup.push(state);
+  // StateDirectory= (systemd makes it, with its mode, owned by User=, before the start); no
+  // CacheDirectory=: nothing the service writes is run as its code.
+  assert.deepEqual([unitValues(UNIT, 'StateDirectory'), unitValues(UNIT, 'CacheDirectory')], [['pets'], []]);
   chmodSync(state, Number.parseInt(unitValues(UNIT, 'StateDirectoryMode')[0]!, 8));
-  chmodSync(cache, Number.parseInt(unitValues(UNIT, 'CacheDirectoryMode')[0]!, 8));
-  const folders = { '/var/lib/pets': state, '/var/cache/pets': cache, [SRV]: image };
+  chownSync(state, pets.uid, pets.gid);
+  const folders = { '/var/lib/pets': state, [SRV]: image };
   assert.deepEqual(unitValues(UNIT, 'WorkingDirectory'), [SRV]);
   const env: Record<string, string> = { PATH: '/usr/bin:/bin' };
   for (const assignment of unitValues(UNIT, 'Environment')) {
@@ -225,10 +233,12 @@ test('the systemd unit\'s install is the image\'s, and its ExecStart= and Enviro
     env[name!] = relocate(value!, folders);
   }
   env.PORT = '0';
+  const cache = join(image, 'node_modules/.cache/animal-adoption-store');
+  assert.equal(env.NODE_COMPILE_CACHE, cache, 'the unit runs on the cache the install made');
   const [program, ...args] = relocate(unitValues(UNIT, 'ExecStart')[0]!, folders).split(' ');
-  const server = await startListening(program!, args, { cwd: image, env });
+  const server = await startListening(program!, args, { cwd: image, env: { ...env, ...COMPILE_CACHE_LOG }, ...pets });
   t.after(() => server.stop());
-  assert.match(server.stdout(), new RegExp(`"compileCache":"${cache}`), 'the compile cache is in CacheDirectory=');
+  assert.match(server.stdout(), new RegExp(`"compileCache":"${cache}/`), 'the compile cache is the install\'s');
 
   // The page's first key, run as the page says (as the service's user, with its variables).
   const documented = consoleCommands(DEPLOYMENT).map(({ command }) => /^cd \/srv\/pets && runuser -u pets -- env (.*)$/s.exec(flat(command))?.[1]).find(Boolean);
@@ -236,11 +246,12 @@ test('the systemd unit\'s install is the image\'s, and its ExecStart= and Enviro
   const words = relocate(documented, folders).split(' ');
   const assignments = words.filter((word) => /^[A-Z_]+=/.test(word));
   const [keysProgram, ...keysArgs] = words.slice(assignments.length);
-  const created = spawnSync(join(image, keysProgram!), keysArgs, { cwd: image, env: { PATH: env.PATH!, ...Object.fromEntries(assignments.map((word) => word.split('=', 2))) }, encoding: 'utf8' });
+  const created = spawnSync(join(image, keysProgram!), keysArgs, { cwd: image, env: { PATH: env.PATH!, ...Object.fromEntries(assignments.map((word) => word.split('=', 2))) }, encoding: 'utf8', ...pets });
   assert.equal(created.status, 0, created.stderr);
-  const pets = await fetch(`http://127.0.0.1:${server.port}/v1/pets`, { headers: { Authorization: `Bearer ${created.stdout.trim()}` } });
-  assert.equal(pets.status, 200);
+  const listed = await fetch(`http://127.0.0.1:${server.port}/v1/pets`, { headers: { Authorization: `Bearer ${created.stdout.trim()}` } });
+  assert.equal(listed.status, 200);
   assert.equal(await server.stop(), 0);
+  assertNothingStripped(server.stderr(), 'src/main.ts');
   assert.equal(statSync(join(state, 'production.db')).mode & 0o777, 0o600, 'the database is in StateDirectory=, private');
 });
 
