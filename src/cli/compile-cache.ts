@@ -77,6 +77,9 @@ export async function runCompileCacheCli(args: string[], io: CompileCacheIo, fol
     io.stderr.write(`compile-cache: the compile cache is off (${cache.reason}) for ${folder}\n`);
     return EXIT_FAILURE;
   }
+  // The modules this command loaded before the cache was on (itself, lib/compile-cache.js,
+  // exit-codes.ts) are not compiled again, unless NODE_COMPILE_CACHE turned the cache on first; no
+  // server reads them from the cache (start.js loads lib/compile-cache.js before turning it on).
   const files = sourceFiles(fileURLToPath(new URL('..', import.meta.url)));
   try {
     await compileWithoutRunning(files);

@@ -6,14 +6,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { compileWithoutRunning, sourceFiles, USAGE } from '../../src/cli/compile-cache.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from '../../src/cli/exit-codes.ts';
-import { startMain, tempDir } from '../support/main-process.ts';
-
-const ROOT = new URL('../..', import.meta.url).pathname;
+import { assertNothingStripped, checkoutCopy, startMain, tempDir } from '../support/main-process.ts';
 
 test('compileWithoutRunning compiles modules and their imports without evaluating any', async (t) => {
   const dir = tempDir(t, 'pets-compile-');
@@ -39,13 +37,7 @@ test('sourceFiles lists every .ts and .js file of a folder and its subfolders, s
   assert.deepEqual(sourceFiles(dir), ['a/c.js', 'a/f.ts', 'b.ts'].map((name) => join(dir, name)));
 });
 
-/** A copy of what the command and a start need (src/ and package.json), without node_modules. */
-function checkout(t: TestContext): string {
-  const dir = tempDir(t, 'pets-compile-');
-  cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
-  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
-  return dir;
-}
+const checkout = (t: TestContext) => checkoutCopy(t, 'pets-compile-');
 
 function command(dir: string, args: string[] = [], env: Record<string, string> = {}) {
   return spawnSync(process.execPath, [join(dir, 'src/cli/compile-cache.ts'), ...args], { cwd: dir, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
@@ -74,9 +66,8 @@ test('the command fills the private cache of npm start with every module of src/
   server.child.kill('SIGTERM');
   assert.deepEqual(await once(server.child, 'exit'), [0, null]);
   const log = server.output().stderr;
-  assert.match(log, /retrieving transpile cache for StrippedTypeScript \S*\/src\/main\.ts\.\.\.success/);
-  assert.match(log, /retrieving transpile cache for StrippedTypeScript \S*\/src\/api\/pets\/\S+\.ts\.\.\.success/, 'the pets\' handlers, loaded on the first request, too');
-  assert.deepEqual(log.split('\n').filter((line) => line.includes('no transpile cache for')), [], 'no module stripped');
+  assertNothingStripped(log, 'src/main.ts');
+  assertNothingStripped(log, 'src/api/pets/handlers.ts');
 });
 
 test('the command exits 1 with one line when the cache is off or a module does not compile, and 2 with its usage when given an argument', (t) => {

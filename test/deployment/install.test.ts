@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { setTimeout } from 'node:timers/promises';
 import { basename, dirname, join } from 'node:path';
 import { DriverMissingError } from '../../src/storage/postgres/driver.ts';
+import { assertNothingStripped } from '../support/main-process.ts';
 import { consoleCommands, dockerfileEnv, dockerfileStages, readRoot, ROOT, startListening, unitValues, type Stage } from '../support/recipes.ts';
 
 const DOCKERFILE = readRoot('docs/deployment/Dockerfile');
@@ -191,16 +192,6 @@ test('the image starts as its CMD says, as its user, its HEALTHCHECK passes, the
   assert.equal(await server.stop(), 0, 'SIGTERM (docker stop) drains and exits 0');
   assertNothingStripped(server.stderr(), 'src/main.ts');
 });
-
-/**
- * Node's log of its compile cache (`log`) shows that the process read `entry` and every other
- * module stripped from the cache and stripped none itself, so it never loaded the stripper.
- */
-function assertNothingStripped(log: string, entry: string): void {
-  assert.match(log, new RegExp(`retrieving transpile cache for StrippedTypeScript \\S*/${entry.replaceAll('.', '\\.')}\\.\\.\\.success`), `${entry} was read from the cache`);
-  const stripped = log.split('\n').filter((line) => line.includes('no transpile cache for'));
-  assert.deepEqual(stripped, [], 'no module stripped at the start');
-}
 
 test('the systemd unit\'s install is the image\'s, and its ExecStart= and Environment= start the server from that folder as its user, on the install\'s compile cache', { skip: NOT_ROOT }, async (t) => {
   assert.ok(statSync(join(image, 'node_modules/.bin/node'), { throwIfNoEntry: false }), 'the build stage ran first');

@@ -4,20 +4,14 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { startMain, tempDir } from '../support/main-process.ts';
+import { checkoutCopy, startMain, tempDir } from '../support/main-process.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
-/** A copy of what a start needs (src/ and package.json) in a fresh folder, without node_modules. */
-function checkout(t: { after(fn: () => void): void }): string {
-  const dir = tempDir(t, 'pets-start-');
-  cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
-  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
-  return dir;
-}
+const checkout = (t: { after(fn: () => void): void }) => checkoutCopy(t, 'pets-start-');
 
 /** Starts the checkout's src/start.js, checks one answer, stops it; returns its listening line and stderr. */
 async function startAndStop(dir: string, env: Record<string, string> = {}): Promise<{ compileCache: string | null; stderr: string }> {

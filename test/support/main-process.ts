@@ -1,6 +1,7 @@
 /** src/main.ts run for real as a child process, and temporary folders for its files. */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -31,4 +32,24 @@ export async function startMain(env: Record<string, string>, script = MAIN) {
     child.once('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
   });
   return { child, url, output: () => ({ stdout, stderr }) };
+}
+
+/** A copy of what a start needs (src/ and package.json) in a fresh folder, without node_modules. */
+export function checkoutCopy(t: { after(fn: () => void): void }, prefix: string): string {
+  const dir = tempDir(t, prefix);
+  const root = new URL('../..', import.meta.url).pathname;
+  cpSync(join(root, 'src'), join(dir, 'src'), { recursive: true });
+  cpSync(join(root, 'package.json'), join(dir, 'package.json'));
+  return dir;
+}
+
+/**
+ * Node's log of its compile cache (`NODE_DEBUG_NATIVE=COMPILE_CACHE`, pinned Node 24) shows that
+ * the process read `entry` (a path under src/) and every other module it loaded stripped from the
+ * cache, and stripped none itself: it never loaded Node's type stripper.
+ */
+export function assertNothingStripped(log: string, entry: string): void {
+  assert.match(log, new RegExp(`retrieving transpile cache for StrippedTypeScript \\S*/${entry.replaceAll('.', '\\.')}\\.\\.\\.success`), `${entry} was read from the cache`);
+  const stripped = log.split('\n').filter((line) => line.includes('no transpile cache for'));
+  assert.deepEqual(stripped, [], 'no module stripped');
 }
