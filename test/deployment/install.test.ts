@@ -44,6 +44,8 @@ const RUNTIME_GID = Number(/groupadd [^\n]*--gid (\d+)/.exec(DOCKERFILE)![1]);
  * a developer may not be root; CI runs the suite as root, so there it always runs.
  */
 const NOT_ROOT = process.getuid?.() === 0 ? false : `the image's build and server run as its user (uid ${RUNTIME_UID}), which needs root: run npm test as root, as CI does`;
+/** Where the build (and the systemd install) makes the compile cache, in the checkout. */
+const CACHE = 'node_modules/.cache/animal-adoption-store';
 /** Node's own log of its compile cache: one line per module it strips, or reads stripped. */
 const COMPILE_CACHE_LOG = { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' };
 
@@ -144,7 +146,7 @@ test('the Dockerfile\'s build stage, run in a temporary folder, installs the pin
 
   // The compile cache, made as the runtime's user: Node's folder for that uid, readable by all,
   // writable by its owner alone (root, once the runtime stage has copied it).
-  const cache = join(image, 'node_modules/.cache/animal-adoption-store');
+  const cache = join(image, CACHE);
   const [folder, ...others] = readdirSync(cache);
   assert.deepEqual(others, [], 'one cache, for one user');
   assert.match(folder!, new RegExp(`^${PINNED_NODE}-.*-${RUNTIME_UID}$`));
@@ -170,7 +172,7 @@ test('the image starts as its CMD says, as its user, its HEALTHCHECK passes, the
   t.after(() => rmSync(join(image, 'data'), { recursive: true, force: true }));
   // The container has a network of its own; here 0.0.0.0 would be every interface of the machine.
   const env: Record<string, string> = { PATH: '/usr/bin:/bin', ...Object.fromEntries(Object.entries(dockerfileEnv(runtime)).map(([key, value]) => [key, relocate(value, folders)])), HOST: '127.0.0.1', PORT: '0' };
-  assert.equal(env.NODE_COMPILE_CACHE, join(image, 'node_modules/.cache/animal-adoption-store'), 'the image runs on the cache its build made');
+  assert.equal(env.NODE_COMPILE_CACHE, join(image, CACHE), 'the image runs on the cache its build made');
   const argv = (instruction: string) => (JSON.parse(relocate(instruction, folders)) as string[]);
   const cmd = argv(runtime.instructions.find(({ name }) => name === 'CMD')!.args);
   const healthcheck = argv(/\bCMD (\[.*\])$/s.exec(runtime.instructions.find(({ name }) => name === 'HEALTHCHECK')!.args)![1]!);
@@ -224,7 +226,7 @@ test('the systemd unit\'s install is the image\'s, and its ExecStart= and Enviro
     env[name!] = relocate(value!, folders);
   }
   env.PORT = '0';
-  const cache = join(image, 'node_modules/.cache/animal-adoption-store');
+  const cache = join(image, CACHE);
   assert.equal(env.NODE_COMPILE_CACHE, cache, 'the unit runs on the cache the install made');
   const [program, ...args] = relocate(unitValues(UNIT, 'ExecStart')[0]!, folders).split(' ');
   const server = await startListening(program!, args, { cwd: image, env: { ...env, ...COMPILE_CACHE_LOG }, ...pets });
