@@ -23,8 +23,12 @@ if (major !== 24) {
 }
 const { flushCompileCache } = await import('node:module');
 const { enablePrivateCompileCache, SERVICE_CACHE_FOLDER } = await import('./lib/compile-cache.js');
+const { resolveImportsDirectly } = await import('./lib/direct-imports.js');
 
 enablePrivateCompileCache(SERVICE_CACHE_FOLDER);
+// The imports between files of src/ found without Node's checks on disk: about a sixth of a start
+// (lib/direct-imports.js).
+resolveImportsDirectly();
 await import('./main.ts');
 // Node writes the cache at exit; writing it now as well keeps it for a server that is killed
 // (SIGKILL, out of memory). Free when nothing is new (about 0.05 ms); about 18 ms on a cold start.
