@@ -3,10 +3,11 @@
  * configuration"). Parsing is strict: a typo must stop the server at start with a message naming
  * the variable, not run it with a surprising default.
  */
-import { availableParallelism } from 'node:os';
 import { cgroupCpuQuota } from './lib/cpu-quota.ts';
 import { parseIp, parseRange, type RangeProblem } from './lib/ip-address.ts';
 import { HOST_NAME, parsePostgresUrl } from './lib/postgres-url.ts';
+
+const { availableParallelism } = process.getBuiltinModule('node:os');
 
 /** Origins whose pages may read our answers: any (`*`), or exactly these serialised origins. */
 export type AllowedOrigins = '*' | readonly string[];

@@ -15,8 +15,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { getCompileCacheDir } from 'node:module';
-import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
+import type { MessagePort } from 'node:worker_threads';
 import { ConfigError, configWarnings, loadConfig, type Config } from './config.ts';
 import { withoutPassword } from './lib/postgres-url.ts';
 import { systemClock } from './clock.ts';
@@ -37,6 +36,9 @@ import { startDeliveryWorker, type DeliveryWorker } from './service/deliveries.t
 import { drainServer, listen, listenFailure, urlOf } from './service/serving.ts';
 import type { WorkerCounts } from './cluster/worker-pool.ts';
 import type { WorkerStart, WorkerWriter } from './cluster/protocol.ts';
+
+const { isMainThread, parentPort, workerData } = process.getBuiltinModule('node:worker_threads');
+const { getCompileCacheDir } = process.getBuiltinModule('node:module');
 
 /**
  * Whether a promise that nobody can await failed inside the PostgreSQL driver, harmlessly (see

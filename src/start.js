@@ -21,7 +21,7 @@ if (major !== 24) {
   process.stderr.write(`the service needs Node 24 (this is Node ${process.versions.node}); run it with node_modules/.bin/node, which npm install brings, or put a Node 24 of your own first on the PATH\n`);
   process.exit(1);
 }
-const { flushCompileCache } = await import('node:module');
+const { flushCompileCache } = process.getBuiltinModule('node:module');
 const { enablePrivateCompileCache, SERVICE_CACHE_FOLDER } = await import('./lib/compile-cache.js');
 const { resolveImportsDirectly } = await import('./lib/direct-imports.js');
 

@@ -3,10 +3,11 @@
  * a key is remembered, and what "the same body" means (the same fields with the same values, in
  * any order), reduced to a fingerprint that can be stored and compared.
  */
-import { createHash } from 'node:crypto';
 import type { ApiError } from '../http/api-error.ts';
 import { apiError } from './errors.ts';
 import { createPetParameters } from './schemas.ts';
+
+const { createHash } = process.getBuiltinModule('node:crypto');
 
 /**
  * The header's syntax comes from the schema that the OpenAPI document publishes, so the two

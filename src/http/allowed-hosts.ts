@@ -7,9 +7,10 @@
  * built from Host (see security.md); this only decides whether to answer.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { randomUUID } from 'node:crypto';
 import { parseIp } from '../lib/ip-address.ts';
 import { COMMON_HEADERS, errorJson } from './reply.ts';
+
+const { randomUUID } = process.getBuiltinModule('node:crypto');
 
 /** Whether a request's Host may be answered. */
 export type HostCheck = (host: string | undefined) => boolean;

@@ -5,10 +5,11 @@
  */
 import type { Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { randomUUID } from 'node:crypto';
 import { HTTP_ERROR_STATUS } from './api-error.ts';
 import type { Logger } from './access-log.ts';
 import { COMMON_HEADERS, errorJson } from './reply.ts';
+
+const { randomUUID } = process.getBuiltinModule('node:crypto');
 
 // Not `import ... from 'node:http'`: see server.ts.
 const { STATUS_CODES } = process.getBuiltinModule('node:http');

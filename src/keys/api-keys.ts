@@ -10,9 +10,10 @@
  * environment prefix keeps a production key from working on staging (and shows which is which
  * when one leaks). Only `hashApiKey(key)` is ever stored.
  */
-import { hash, randomBytes as cryptoRandomBytes } from 'node:crypto';
-import { crc32 } from 'node:zlib';
 import type { AppEnv } from '../config.ts';
+import { crc32 } from '../lib/crc32.ts';
+
+const { hash, randomBytes: cryptoRandomBytes } = process.getBuiltinModule('node:crypto');
 
 /** A source of random bytes with the shape of `crypto.randomBytes`; tests pass a fixed one. */
 export type RandomBytes = (size: number) => Buffer;

@@ -11,9 +11,8 @@
  * a folder that is not a directory of this account's, or that other accounts can read or enter,
  * is not used. The cache is an optimisation only: whatever goes wrong, the start goes on without it.
  */
-import module from 'node:module';
-
-// Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
+// Not ES imports: their views of Node's modules read every export (http/access-log.ts says more).
+const module = process.getBuiltinModule('node:module');
 const { lstatSync, mkdirSync } = process.getBuiltinModule('node:fs');
 
 /**

@@ -24,7 +24,8 @@
  * stability "active development"; the project runs on the Node it pins). The hooks of a thread are
  * its own: worker threads resolve with Node's resolver.
  */
-import module from 'node:module';
+// Not an ES import, whose view of node:module reads every export once.
+const module = process.getBuiltinModule('node:module');
 
 /** @typedef {Pick<typeof module, 'registerHooks'>} ModuleHooks What this uses of `node:module`. */
 

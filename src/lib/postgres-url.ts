@@ -4,7 +4,7 @@
  * which the driver tries in turn until one is a primary. WHATWG's URL parser refuses the second
  * form (a comma in the port), so the host list is read here and the rest by URL, as the driver does.
  */
-import { isIP } from 'node:net';
+const { isIP } = process.getBuiltinModule('node:net');
 
 /** RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens (config.ts's too). */
 export const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;

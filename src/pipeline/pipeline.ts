@@ -6,7 +6,6 @@
  * the contract's Error body in one place (errors.ts).
  */
 import type { IncomingMessage } from 'node:http';
-import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import { BASE_PATH } from '../api/operation.ts';
 import { OPERATIONS, type Handlers } from '../api/operations.ts';
@@ -29,6 +28,8 @@ import { createSender, openExchange, type Exchange } from './exchange.ts';
 import { takeToken } from './limit.ts';
 import { NO_OBSERVER, type PipelineObserver } from './observer.ts';
 import { createRoutes, OUTSIDE_PATHS, type Route } from './routes.ts';
+
+const { randomUUID } = process.getBuiltinModule('node:crypto');
 
 export interface PipelineDeps {
   clock: Clock;

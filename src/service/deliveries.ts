@@ -18,7 +18,6 @@
  * JSON: nine modules) is loaded with the first delivery claimed, not at start: a start loads
  * only the claiming, each module costing it about 0.3 ms before its first answer.
  */
-import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import type { Resolver } from '../http/outbound-resolution.ts';
 import type { ClaimedDelivery, WebhooksStore } from '../storage/webhooks.ts';
@@ -26,6 +25,8 @@ import type { DeliveryError } from '../webhooks/terms.ts';
 import { afterFailure, DISABLE_AFTER_MS } from '../webhooks/retries.ts';
 import { createRunner } from '../webhooks/runner.ts';
 import { loadedOnFirstUse } from '../lib/loaded-on-first-use.ts';
+
+const { randomUUID } = process.getBuiltinModule('node:crypto');
 
 /**
  * How often due deliveries are claimed: an event is attempted within about this long of its

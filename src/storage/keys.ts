@@ -3,7 +3,6 @@
  * rules that do not depend on the engine (what a new key may be, how a rotation ends the old
  * one), so that SQLite and PostgreSQL cannot drift apart.
  */
-import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import type { AppEnv } from '../config.ts';
 import type { Plan } from '../limits/plans.ts';
 import { PLANS } from '../limits/plans.ts';
@@ -12,6 +11,8 @@ import { generateApiKey, hashApiKey } from '../keys/api-keys.ts';
 import { formatScopes, isScope, parseStoredScopes, SCOPES, type Scope } from '../keys/scopes.ts';
 
 import type { MaybePromise } from '../lib/maybe-promise.ts';
+
+const { randomBytes: cryptoRandomBytes } = process.getBuiltinModule('node:crypto');
 
 /** An API key as the service knows it: never the key itself, nor its hash. */
 export interface ApiKeyRecord {

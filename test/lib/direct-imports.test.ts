@@ -102,9 +102,8 @@ test('a start through src/start.js resolves every import of src/ after its own t
   writeFileSync(probe, [
     "import { registerHooks } from 'node:module';",
     'const relative = [];',
-    'let builtins = 0;',
-    "registerHooks({ resolve(specifier, context, next) { if (context.parentURL?.includes('/src/') && specifier.startsWith('.')) relative.push(specifier); if (specifier.startsWith('node:')) builtins++; return next(specifier, context); } });",
-    "process.on('exit', () => process.stderr.write(`resolved by Node: ${JSON.stringify({ relative, builtins })}\\n`));",
+    "registerHooks({ resolve(specifier, context, next) { if (context.parentURL?.includes('/src/') && specifier.startsWith('.')) relative.push(specifier); return next(specifier, context); } });",
+    "process.on('exit', () => process.stderr.write(`resolved by Node: ${JSON.stringify(relative)}\\n`));",
   ].join('\n'));
   const server = await startMain({ APP_ENV: 'development', DATABASE_PATH: join(dir, 'pets.db'), WRITER: 'inline', NODE_OPTIONS: `--import=${probe}` }, new URL('../../src/start.js', import.meta.url).pathname);
   t.after(() => server.child.kill('SIGKILL'));
@@ -115,7 +114,7 @@ test('a start through src/start.js resolves every import of src/ after its own t
   assert.equal((await fetch(`${server.url}/v1/pets`, { method: 'POST', headers, body: JSON.stringify({ name: 'Rex', categoryId: 1 }) })).status, 201);
   server.child.kill('SIGTERM');
   assert.deepEqual(await once(server.child, 'exit'), [0, null]);
-  const seen = JSON.parse(/^resolved by Node: (.*)$/m.exec(server.output().stderr)![1]!) as { relative: string[]; builtins: number };
-  assert.ok(seen.builtins > 10, 'the probe sees what is left to Node');
-  assert.deepEqual(seen.relative, ['./lib/compile-cache.js', './lib/direct-imports.js']);
+  // start.js's own two, resolved before it registers the hook (and seen: the probe works).
+  const relative = JSON.parse(/^resolved by Node: (.*)$/m.exec(server.output().stderr)![1]!) as string[];
+  assert.deepEqual(relative, ['./lib/compile-cache.js', './lib/direct-imports.js']);
 });

@@ -2,7 +2,7 @@
  * Whether anything committed since a cache was filled: `PRAGMA data_version`, read cheaply.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { endianness } from 'node:os';
+const { endianness } = process.getBuiltinModule('node:os');
 
 // Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
 const { closeSync, openSync, readSync } = process.getBuiltinModule('node:fs');

@@ -5,8 +5,9 @@
 import { DatabaseSync } from 'node:sqlite';
 import { closeDataVersion } from './data-version.ts';
 import { MIGRATIONS } from './migrations.ts';
-import { dirname } from 'node:path';
 import { createPrivateFile, makeOwnFolderPrivate, widerPermissions } from './private-files.ts';
+
+const { dirname } = process.getBuiltinModule('node:path');
 
 export interface OpenOptions {
   /** Milliseconds to wait for another connection's write lock before failing with SQLITE_BUSY. */

@@ -3,7 +3,7 @@
  * which no other local account may read: they are created private, and a start on wider modes
  * says so once.
  */
-import { dirname } from 'node:path';
+const { dirname } = process.getBuiltinModule('node:path');
 
 // Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
 const { chmodSync, closeSync, mkdirSync, openSync, statSync } = process.getBuiltinModule('node:fs');
