@@ -135,6 +135,8 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     assert.deepEqual(missing.map((a) => a.name), [], 'every acknowledged create is on the new primary');
     // An instance that found no primary asks each host every 250 ms, on a connection of its own;
     // the driver, left to look for one, connected again at once (135 to 312 a second were seen).
+    // A count near 130 a second is the driver's multi-host fault of docs/postgresql.md ("A known
+    // fault of the driver"): a replaced pool whose reserve() was waiting keeps looking for a primary.
     assert.ok(sessionsSince / ((WITHOUT_PRIMARY_MS - SETTLE_MS) / 1000) < 40, `${sessionsSince} sessions on the standby in ${WITHOUT_PRIMARY_MS - SETTLE_MS} ms`);
     assert.ok(acknowledged.some((a) => a.answeredAt < killedAt), 'creates were acknowledged before the kill');
     assert.ok(firstAfter.answeredAt - promotedAt < 5_000, `served again ${Math.round(firstAfter.answeredAt - promotedAt)} ms after the promotion`);
