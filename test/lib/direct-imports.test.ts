@@ -9,6 +9,8 @@ import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { sourceFiles } from '../../src/cli/compile-cache.ts';
 import { directResolution, resolveImportsDirectly, SOURCE_FOLDER } from '../../src/lib/direct-imports.js';
 import { startMain, tempDir } from '../support/main-process.ts';
 
@@ -55,8 +57,8 @@ test('the hook answers what the rule finds, final, and passes everything else to
  */
 const RESOLVE_EVERY_IMPORT = `
 import { registerHooks } from 'node:module';
-import { readdirSync, readFileSync } from 'node:fs';
-const folder = process.argv[2];
+import { readFileSync } from 'node:fs';
+const [folder, ...files] = process.argv.slice(2);
 const edges = [];
 const formats = {};
 const NAMED = /(?:\\bfrom\\s*|\\bimport\\s*\\(\\s*|\\bimport\\s+)(['"])(\\.{1,2}\\/[^'"]+)\\1/g;
@@ -73,15 +75,16 @@ registerHooks({
     return { format: 'module', source: named.map((specifier) => 'import ' + JSON.stringify(specifier) + ';').join('\\n'), shortCircuit: true };
   },
 });
-const files = readdirSync(new URL(folder), { recursive: true, encoding: 'utf8' }).filter((name) => /\\.(ts|js)$/.test(name) && !name.endsWith('.d.ts'));
-await import('data:text/javascript,' + encodeURIComponent(files.map((name) => 'import ' + JSON.stringify(new URL(name, folder).href) + ';').join('\\n')));
+await import('data:text/javascript,' + encodeURIComponent(files.map((url) => 'import ' + JSON.stringify(url) + ';').join('\\n')));
 process.stdout.write(JSON.stringify({ edges, formats, files: files.length }));
 `;
 
 test('for every import between files of src/, static, type-only or dynamic, the rule finds the file and the format that Node\'s own resolver finds', (t) => {
   const script = join(tempDir(t, 'pets-imports-'), 'resolve-every-import.mjs');
   writeFileSync(script, RESOLVE_EVERY_IMPORT);
-  const child = spawnSync(process.execPath, [script, SOURCE_FOLDER], { encoding: 'utf8' });
+  // The files npm run compile-cache compiles: every module of src/.
+  const modules = sourceFiles(fileURLToPath(SOURCE_FOLDER)).map((path) => pathToFileURL(path).href);
+  const child = spawnSync(process.execPath, [script, SOURCE_FOLDER, ...modules], { encoding: 'utf8' });
   assert.equal(child.status, 0, child.stderr);
   const { edges, formats, files } = JSON.parse(child.stdout) as { edges: { specifier: string; parent: string; url: string }[]; formats: Record<string, string>; files: number };
   t.diagnostic(`${edges.length} imports of ${files} files`);
