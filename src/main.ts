@@ -101,7 +101,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
-  const [{ DriverMissingError, isDroppedTypesQuery, isWriteAfterClose }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, firstContact, startFailure }] = await Promise.all([
+  const [{ DriverMissingError, isDroppedTypesQuery, isWriteAfterClose }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, FIRST_CONTACT_MS, firstContact, startFailure }] = await Promise.all([
     import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
     import('./storage/postgres/availability.ts'), import('./storage/postgres/first-contact.ts'),
   ]);
@@ -109,7 +109,10 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   lostByDriver = isWriteAfterClose;
   try {
     const open = await postgresPools(config.databaseUrl, { poolSize: config.databasePoolSize, transactionPooler: config.databasePooler === 'transaction' });
-    const initial = open();
+    // For a list of hosts, the pools are opened on the one that is the primary (database.ts says
+    // why). If none answers as one, the first pool takes the list, for firstContact to say why.
+    const server = open.probe === null ? undefined : await open.probe(FIRST_CONTACT_MS).catch(() => undefined);
+    const initial = open(server);
     await firstContact(initial, config.databaseUrl);
     await migratePostgres(initial).catch((error: unknown) => {
       throw startFailure(error);
@@ -118,6 +121,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
     const availability = watchAvailability({
       open,
       initial,
+      server,
       probe: open.probe,
       changed: (up, reason) => logger.event(up ? { level: 'info', event: 'database_reachable' } : { level: 'error', event: 'database_unreachable', reason }),
     });

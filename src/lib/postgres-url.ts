@@ -63,8 +63,9 @@ function hostAndPort(entry: string): boolean {
 }
 
 /**
- * `raw` with one server, `host`:`port`, instead of its list, and without target_session_attrs:
- * a URL to ask that one server something, whatever it is.
+ * `raw` with one server, `host`:`port`, instead of its list, and without target_session_attrs (the
+ * driver reads it from the URL only to choose among hosts): a URL for that one server, whatever it
+ * is. Whether it must be a primary is the caller's to tell the driver.
  */
 export function withOneHost(raw: string, host: string, port: number): string {
   const scheme = /^(postgres|postgresql):\/\//.exec(raw)![0];

@@ -1,10 +1,12 @@
 /**
  * A failover, run for real: a primary and a streaming standby made as an operator makes one
  * (pg_basebackup -R), synchronous replication (synchronous_standby_names), two instances whose
- * DATABASE_URL lists both hosts with target_session_attrs=read-write, creates running all along.
+ * DATABASE_URL lists both hosts with target_session_attrs=read-write (one the primary first, one
+ * the standby first), creates running all along.
  * The primary is killed (SIGKILL, postmaster and all), the standby promoted (pg_ctl promote); the
  * instances serve again without a restart, and every create they acknowledged is on the new
- * primary. The figures are printed as diagnostics; docs/deployment.md quotes them.
+ * primary; no pool of theirs ever opens a session on the standby while it is one. The figures are
+ * printed as diagnostics; docs/postgresql.md quotes them.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
-import { connectPostgres } from '../../src/storage/postgres/database.ts';
+import { connectPostgres, postgresPools, PROBE_APPLICATION_NAME } from '../../src/storage/postgres/database.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
 import { openTestDatabase, postgresSkip, startPostgres, startStandby, type PostgresCluster } from '../support/postgres.ts';
 
@@ -41,6 +43,20 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
   let database: string;
   let key: string;
   const instances: Instance[] = [];
+  /**
+   * The sessions pools opened on the standby, told from the probe's by their application name;
+   * `elsewhere` counts those of the tests that open pools on it on purpose.
+   */
+  const poolSessions = () => (standby.log().match(/connection authorized: .*application_name=pets$/gm) ?? []).length;
+  let elsewhere = 0;
+  const counted = async <T>(work: () => Promise<T>): Promise<T> => {
+    const before = poolSessions();
+    try {
+      return await work();
+    } finally {
+      elsewhere += poolSessions() - before;
+    }
+  };
 
   before(async () => {
     primary = await startPostgres();
@@ -58,8 +74,9 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     const opened = await openTestDatabase({ after: () => {} }, primary, { url: direct, poolSize: 1 });
     key = (await createKeysStore(opened.sql, { appEnv: 'staging' }).create({ plan: 'enterprise', perMinute: 10_000_000, perDay: 100_000_000, now: Date.now() })).key;
     await opened.sql.end({ timeout: 1 });
-    const url = `postgres://tests@127.0.0.1:${primary.port},127.0.0.1:${standby.port}${database}?target_session_attrs=read-write`;
-    instances.push(...(await Promise.all([0, 1].map(() => startInstance({ DATABASE_URL: url, APP_ENV: 'staging' })))));
+    // The second instance lists the standby first: it too opens its pool on the primary alone.
+    const hosts = [`127.0.0.1:${primary.port},127.0.0.1:${standby.port}`, `127.0.0.1:${standby.port},127.0.0.1:${primary.port}`];
+    instances.push(...(await Promise.all(hosts.map((list) => startInstance({ DATABASE_URL: `postgres://tests@${list}${database}?target_session_attrs=read-write`, APP_ENV: 'staging' })))));
   });
   after(() => {
     killAll(instances);
@@ -67,12 +84,28 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     standby?.remove();
   });
 
+  test('the probe names the host that is the primary; a pool opened on one host of the list refuses it once it is a standby', async (t) => {
+    const url = `postgres://tests@127.0.0.1:${standby.port},127.0.0.1:${primary.port}${database}?target_session_attrs=read-write`;
+    const open = await postgresPools(url, { poolSize: 1 });
+    assert.deepEqual(await open.probe!(), { host: '127.0.0.1', port: primary.port });
+    const onPrimary = open({ host: '127.0.0.1', port: primary.port });
+    const onStandby = open({ host: '127.0.0.1', port: standby.port });
+    t.after(() => Promise.all([onPrimary.end({ timeout: 1 }), onStandby.end({ timeout: 1 })]));
+    const [row] = await onPrimary<{ port: number }[]>`SELECT current_setting('port')::integer AS port`;
+    assert.equal(row!.port, primary.port);
+    await counted(async () => {
+      await assert.rejects(onStandby`SELECT 1`, { code: 'CONNECTION_DESTROYED' });
+      await assert.rejects(onStandby.begin(async () => {}), { code: 'CONNECTION_DESTROYED' });
+    });
+  });
+
   test('a start whose hosts are all standbys is one line saying so, exit 1', async () => {
     const url = `postgres://tests:s3cret@127.0.0.1:1,127.0.0.1:${standby.port}${database}?target_session_attrs=read-write`;
     const child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', PORT: '0', DATABASE_URL: url }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-    const [status] = (await once(child, 'exit')) as [number | null];
+    // Its start found no primary, so its pool took the list: the driver looked among the hosts.
+    const [status] = await counted(() => once(child, 'exit') as Promise<[number | null]>);
     assert.equal(status, 1);
     assert.equal(stderr, `cannot use the PostgreSQL database of DATABASE_URL (postgres://tests@127.0.0.1:1,127.0.0.1:${standby.port}${database}?target_session_attrs=read-write): `
       + 'no host took a read-write session within 5 s (target_session_attrs): the primary is down, or every host that answers is a standby\n');
@@ -109,6 +142,7 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     await new Promise((resolve) => setTimeout(resolve, WITHOUT_PRIMARY_MS - SETTLE_MS));
     const sessionsFound = sessions() - sessionsAtKill;
     const sessionsSince = sessions() - sessionsSettled;
+    const poolSessionsBeforePromotion = poolSessions() - elsewhere;
     const promoting = performance.now();
     standby.promote();
     const promotedAt = performance.now();
@@ -133,11 +167,13 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     t.diagnostic(`first 201 ${Math.round(firstAfter.answeredAt - promotedAt)} ms after the promotion; after it: ${JSON.stringify(tally(promotedAt, Infinity))}; ${acknowledged.length} creates acknowledged, ${acknowledged.length - missing.length} of them on the new primary; ${sessionsFound} sessions opened on the standby while it was one, ${sessionsFound - sessionsSince} of them in the first ${SETTLE_MS} ms, then ${Math.round(sessionsSince / ((WITHOUT_PRIMARY_MS - SETTLE_MS) / 1000))} a second`);
 
     assert.deepEqual(missing.map((a) => a.name), [], 'every acknowledged create is on the new primary');
-    // An instance that found no primary asks each host every 250 ms, on a connection of its own;
-    // the driver, left to look for one, connected again at once (135 to 312 a second were seen).
-    // A count near 130 a second is the driver's multi-host fault of docs/postgresql.md ("A known
-    // fault of the driver"): a replaced pool whose reserve() was waiting keeps looking for a primary.
+    // The pools are opened on the primary alone: none reaches the standby while it is one. Given
+    // the list, the driver connected to the standby again at once (135 to 312 sessions a second),
+    // and a pool closed while a transaction waited for a connection kept doing so (about 130).
+    assert.equal(poolSessionsBeforePromotion, 0, 'no pool of the instances opened a session on the standby while it was one, from their start');
+    // An instance that found no primary asks each host every 250 ms, on a connection of its own.
     assert.ok(sessionsSince / ((WITHOUT_PRIMARY_MS - SETTLE_MS) / 1000) < 40, `${sessionsSince} sessions on the standby in ${WITHOUT_PRIMARY_MS - SETTLE_MS} ms`);
+    assert.ok(sessionsFound > 0 && standby.log().includes(`application_name=${PROBE_APPLICATION_NAME}`), 'the probe asked the standby');
     assert.ok(acknowledged.some((a) => a.answeredAt < killedAt), 'creates were acknowledged before the kill');
     assert.ok(firstAfter.answeredAt - promotedAt < 5_000, `served again ${Math.round(firstAfter.answeredAt - promotedAt)} ms after the promotion`);
     assert.ok(window.length > 0 && window.every((a) => a.status === 503), `without a primary every create is 503: ${JSON.stringify(tally(killedAt + 100, promoting))}`);

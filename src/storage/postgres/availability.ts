@@ -13,7 +13,8 @@
  *   touching the driver. The pool that failed is destroyed, so no query it had queued runs later,
  *   after its request was already answered 503. A fresh pool is asked `SELECT 1` every
  *   PROBE_INTERVAL_MS (one probe at a time, bounded like a call), or, for a list of hosts, each
- *   host whether it is a primary (`probe`); the first answer turns the state back to up.
+ *   host whether it is a primary (`probe`); the first answer turns the state back to up, with a
+ *   fresh pool opened on the primary the probe found.
  */
 import { DatabaseUnavailableError } from '../errors.ts';
 import type { PostgresSql } from './driver.ts';
@@ -36,6 +37,16 @@ const CONNECT_FAILURES = new Set([
   '57P03', '08001', '08004', '08006', '08P01',
 ]);
 
+/**
+ * Codes of a server that is no longer the primary, for a list of hosts, whose probe can find the
+ * one that is: 25006, a write refused by a standby; CONNECTION_DESTROYED, a connection the driver
+ * closed at its start because the server was in recovery (a pool opened on one host of a list
+ * asks for a primary, database.ts). Both happen after a switchover, when the old primary comes
+ * back as a standby before the instance noticed it had gone. With one host there is nowhere else
+ * to go: the failure is passed on.
+ */
+const NOT_PRIMARY = new Set(['25006', 'CONNECTION_DESTROYED']);
+
 export interface Timers {
   set(callback: () => void, ms: number): unknown;
   clear(handle: unknown): void;
@@ -46,13 +57,18 @@ const REAL_TIMERS: Timers = {
   clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
-export interface AvailabilityOptions {
-  /** A fresh pool of the driver's: the first, and one after each failure. */
-  open: () => PostgresSql;
-  /** The first pool, already open (main.ts migrated through it); default `open()`. */
+export interface AvailabilityOptions<S> {
+  /** A fresh pool of the driver's, on `server` if given: the first, and one after each failure. */
+  open: (server?: S) => PostgresSql;
+  /** The first pool, already open (main.ts migrated through it); default `open(server)`. */
   initial?: PostgresSql;
-  /** How a down instance asks whether PostgreSQL is back; default `SELECT 1` on a fresh pool. */
-  probe?: (() => Promise<unknown>) | null;
+  /** The server the first pool is on, when `probe` names servers. */
+  server?: S;
+  /**
+   * How a down instance asks whether PostgreSQL is back, and where: it resolves with the server to
+   * open the next pool on. Default `SELECT 1` on a fresh pool, which is then the next pool.
+   */
+  probe?: (() => Promise<S>) | null;
   callTimeoutMs?: number;
   probeIntervalMs?: number;
   timers?: Timers;
@@ -71,9 +87,10 @@ export interface Availability {
 }
 
 /** Wraps the driver's pools; see the file comment. */
-export function watchAvailability(options: AvailabilityOptions): Availability {
+export function watchAvailability<S>(options: AvailabilityOptions<S>): Availability {
   const { open, callTimeoutMs = CALL_TIMEOUT_MS, probeIntervalMs = PROBE_INTERVAL_MS, timers = REAL_TIMERS, changed = () => {} } = options;
-  let current = options.initial ?? open();
+  let server = options.server;
+  let current = options.initial ?? open(server);
   let up = true;
   let reason = 'unreachable';
   let generation = 0;
@@ -84,7 +101,7 @@ export function watchAvailability(options: AvailabilityOptions): Availability {
   /** Drops `pool` (if it is still the current one) for a fresh one; whatever it had queued fails now. */
   function replace(pool: PostgresSql): void {
     if (pool !== current || ended) return;
-    current = open();
+    current = open(server);
     pool.end({ timeout: 0 }).catch(() => {});
   }
 
@@ -109,10 +126,17 @@ export function watchAvailability(options: AvailabilityOptions): Availability {
     if (ended || up || probing) return;
     probing = true;
     const pool = current;
-    bounded(pool, () => (options.probe ? options.probe() : pool`SELECT 1`)).then(
-      () => {
+    const { probe: find } = options;
+    bounded(pool, () => (find ? find().then((found) => ({ found })) : pool`SELECT 1`.then(() => null))).then(
+      (answer) => {
         probing = false;
         if (ended || pool !== current) return;
+        if (answer !== null) {
+          // The pool opened while down was never used: the next one is on the primary found.
+          server = answer.found;
+          current = open(server);
+          pool.end({ timeout: 0 }).catch(() => {});
+        }
         up = true;
         generation++;
         changed(true, null);
@@ -170,7 +194,7 @@ export function watchAvailability(options: AvailabilityOptions): Availability {
     const pool = current;
     return bounded(pool, () => work(pool)).catch((error: unknown) => {
       const code = error instanceof DatabaseUnavailableError ? error.reason : (error as { code?: unknown } | null)?.code;
-      if (typeof code === 'string' && (code === 'timeout' || CONNECT_FAILURES.has(code))) goDown(pool, code);
+      if (typeof code === 'string' && (code === 'timeout' || CONNECT_FAILURES.has(code) || (options.probe && NOT_PRIMARY.has(code)))) goDown(pool, code);
       throw error;
     });
   }

@@ -58,11 +58,14 @@ const RECONNECT_PAUSE_SECONDS = 0.1;
  * transaction whichever server connection is free. So the session settings are the role's
  * (SESSION_SETTINGS), statements are named prepared statements and are pipelined unless
  * `transactionPooler` says not to, and `begin` is the one of transaction.ts, which checks each transaction's outcome.
+ *
+ * A pool opened on `server` connects to that one server alone, whatever `url` lists: for a list
+ * of hosts, the serving pools are opened on the primary that `probe` found (see PoolFactory).
  */
 export async function postgresPools(url: string, options: PostgresOptions): Promise<PoolFactory> {
   const postgres = await loadDriver();
-  const open = () => {
-    const pool = postgres(url, {
+  const open = (server?: Server) => {
+    const pool = postgres(server === undefined ? url : withOneHost(url, server.host, server.port), {
       max: options.poolSize,
       connect_timeout: options.connectTimeoutSeconds ?? CONNECT_TIMEOUT_SECONDS,
       backoff: () => RECONNECT_PAUSE_SECONDS,
@@ -72,6 +75,7 @@ export async function postgresPools(url: string, options: PostgresOptions): Prom
       ...(options.transactionPooler ? { max_pipeline: 0 } : {}),
       connection: { application_name: 'pets' },
       types: ARRAY_PARAMETERS,
+      // On one server of a list too: a connection to it once it is a standby fails at its start.
       ...driverSessionAttrs(url),
     }) as unknown as PostgresSql;
     return Object.assign(pool, { begin: (work: (tx: PostgresTransaction) => Promise<unknown>) => checkedTransaction(pool, work) });
@@ -79,32 +83,60 @@ export async function postgresPools(url: string, options: PostgresOptions): Prom
   return Object.assign(open, { probe: primaryProbe(postgres, url, options) });
 }
 
-/** Opens a pool; `probe`, for a list of hosts, asks whether one of them is a primary (see primaryProbe). */
-export type PoolFactory = (() => PostgresSql) & { probe: (() => Promise<void>) | null };
+/** One server of a URL's list. */
+export interface Server {
+  host: string;
+  port: number;
+}
 
 /**
- * For a list of hosts, a check that one of them is a primary now, asked of each host on a
- * connection of its own, which availability.ts runs while PostgreSQL is down instead of `SELECT 1`
- * on a pool. Given the list, the driver connects again at once, without a pause, for as long as
- * no host takes a read-write session: a probe waiting on the pool opened 135 to 312 sessions a
- * second on a standby during a failover (two instances). This opens one session per host and probe.
+ * Opens a pool: on the URL as it is, or on one `server` of its list. `probe`, for a list of hosts,
+ * finds the one that is a primary now (see primaryProbe); null for a single host.
+ *
+ * Why the serving pools of a list are opened on one host: given the list, the driver (`postgres`
+ * 3.4.9) tries its hosts in turn for as long as none takes a read-write session, and its count of
+ * tries never grows, so a connection opened for a transaction (`reserve()`) never gives up, and
+ * keeps connecting after its pool is closed. Measured with a primary killed: a pool closed while a
+ * transaction waited opened about 130 sessions a second on the standby until the end of the
+ * outage. On one host, a dead primary is a refused connection at once, which turns the instance
+ * down (availability.ts), and its probe, not the driver, looks for the next primary.
  */
-function primaryProbe(postgres: PostgresFactory, url: string, options: PostgresOptions): (() => Promise<void>) | null {
+export type PoolFactory = ((server?: Server) => PostgresSql) & { probe: ((waitMs?: number) => Promise<Server>) | null };
+
+/** The application name of the probe's sessions, told apart from the pools' (`pets`) in PostgreSQL's views and log. */
+export const PROBE_APPLICATION_NAME = 'pets-probe';
+
+/**
+ * For a list of hosts, the host that is a primary now (the first to answer as one), found within
+ * `waitMs`. The start asks it for its first pool, and availability.ts while PostgreSQL is down,
+ * instead of `SELECT 1` on a pool; each opens its next pool on the host it names.
+ *
+ * Each host is asked on a connection of its own, not through a pool over the list, which the
+ * driver would connect again at once, without a pause, for as long as no host took a read-write
+ * session (135 to 312 sessions a second on a standby during a failover, two instances). One
+ * session per host and probe, closed at the latest after `waitMs`: a host that closes each
+ * connection before answering would otherwise be connected to again at once, forever.
+ */
+function primaryProbe(postgres: PostgresFactory, url: string, options: PostgresOptions): ((waitMs?: number) => Promise<Server>) | null {
   const parsed = parsePostgresUrl(url);
   if ('invalid' in parsed || parsed.hosts.length < 2) return null;
-  const ask = async (host: string, port: number) => {
-    const one = postgres(withOneHost(url, host, port), {
+  const ask = async (server: Server, waitMs: number) => {
+    const one = postgres(withOneHost(url, server.host, server.port), {
       max: 1, connect_timeout: options.connectTimeoutSeconds ?? CONNECT_TIMEOUT_SECONDS, onnotice: () => {}, fetch_types: false, prepare: false,
-      connection: { application_name: 'pets' },
+      connection: { application_name: PROBE_APPLICATION_NAME },
     });
+    // Ending the pool fails the query if it is still waiting (CONNECTION_DESTROYED).
+    const timer = setTimeout(() => one.end({ timeout: 0 }).catch(() => {}), waitMs);
     try {
       const [row] = await one<{ standby: boolean }[]>`SELECT pg_is_in_recovery() AS standby`;
       if (row!.standby) throw new Error('a standby');
+      return { host: server.host, port: server.port };
     } finally {
+      clearTimeout(timer);
       one.end({ timeout: 0 }).catch(() => {});
     }
   };
-  return () => Promise.any(parsed.hosts.map(({ host, port }) => ask(host, port))).then(() => undefined);
+  return (waitMs = CALL_TIMEOUT_MS) => Promise.any(parsed.hosts.map((server) => ask(server, waitMs)));
 }
 
 /**

@@ -145,22 +145,33 @@ test('down: a probe every interval, on a fresh pool; the first answer brings it 
   assert.deepEqual(await again, []);
 });
 
-test('with a probe of its own (a list of hosts), a down instance asks it instead of its pool, and is up at its first answer', async () => {
-  const pools: FakePool[] = [];
+/** An instance over a list of hosts: each pool is opened on a server, which the probe names. */
+function setUpList() {
+  const pools: (FakePool & { server: string | undefined })[] = [];
   const timers = manualTimers();
-  const asked: { resolve(): void; reject(error: unknown): void }[] = [];
-  const availability = watchAvailability({
-    open: () => {
-      const pool = fakePool();
+  const asked: { resolve(server: string): void; reject(error: unknown): void }[] = [];
+  const initial = Object.assign(fakePool(), { server: 'db1' });
+  pools.push(initial);
+  const availability = watchAvailability<string>({
+    open: (server) => {
+      const pool = Object.assign(fakePool(), { server });
       pools.push(pool);
       return pool.sql;
     },
-    probe: () => new Promise<void>((resolve, reject) => asked.push({ resolve, reject })),
+    initial: initial.sql,
+    server: 'db1',
+    probe: () => new Promise<string>((resolve, reject) => asked.push({ resolve, reject })),
     timers,
   });
-  const first = availability.sql`SELECT 1`;
+  return { pools, timers, asked, availability, sql: availability.sql };
+}
+
+test('with a probe of its own (a list of hosts), a down instance asks it instead of its pool, and is up at its first answer, on a pool opened on the server it named', async () => {
+  const { pools, timers, asked, availability, sql } = setUpList();
+  const first = sql`SELECT 1`;
   pools[0]!.answer({ code: 'ECONNREFUSED' });
   await assert.rejects(first);
+  assert.equal(pools[1]!.server, 'db1', 'while down, the pool is on the last primary known');
   timers.fire();
   assert.equal(asked.length, 1);
   asked[0]!.reject(new AggregateError([], 'no primary'));
@@ -168,13 +179,34 @@ test('with a probe of its own (a list of hosts), a down instance asks it instead
   timers.fire();
   assert.equal(asked.length, 2);
   assert.equal(pools[1]!.calls, 0, 'the pool is not asked while down');
-  asked[1]!.resolve();
+  asked[1]!.resolve('db2');
   await tick();
   assert.equal(availability.isUp(), true);
-  const after = availability.sql`SELECT 2`;
-  pools[1]!.answer({ value: [] });
+  assert.equal(pools.length, 3);
+  assert.equal(pools[2]!.server, 'db2', 'the next pool is on the primary found');
+  assert.equal(pools[1]!.ended, true, 'the pool opened while down is ended, unused');
+  const after = sql`SELECT 2`;
+  pools[2]!.answer({ value: [] });
   assert.deepEqual(await after, []);
+  assert.equal(pools[1]!.calls, 0);
 });
+
+for (const code of ['25006', 'CONNECTION_DESTROYED']) {
+  test(`with a list of hosts, ${code} (the server is a standby now) turns it down, so that the probe finds the primary; with one host it is passed on`, async () => {
+    const list = setUpList();
+    const write = list.sql`INSERT INTO pets DEFAULT VALUES`;
+    list.pools[0]!.answer({ code });
+    await assert.rejects(write, { code });
+    assert.equal(list.availability.isUp(), false);
+    assert.equal(list.pools[0]!.ended, true);
+
+    const one = setUp();
+    const call = one.sql`INSERT INTO pets DEFAULT VALUES`;
+    one.pools[0]!.answer({ code });
+    await assert.rejects(call, { code });
+    assert.equal(one.availability.isUp(), true, 'no other server to look for');
+  });
+}
 
 test('a probe that hangs is abandoned after the bound on a pool of its own, so probes never pile up', async () => {
   const { pools, timers, sql } = setUp();
