@@ -14,7 +14,9 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
-import { connectPostgres, postgresPools, PROBE_APPLICATION_NAME } from '../../src/storage/postgres/database.ts';
+import { classifyError, connectPostgres, postgresPools, PROBE_APPLICATION_NAME } from '../../src/storage/postgres/database.ts';
+import { watchAvailability } from '../../src/storage/postgres/availability.ts';
+import { DatabaseUnavailableError } from '../../src/storage/errors.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
 import { openTestDatabase, postgresSkip, startPostgres, startStandby, type PostgresCluster } from '../support/postgres.ts';
 
@@ -97,6 +99,27 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
       await assert.rejects(onStandby`SELECT 1`, { code: 'CONNECTION_DESTROYED' });
       await assert.rejects(onStandby.begin(async () => {}), { code: 'CONNECTION_DESTROYED' });
     });
+  });
+
+  test('a pool on a host that has become a standby (a switchover): the next call is 503 and turns it down, and the probe brings it up on the primary', async (t) => {
+    const url = `postgres://tests@127.0.0.1:${primary.port},127.0.0.1:${standby.port}${database}?target_session_attrs=read-write`;
+    const open = await postgresPools(url, { poolSize: 2 });
+    const changes: [boolean, string | null][] = [];
+    const onStandby = { host: '127.0.0.1', port: standby.port };
+    // As an instance whose primary was switched over while it was idle: its pool is on the old one.
+    const availability = watchAvailability({ open, initial: open(onStandby), server: onStandby, probe: open.probe, changed: (up, reason) => changes.push([up, reason]) });
+    t.after(() => availability.end({ timeout: 1 }));
+    const port = () => availability.sql<{ port: number }[]>`SELECT current_setting('port')::integer AS port`;
+    await counted(() => assert.rejects(port(), (error: unknown) => (error as { code?: string }).code === 'CONNECTION_DESTROYED' && classifyError(error) instanceof DatabaseUnavailableError));
+    assert.equal(availability.isUp(), false);
+    await assert.rejects(port(), (error: unknown) => error instanceof DatabaseUnavailableError && error.reason === 'CONNECTION_DESTROYED');
+    const asked = performance.now();
+    while (!availability.isUp()) {
+      assert.ok(performance.now() - asked < 5_000, 'up again within 5 s');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.deepEqual((await port()).map((row) => row.port), [primary.port]);
+    assert.deepEqual(changes, [[false, 'CONNECTION_DESTROYED'], [true, null]]);
   });
 
   test('a start whose hosts are all standbys is one line saying so, exit 1', async () => {
