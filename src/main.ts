@@ -101,7 +101,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
-  const [{ DriverMissingError, isDroppedTypesQuery, isWriteAfterClose }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, FIRST_CONTACT_MS, firstContact, startFailure }] = await Promise.all([
+  const [{ DriverMissingError, isDroppedTypesQuery, isWriteAfterClose }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, contactedPool, startFailure }] = await Promise.all([
     import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
     import('./storage/postgres/availability.ts'), import('./storage/postgres/first-contact.ts'),
   ]);
@@ -109,11 +109,8 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   lostByDriver = isWriteAfterClose;
   try {
     const open = await postgresPools(config.databaseUrl, { poolSize: config.databasePoolSize, transactionPooler: config.databasePooler === 'transaction' });
-    // For a list of hosts, the pools are opened on the one that is the primary (database.ts says
-    // why). If none answers as one, the first pool takes the list, for firstContact to say why.
-    const server = open.probe === null ? undefined : await open.probe(FIRST_CONTACT_MS).catch(() => undefined);
-    const initial = open(server);
-    await firstContact(initial, config.databaseUrl);
+    // For a list of hosts, on the one that is the primary (first-contact.ts).
+    const { pool: initial, server } = await contactedPool(open, config.databaseUrl);
     await migratePostgres(initial).catch((error: unknown) => {
       throw startFailure(error);
     });

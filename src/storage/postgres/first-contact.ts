@@ -10,6 +10,7 @@
 import { connect } from 'node:net';
 import { parsePostgresUrl } from '../../lib/postgres-url.ts';
 import type { PostgresSql } from './driver.ts';
+import type { PoolFactory, Server } from './database.ts';
 import { describeFailure } from './sqlstate.ts';
 
 /** How long the start waits for its first answer. More than CONNECT_TIMEOUT_SECONDS, which tells silence. */
@@ -71,6 +72,26 @@ export async function firstContact(sql: PostgresSql, url: string, waitMs = FIRST
   throw new DatabaseStartError(!('invalid' in parsed) && parsed.targetSessionAttrs !== null && spoken.includes('postgres')
     ? `no host took a ${parsed.targetSessionAttrs} session within ${waitMs / 1000} s (target_session_attrs): the primary is down, or every host that answers is a standby`
     : `no answer within ${waitMs / 1000} s`);
+}
+
+/**
+ * The start's first pool, once it has answered (firstContact). For a list of hosts it is opened on
+ * the host the probe finds to be the primary, so that the driver never tries the hosts itself
+ * (database.ts says why). If no host answers the probe as the primary, the pool takes the list, for
+ * firstContact to say why the start cannot go on, or to find a primary that came up meanwhile; the
+ * probe is then asked again, and the pool moved to the host it names. (Should that second probe
+ * fail too, the pool keeps the list until the instance is next down.)
+ */
+export async function contactedPool(open: PoolFactory, url: string, { waitMs = FIRST_CONTACT_MS, contact = firstContact }: { waitMs?: number; contact?: typeof firstContact } = {}): Promise<{ pool: PostgresSql; server: Server | undefined }> {
+  const ask = async () => (open.probe === null ? undefined : open.probe(waitMs).catch(() => undefined));
+  const server = await ask();
+  const pool = open(server);
+  await contact(pool, url, waitMs);
+  if (open.probe === null || server !== undefined) return { pool, server };
+  const found = await ask();
+  if (found === undefined) return { pool, server };
+  await pool.end({ timeout: 1 });
+  return { pool: open(found), server: found };
 }
 
 /**
