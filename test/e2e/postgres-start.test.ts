@@ -70,6 +70,18 @@ test('a refused connection stops the server at start with one line naming DATABA
   assert.equal(line, `${BEFORE('postgres://pets@127.0.0.1:1/pets')}the connection was refused: nothing listens there (ECONNREFUSED)`);
 });
 
+test('a list of hosts that all refuse stops the server and the keys command with one line saying so, exit 1', async () => {
+  const url = 'postgres://pets:s3cret@127.0.0.1:1,127.0.0.1:2/pets?target_session_attrs=read-write';
+  const line = `${BEFORE('postgres://pets@127.0.0.1:1,127.0.0.1:2/pets?target_session_attrs=read-write')}every host refused the connection: nothing listens there (ECONNREFUSED)`;
+  // Both at once: each waits its 5 s for a host to answer.
+  const server = startFailure(url);
+  // The command waited for ever on such a list, the driver trying the hosts in turn.
+  const keys = run('src/cli/keys.ts', ['list'], { DATABASE_URL: url, APP_ENV: 'staging' });
+  assert.deepEqual([keys.status, keys.stderr], [1, `keys: ${line}\n`]);
+  const { status, line: started } = await server;
+  assert.deepEqual([status, started], [1, line]);
+});
+
 test('a server that is not PostgreSQL stops the start with one line saying so, exit 1: an HTTP server, a listener that closes, one that says nothing', async (t) => {
   const http = createHttpServer((_request, response) => response.end('hello'));
   const closing = createServer((socket) => socket.destroy());

@@ -7,7 +7,9 @@ import { ConfigError, type Config } from '../../config.ts';
 import type { KeysStore } from '../../storage/keys.ts';
 import { closeDatabase, openDatabase } from '../../storage/sqlite/database.ts';
 import { createKeysStore } from '../../storage/sqlite/keys-store.ts';
-import { connectPostgres, guard, migratePostgres } from '../../storage/postgres/database.ts';
+import { guard, migratePostgres, postgresPools } from '../../storage/postgres/database.ts';
+import { contactedPool, DatabaseStartError } from '../../storage/postgres/first-contact.ts';
+import { withoutPassword } from '../../lib/postgres-url.ts';
 import { createKeysStore as createPostgresKeysStore } from '../../storage/postgres/keys-store.ts';
 
 /** The database names no existing database: refused unless the command was told to create one. */
@@ -25,9 +27,15 @@ export class NoDatabaseError extends Error {
  * `create` issued a key into a file no server reads.
  */
 export async function openKeys(config: Config, { create = false }: { create?: boolean } = {}): Promise<{ keys: KeysStore; close(): unknown }> {
-  if (config.databaseUrl !== null) {
-    // One connection: the command runs one statement at a time.
-    const sql = await connectPostgres(config.databaseUrl, { poolSize: 1, transactionPooler: config.databasePooler === 'transaction' });
+  const url = config.databaseUrl;
+  if (url !== null) {
+    // One connection: the command runs one statement at a time. Reached as the server reaches it
+    // (first-contact.ts): a failure is one line on why, within a bound, and a list of hosts is
+    // used through the one that is the primary (the driver, left to try the hosts, never gave up).
+    const open = await postgresPools(url, { poolSize: 1, transactionPooler: config.databasePooler === 'transaction' });
+    const { pool: sql } = await contactedPool(open, url).catch((error: unknown) => {
+      throw error instanceof DatabaseStartError ? new Error(`cannot use the PostgreSQL database of DATABASE_URL (${withoutPassword(url)}): ${error.reason}`) : error;
+    });
     try {
       if (!create) {
         const [row] = await guard(() => sql<{ migrated: boolean }[]>`SELECT to_regclass('schema_migrations') IS NOT NULL AS migrated`);

@@ -69,6 +69,8 @@ export async function firstContact(sql: PostgresSql, url: string, waitMs = FIRST
       : `${where} answers, but not in PostgreSQL's protocol: it is not PostgreSQL`);
   }
   if (failure !== undefined) throw new DatabaseStartError(describeFailure(failure));
+  // A list of hosts that all refuse: the driver tried them in turn, without an error to show.
+  if (spoken.length > 1 && spoken.every((answer) => answer === 'refused')) throw new DatabaseStartError('every host refused the connection: nothing listens there (ECONNREFUSED)');
   throw new DatabaseStartError(!('invalid' in parsed) && parsed.targetSessionAttrs !== null && spoken.includes('postgres')
     ? `no host took a ${parsed.targetSessionAttrs} session within ${waitMs / 1000} s (target_session_attrs): the primary is down, or every host that answers is a standby`
     : `no answer within ${waitMs / 1000} s`);
@@ -80,13 +82,20 @@ export async function firstContact(sql: PostgresSql, url: string, waitMs = FIRST
  * (database.ts says why). If no host answers the probe as the primary, the pool takes the list, for
  * firstContact to say why the start cannot go on, or to find a primary that came up meanwhile; the
  * probe is then asked again, and the pool moved to the host it names. (Should that second probe
- * fail too, the pool keeps the list until the instance is next down.)
+ * fail too, the pool keeps the list until the instance is next down.) A failed first contact
+ * ends the pool and throws DatabaseStartError.
  */
 export async function contactedPool(open: PoolFactory, url: string, { waitMs = FIRST_CONTACT_MS, contact = firstContact }: { waitMs?: number; contact?: typeof firstContact } = {}): Promise<{ pool: PostgresSql; server: Server | undefined }> {
   const ask = async () => (open.probe === null ? undefined : open.probe(waitMs).catch(() => undefined));
   const server = await ask();
   const pool = open(server);
-  await contact(pool, url, waitMs);
+  try {
+    await contact(pool, url, waitMs);
+  } catch (error) {
+    // A query may still wait in it (for a primary, say): a command that goes on must not keep it.
+    pool.end({ timeout: 0 }).catch(() => {});
+    throw error;
+  }
   if (open.probe === null || server !== undefined) return { pool, server };
   const found = await ask();
   if (found === undefined) return { pool, server };
