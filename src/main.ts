@@ -101,7 +101,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
   }
   // The PostgreSQL modules are loaded only here, when DATABASE_URL is set: loaded by every start,
   // with the metrics modules they cost a SQLite start about 13 ms of CPU.
-  const [{ DriverMissingError, isDroppedTypesQuery, isWriteAfterClose }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, contactedPool, startFailure }] = await Promise.all([
+  const [{ DriverMissingError, isDroppedTypesQuery, isWriteAfterClose }, { postgresPools, migratePostgres }, { openStores }, { watchAvailability }, { DatabaseStartError, contactedPool, startFailure, unusableDatabaseLine }] = await Promise.all([
     import('./storage/postgres/driver.ts'), import('./storage/postgres/database.ts'), import('./storage/postgres/stores.ts'),
     import('./storage/postgres/availability.ts'), import('./storage/postgres/first-contact.ts'),
   ]);
@@ -135,7 +135,7 @@ async function openEngine(config: Config, logger: Logger): Promise<Engine> {
     };
   } catch (error) {
     if (error instanceof DriverMissingError) fail(error.message);
-    if (error instanceof DatabaseStartError) fail(`cannot use the PostgreSQL database of DATABASE_URL (${withoutPassword(config.databaseUrl)}): ${error.reason}`);
+    if (error instanceof DatabaseStartError) fail(unusableDatabaseLine(config.databaseUrl, error));
     throw error;
   }
 }

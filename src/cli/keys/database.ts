@@ -8,8 +8,7 @@ import type { KeysStore } from '../../storage/keys.ts';
 import { closeDatabase, openDatabase } from '../../storage/sqlite/database.ts';
 import { createKeysStore } from '../../storage/sqlite/keys-store.ts';
 import { guard, migratePostgres, postgresPools } from '../../storage/postgres/database.ts';
-import { contactedPool, DatabaseStartError } from '../../storage/postgres/first-contact.ts';
-import { withoutPassword } from '../../lib/postgres-url.ts';
+import { contactedPool, DatabaseStartError, unusableDatabaseLine } from '../../storage/postgres/first-contact.ts';
 import { createKeysStore as createPostgresKeysStore } from '../../storage/postgres/keys-store.ts';
 
 /** The database names no existing database: refused unless the command was told to create one. */
@@ -34,7 +33,7 @@ export async function openKeys(config: Config, { create = false }: { create?: bo
     // used through the one that is the primary (the driver, left to try the hosts, never gave up).
     const open = await postgresPools(url, { poolSize: 1, transactionPooler: config.databasePooler === 'transaction' });
     const { pool: sql } = await contactedPool(open, url).catch((error: unknown) => {
-      throw error instanceof DatabaseStartError ? new Error(`cannot use the PostgreSQL database of DATABASE_URL (${withoutPassword(url)}): ${error.reason}`) : error;
+      throw error instanceof DatabaseStartError ? new Error(unusableDatabaseLine(url, error)) : error;
     });
     try {
       if (!create) {

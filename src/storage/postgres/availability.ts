@@ -88,7 +88,7 @@ export interface Availability {
 
 /** Wraps the driver's pools; see the file comment. */
 export function watchAvailability<S>(options: AvailabilityOptions<S>): Availability {
-  const { open, callTimeoutMs = CALL_TIMEOUT_MS, probeIntervalMs = PROBE_INTERVAL_MS, timers = REAL_TIMERS, changed = () => {} } = options;
+  const { open, probe: find = null, callTimeoutMs = CALL_TIMEOUT_MS, probeIntervalMs = PROBE_INTERVAL_MS, timers = REAL_TIMERS, changed = () => {} } = options;
   let server = options.server;
   let current = options.initial ?? open(server);
   let up = true;
@@ -126,7 +126,6 @@ export function watchAvailability<S>(options: AvailabilityOptions<S>): Availabil
     if (ended || up || probing) return;
     probing = true;
     const pool = current;
-    const { probe: find } = options;
     bounded(pool, () => (find ? find().then((found) => ({ found })) : pool`SELECT 1`.then(() => null))).then(
       (answer) => {
         probing = false;
@@ -194,7 +193,7 @@ export function watchAvailability<S>(options: AvailabilityOptions<S>): Availabil
     const pool = current;
     return bounded(pool, () => work(pool)).catch((error: unknown) => {
       const code = error instanceof DatabaseUnavailableError ? error.reason : (error as { code?: unknown } | null)?.code;
-      if (typeof code === 'string' && (code === 'timeout' || CONNECT_FAILURES.has(code) || (options.probe && NOT_PRIMARY.has(code)))) goDown(pool, code);
+      if (typeof code === 'string' && (code === 'timeout' || CONNECT_FAILURES.has(code) || (find !== null && NOT_PRIMARY.has(code)))) goDown(pool, code);
       throw error;
     });
   }

@@ -130,7 +130,7 @@ function primaryProbe(postgres: PostgresFactory, url: string, options: PostgresO
     try {
       const [row] = await one<{ standby: boolean }[]>`SELECT pg_is_in_recovery() AS standby`;
       if (row!.standby) throw new Error('a standby');
-      return { host: server.host, port: server.port };
+      return server;
     } finally {
       clearTimeout(timer);
       one.end({ timeout: 0 }).catch(() => {});

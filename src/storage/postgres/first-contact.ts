@@ -8,7 +8,7 @@
  * bound passes, each host is asked directly whether it speaks PostgreSQL, to say which case it is.
  */
 import { connect } from 'node:net';
-import { parsePostgresUrl } from '../../lib/postgres-url.ts';
+import { parsePostgresUrl, withoutPassword } from '../../lib/postgres-url.ts';
 import type { PostgresSql } from './driver.ts';
 import type { PoolFactory, Server } from './database.ts';
 import { describeFailure } from './sqlstate.ts';
@@ -27,6 +27,11 @@ export class DatabaseStartError extends Error {
     this.name = 'DatabaseStartError';
     this.reason = reason;
   }
+}
+
+/** The one line that says why the database of `url` cannot be used: the server's, and the keys command's. */
+export function unusableDatabaseLine(url: string, error: DatabaseStartError): string {
+  return `cannot use the PostgreSQL database of DATABASE_URL (${withoutPassword(url)}): ${error.reason}`;
 }
 
 /**
