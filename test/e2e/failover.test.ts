@@ -50,6 +50,7 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
    * `elsewhere` counts those of the tests that open pools on it on purpose.
    */
   const poolSessions = () => (standby.log().match(/connection authorized: .*application_name=pets$/gm) ?? []).length;
+  const probeSessions = () => (standby.log().match(new RegExp(`connection authorized: .*application_name=${PROBE_APPLICATION_NAME}$`, 'gm')) ?? []).length;
   let elsewhere = 0;
   const counted = async <T>(work: () => Promise<T>): Promise<T> => {
     const before = poolSessions();
@@ -127,9 +128,14 @@ describe('failover to a synchronous standby, with both hosts in DATABASE_URL', {
     const child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', PORT: '0', DATABASE_URL: url }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-    // Its start found no primary, so its pool took the list: the driver looked among the hosts.
-    const [status] = await counted(() => once(child, 'exit') as Promise<[number | null]>);
+    const pools = poolSessions();
+    const probes = probeSessions();
+    const [status] = await once(child, 'exit') as [number | null];
     assert.equal(status, 1);
+    // The start asked the probe every 250 ms for its 5 s, and opened no pool: no pool took the list.
+    assert.equal(poolSessions(), pools, 'no pool session on the standby');
+    const asked = probeSessions() - probes;
+    assert.ok(asked >= 10 && asked <= 21, `${asked} probe sessions on the standby, one every 250 ms at most`);
     assert.equal(stderr, `cannot use the PostgreSQL database of DATABASE_URL (postgres://tests@127.0.0.1:1,127.0.0.1:${standby.port}${database}?target_session_attrs=read-write): `
       + 'no host took a read-write session within 5 s (target_session_attrs): the primary is down, or every host that answers is a standby\n');
   });
