@@ -108,9 +108,13 @@ describeWithPostgres('a PostgreSQL that refuses the service at start', (cluster)
   test('a wrong password: one line with the SQLSTATE, not PostgreSQL\'s message, exit 1; the right one starts and says which database', async () => {
     cluster().createRoleWithPassword('pets_login', 'right');
     const wrong = `postgres://pets_login:wrong@127.0.0.1:${cluster().port}/postgres`;
-    const { status, line } = await startFailure(wrong);
+    // In a list of hosts too, where the probe, not a pool, met the refusal (after its 5 s).
+    const list = `postgres://pets_login:wrong@127.0.0.1:1,127.0.0.1:${cluster().port}/postgres?target_session_attrs=read-write`;
+    const [{ status, line }, inList] = await Promise.all([startFailure(wrong), startFailure(list)]);
     assert.equal(status, 1);
-    assert.equal(line, `${BEFORE(`postgres://pets_login@127.0.0.1:${cluster().port}/postgres`)}PostgreSQL refused the password (SQLSTATE 28P01, class invalid_authorization_specification)`);
+    const refused = 'PostgreSQL refused the password (SQLSTATE 28P01, class invalid_authorization_specification)';
+    assert.equal(line, `${BEFORE(`postgres://pets_login@127.0.0.1:${cluster().port}/postgres`)}${refused}`);
+    assert.deepEqual([inList.status, inList.line], [1, `${BEFORE(`postgres://pets_login@127.0.0.1:1,127.0.0.1:${cluster().port}/postgres?target_session_attrs=read-write`)}${refused}`]);
     const database = new URL(await cluster().createDatabase()).pathname;
     // Its owner may create the schema in it (public belongs to the database's owner).
     cluster().psql(`ALTER DATABASE ${database.slice(1)} OWNER TO pets_login`);
