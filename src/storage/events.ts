@@ -15,6 +15,7 @@ import type { Actor } from './actor.ts';
 import type { Order, OrderChange, OrderChangeOutcome, OrderPlacement, OrderStatus, PlacementResult } from './orders.ts';
 import type { ChangeOutcome, CreationResult, Expiry, Pet, PetChange, PetCreation } from './pets.ts';
 import { ORDER_FORM, PET_FORM } from './stored-forms.ts';
+import { rowId } from './row-ids.ts';
 
 export type { Actor, Expiry };
 
@@ -160,7 +161,7 @@ function subjectOf(data: string): EventSubject {
 /** The domain value of a stored row. */
 export function toEvent(row: EventRow): StoredEvent {
   return {
-    id: Number(row.id),
+    id: rowId(row.id),
     type: row.type,
     occurredAt: Number(row.occurred_at),
     actor: row.actor_account === null || row.actor_key_id === null ? null : { account: row.actor_account, keyId: row.actor_key_id },

@@ -20,6 +20,7 @@ import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from '.
 import type { Actor } from './actor.ts';
 import type { Order, OrderStatus } from './order-record.ts';
 import type { Expiry, Pet, PetStatus } from './pets.ts';
+import { rowId } from './row-ids.ts';
 
 export { ORDER_STATUSES, type Order, type OrderStatus } from './order-record.ts';
 
@@ -206,7 +207,7 @@ export interface OrderRow {
 /** The domain value of a row. */
 export function toOrder(row: OrderRow): Order {
   return {
-    id: Number(row.id), petId: BigInt(row.pet_id), account: row.account, status: row.status,
+    id: rowId(row.id), petId: BigInt(row.pet_id), account: row.account, status: row.status,
     placedAt: Number(row.placed_at), updatedAt: Number(row.updated_at),
     // Only a placed order has a hold (an instance of 1.2, while instances are rolled, may leave
     // the column set by a step).

@@ -8,6 +8,7 @@ import type { ItemOutcome } from '../lib/item-outcome.ts';
 import type { Actor } from './actor.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
 import type { Order } from './order-record.ts';
+import { rowId } from './row-ids.ts';
 
 /** Where a pet stands in the store. */
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const;
@@ -156,7 +157,7 @@ export interface PetRow {
 
 /** The domain value of a row; no JS number ever holds a categoryId. */
 export function toPet(row: PetRow): Pet {
-  return { id: Number(row.id), name: row.name, categoryId: BigInt(row.category_id), status: row.status, version: row.version };
+  return { id: rowId(row.id), name: row.name, categoryId: BigInt(row.category_id), status: row.status, version: row.version };
 }
 
 /** Whether a creation result is a conflict rather than a stored pet. */

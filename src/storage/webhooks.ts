@@ -16,6 +16,7 @@ import type { DeliveryError } from '../webhooks/terms.ts';
 import type { EventType, StoredEvent } from './events.ts';
 import type { IdempotencyConflict, IdempotencyRecord, IdempotencyWrite } from './idempotency.ts';
 import type { StoredForm } from './stored-forms.ts';
+import { rowId } from './row-ids.ts';
 
 /** Whose order events a webhook gets: its account's orders', or every order's (`orders:manage`). */
 export const WEBHOOK_ORDERS = ['own', 'all'] as const;
@@ -170,7 +171,7 @@ export interface WebhookRow {
 }
 
 export function toWebhook(row: WebhookRow): Webhook {
-  return { id: Number(row.id), account: row.account, url: row.url, types: row.types, orders: row.orders, status: row.status, createdAt: Number(row.created_at) };
+  return { id: rowId(row.id), account: row.account, url: row.url, types: row.types, orders: row.orders, status: row.status, createdAt: Number(row.created_at) };
 }
 
 /** An attempt's row as both engines select it. */

@@ -22,7 +22,13 @@ export interface OpenedStores {
 
 export interface StoreContractOptions {
   /** Fresh, empty stores for one test (development keys); closed by the engine when the test ends. */
-  open(t: { after(fn: () => unknown): void }): Promise<OpenedStores & FullDisk>;
+  open(t: { after(fn: () => unknown): void }): Promise<OpenedStores & FullDisk & ByHand>;
+}
+
+/** A row written past the service, as an operator could with the database's own client. */
+export interface ByHand {
+  /** Stores a pet with this id (available, category 1) on a connection of its own. */
+  putPet(id: bigint): Promise<void>;
 }
 
 /** A way to make the database itself fail a write, as the engine's writes meet it. */
@@ -360,6 +366,16 @@ export function runStoreContract({ open }: StoreContractOptions): void {
       { ...rex!, name: 'Rex II', version: 2 },
       { ...tom!, status: 'sold', version: 2 },
     ]);
+  });
+
+  test('a pet put beyond 2^53 by hand is refused when read, by id or in a page, never rounded onto another id', async (t) => {
+    const { pets, putPet } = await open(t);
+    const [below] = await insert(pets, [pet('Below')]);
+    const beyond = 2n ** 53n + 1n;
+    await putPet(beyond);
+    await assert.rejects(async () => pets.get(beyond), RangeError);
+    await assert.rejects(async () => pets.list({ afterId: 0n, status: undefined, limit: 10 }), RangeError);
+    assert.deepEqual(await pets.list({ afterId: 0n, status: undefined, limit: 1 }), [below], 'a page that stops before it is served');
   });
 
   test('a failure of the database itself fails the whole batch: the store throws and nothing is written', async (t) => {

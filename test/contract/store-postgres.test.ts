@@ -23,7 +23,8 @@ function runContracts(database: () => Promise<string>, cluster: () => PostgresCl
   runStoreContract({
     async open(t) {
       const { sql } = await openTestDatabase(t, cluster(), { url: await database(), transactionPooler });
-      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), fillDisk: () => fillPostgresDisk(sql) };
+      const putPet = async (id: bigint) => void await sql`INSERT INTO pets (id, name, category_id, status) OVERRIDING SYSTEM VALUE VALUES (${id.toString()}::bigint, 'by hand', 1, 'available')`;
+      return { keys: createKeysStore(sql, { appEnv: 'development' }), pets: createPetsStore(sql), fillDisk: () => fillPostgresDisk(sql), putPet };
     },
   });
 

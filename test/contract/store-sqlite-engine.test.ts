@@ -55,7 +55,9 @@ async function open(t: { after(fn: () => unknown): void }, writer: 'inline' | 't
     await engine.stores.pets.purgeIdempotencyRecords(0, 0);
     await writerFaults(path)(FULL_DISK);
   };
-  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks, events: engine.stores.events, fillDisk };
+  // Through the keys command's connection: a commit the engine's connections did not make.
+  const putPet = async (id: bigint) => void keysDb.prepare("INSERT INTO pets (id, name, category_id, status) VALUES (?, 'by hand', 1, 'available')").run(id);
+  return { keys, pets: engine.stores.pets, orders: engine.stores.orders, webhooks: engine.stores.webhooks, events: engine.stores.events, fillDisk, putPet };
 }
 
 for (const writer of ['inline', 'thread'] as const) {

@@ -22,7 +22,8 @@ runStoreContract({
     const db = open(t);
     // The connection writes itself: no page more than it has, as on a full disk.
     const fillDisk = async () => { db.exec(FULL_DISK); };
-    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), fillDisk };
+    const putPet = async (id: bigint) => void db.prepare("INSERT INTO pets (id, name, category_id, status) VALUES (?, 'by hand', 1, 'available')").run(id);
+    return { keys: createKeysStore(db, { appEnv: 'development' }), pets: createPetsStore(db), fillDisk, putPet };
   },
 });
 

@@ -6,6 +6,7 @@
 import { createGroupCommit } from '../../lib/group-commit.ts';
 import type { ListOptions, Pet, PetRow, PetStatus } from '../pets.ts';
 import { toPet } from '../pets.ts';
+import { rowId } from '../row-ids.ts';
 import { guardRead } from './database.ts';
 import type { PostgresSql } from './driver.ts';
 
@@ -46,7 +47,7 @@ export const PAGES = `
 function petsOf(json: string | null): Pet[] {
   if (json === null) return [];
   return (JSON.parse(json) as [number, string, string, PetStatus, number][]).map(([id, name, categoryId, status, version]) => ({
-    id, name, categoryId: BigInt(categoryId), status, version,
+    id: rowId(id), name, categoryId: BigInt(categoryId), status, version,
   }));
 }
 
