@@ -85,7 +85,7 @@ async function explained(failure: unknown, url: string, waitMs: number): Promise
       : `${where} answers, but not in PostgreSQL's protocol: it is not PostgreSQL`);
   }
   if (failure !== undefined) return new DatabaseStartError(describeFailure(failure));
-  // A list of hosts that all refuse: tried in turn, without an error to show.
+  // A list of hosts that all refuse: the probe counts a refusal as no answer, so it is told here.
   if (spoken.length > 1 && spoken.every((answer) => answer === 'refused')) return new DatabaseStartError('every host refused the connection: nothing listens there (ECONNREFUSED)');
   return new DatabaseStartError(!('invalid' in parsed) && parsed.targetSessionAttrs !== null && spoken.includes('postgres')
     ? `no host took a ${parsed.targetSessionAttrs} session within ${waitMs / 1000} s (target_session_attrs): the primary is down, or every host that answers is a standby`
