@@ -111,45 +111,8 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
   const json = values.has('json');
 
   switch (name) {
-    case 'create': {
-      const planName = values.get('plan');
-      if (planName === undefined) throw new UsageError('create needs --plan');
-      if (!isPlan(planName)) throw new UsageError(`unknown plan ${quote(planName)} (${PLAN_NAMES.join(', ')})`);
-      const scopeList = values.get('scopes');
-      // No default: a key that may do everything must have been asked for.
-      if (scopeList === undefined) throw new UsageError(`create needs --scopes, a comma-separated list of ${SCOPES.join(', ')}`);
-      const perMinute = optionalPositiveInteger(values, 'per-minute', Number.MAX_SAFE_INTEGER);
-      const perDay = optionalPositiveInteger(values, 'per-day', Number.MAX_SAFE_INTEGER);
-      if (PLANS[planName] === null) {
-        if (perMinute === undefined) throw new UsageError(`plan ${planName} needs --per-minute`);
-        if (perDay === undefined) throw new UsageError(`plan ${planName} needs --per-day`);
-      } else if (perMinute !== undefined || perDay !== undefined) {
-        throw new UsageError(`--per-minute and --per-day are only for plan enterprise, not ${planName}`);
-      }
-      const expires = values.get('expires');
-      let expiresAt: number | null = null;
-      if (expires !== undefined) {
-        expiresAt = parseIsoTime(expires);
-        if (Number.isNaN(expiresAt)) {
-          throw new UsageError(
-            `--expires must be an ISO 8601 date or a date-time with Z or an offset (2030-12-31, 2030-12-31T23:59:59Z), got ${quote(expires)}`,
-          );
-        }
-        if (expiresAt <= now) throw new UsageError(`--expires is in the past: ${new Date(expiresAt).toISOString()}`);
-      }
-      const label = values.get('label') ?? '';
-      if ([...label].length > MAX_LABEL_LENGTH || CONTROL.test(label)) {
-        throw new UsageError(`--label must be at most ${MAX_LABEL_LENGTH} characters, without control characters`);
-      }
-      const account = values.get('account');
-      if (account !== undefined && (account === '' || [...account].length > MAX_LABEL_LENGTH || CONTROL.test(account))) {
-        throw new UsageError(`--account must be an account id such as acct_0123456789abcdef, got ${quote(account)}`);
-      }
-      return {
-        name, plan: planName, account, scopes: parseScopes(scopeList, '--scopes'), label, perMinute, perDay, expiresAt, json,
-        createDatabase: values.has('create-database'),
-      };
-    }
+    case 'create':
+      return parseCreate(values, json, now);
     case 'list': {
       const scope = values.get('scope');
       if (scope !== undefined && !isScope(scope)) throw new UsageError(`unknown scope ${quote(scope)} for --scope (${SCOPES.join(', ')})`);
@@ -167,6 +130,47 @@ export function parseKeysArgs(argv: readonly string[], now: number): KeysCommand
         json,
       };
   }
+}
+
+/** The options of `create`, checked one by one (`now`: an `--expires` in the past is refused). */
+function parseCreate(values: Map<string, string>, json: boolean, now: number): Extract<KeysCommand, { name: 'create' }> {
+  const planName = values.get('plan');
+  if (planName === undefined) throw new UsageError('create needs --plan');
+  if (!isPlan(planName)) throw new UsageError(`unknown plan ${quote(planName)} (${PLAN_NAMES.join(', ')})`);
+  const scopeList = values.get('scopes');
+  // No default: a key that may do everything must have been asked for.
+  if (scopeList === undefined) throw new UsageError(`create needs --scopes, a comma-separated list of ${SCOPES.join(', ')}`);
+  const perMinute = optionalPositiveInteger(values, 'per-minute', Number.MAX_SAFE_INTEGER);
+  const perDay = optionalPositiveInteger(values, 'per-day', Number.MAX_SAFE_INTEGER);
+  if (PLANS[planName] === null) {
+    if (perMinute === undefined) throw new UsageError(`plan ${planName} needs --per-minute`);
+    if (perDay === undefined) throw new UsageError(`plan ${planName} needs --per-day`);
+  } else if (perMinute !== undefined || perDay !== undefined) {
+    throw new UsageError(`--per-minute and --per-day are only for plan enterprise, not ${planName}`);
+  }
+  const expires = values.get('expires');
+  let expiresAt: number | null = null;
+  if (expires !== undefined) {
+    expiresAt = parseIsoTime(expires);
+    if (Number.isNaN(expiresAt)) {
+      throw new UsageError(
+        `--expires must be an ISO 8601 date or a date-time with Z or an offset (2030-12-31, 2030-12-31T23:59:59Z), got ${quote(expires)}`,
+      );
+    }
+    if (expiresAt <= now) throw new UsageError(`--expires is in the past: ${new Date(expiresAt).toISOString()}`);
+  }
+  const label = values.get('label') ?? '';
+  if ([...label].length > MAX_LABEL_LENGTH || CONTROL.test(label)) {
+    throw new UsageError(`--label must be at most ${MAX_LABEL_LENGTH} characters, without control characters`);
+  }
+  const account = values.get('account');
+  if (account !== undefined && (account === '' || [...account].length > MAX_LABEL_LENGTH || CONTROL.test(account))) {
+    throw new UsageError(`--account must be an account id such as acct_0123456789abcdef, got ${quote(account)}`);
+  }
+  return {
+    name: 'create', plan: planName, account, scopes: parseScopes(scopeList, '--scopes'), label, perMinute, perDay, expiresAt, json,
+    createDatabase: values.has('create-database'),
+  };
 }
 
 /** A list of scopes (`a,b`) as `--scopes` and `scopes ID LIST` take it: each a scope, none empty. */
