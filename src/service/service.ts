@@ -86,22 +86,9 @@ export interface Service<S extends Stores = Stores> {
 }
 
 /** Builds the service over an engine's stores. */
-export function createService<S extends Stores>({ stores, config, clock, logger, overrides = {}, server, groupCommit = true, observer, resolver, streams: streamOptions = {} }: ServiceDeps<S>): Service<S> {
-  // The OpenAPI document and its text are made on their first use (the document's own request,
-  // /docs), with their modules loaded then, and kept: made at every start, they cost the start
-  // about 4 ms of CPU, and loading their modules about 2 ms more.
-  let document: Promise<OpenApiDocument> | undefined;
-  const documentOf = () => (document ??= import('../api/openapi/document.ts').then(({ buildOpenApiDocument }) =>
-    buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl })));
-  let openapi: Promise<string> | undefined;
-  const served = () => (openapi ??= overrides.openapi !== undefined
-    ? Promise.resolve(overrides.openapi)
-    : Promise.all([import('../api/openapi/document.ts'), documentOf()]).then(([{ serializeOpenApiDocument }, built]) => serializeOpenApiDocument(built)));
-  // GET /docs is rendered on its first request, with its modules loaded then, and kept: one build
-  // per process. Built at every start, it cost the start about 20 ms of CPU.
-  let docsPage: Promise<Reply> | undefined;
-  const docs = () => (docsPage ??= Promise.all([import('../api/reference-page/reference-page.ts'), documentOf()]).then(([{ referencePageReply }, built]) =>
-    referencePageReply(built, { basePath: BASE_PATH, documentPath: BASE_PATH + OPERATIONS.getOpenApiDocument.path })));
+export function createService<S extends Stores>(deps: ServiceDeps<S>): Service<S> {
+  const { stores, config, clock, logger, overrides = {}, server, groupCommit = true, observer } = deps;
+  const { served, docs } = documents(config, overrides);
   const pets = overrides.pets ?? stores.pets;
   const cors = createCors(config.corsAllowedOrigins ?? null);
   const keyHashOf = createConnectionKeyHasher(config.appEnv);
@@ -117,47 +104,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
       change: createPetChanges({ pets, groupCommit, ...batching, ...(observer ? { observer } : {}) }),
     };
   });
-  // The store's, the feed's and the webhooks' handlers are loaded with their modules on the first
-  // request of one of their operations (api/lazy-handlers.ts): a start loads only what a request
-  // of the pets needs, each module costing it about 0.3 ms before its first answer.
-  /** The store's handlers, over the orders' write paths. */
-  const ordersHandlers = handlersLoadedOnFirstRequest('store', async () => {
-    const [{ createOrderWrites }, { createOrdersHandlers }] = await Promise.all([import('../api/orders/placements.ts'), import('../api/orders/handlers.ts')]);
-    const writes = createOrderWrites({
-      orders: stores.orders, clock, groupCommit, ...batching, ...(observer ? { observer } : {}),
-      ...(config.orderHoldSeconds !== undefined ? { holdSeconds: config.orderHoldSeconds } : {}),
-      ...(config.maxOpenOrdersPerAccount !== undefined ? { maxOpenOrders: config.maxOpenOrdersPerAccount } : {}),
-    });
-    return createOrdersHandlers({ orders: stores.orders, clock, placeOrder: writes.place, changeOrder: writes.change });
-  });
-  // The feed's one waiter of the process for its long polls, and its streams: made with the feed's
-  // handlers, and closed by the drain, which answers them at once (and at once any made after it).
-  let feed: { waiter: CommitWaiter; streams: EventStreams } | undefined;
-  let drained = false;
-  const closeFeed = () => {
-    feed?.streams.close();
-    feed?.waiter.close();
-  };
-  const eventsHandlers = handlersLoadedOnFirstRequest('events', async () => {
-    const [{ createCommitWaiter }, { createEventStreams }, { createEventsHandlers }, { createStreamSlots }] = await Promise.all([
-      import('../api/events/commit-waiter.ts'), import('../api/events/streams.ts'), import('../api/events/handlers.ts'), import('../limits/stream-slots.ts'),
-    ]);
-    const waiter = createCommitWaiter({ latestId: () => stores.events.latestId() });
-    const { slots = createStreamSlots(), ...intervals } = streamOptions;
-    const streams = createEventStreams({ events: stores.events, waiter, keys: stores.keys, slots, clock, ...intervals, ...(observer ? { observer } : {}) });
-    feed = { waiter, streams };
-    if (drained) closeFeed();
-    return createEventsHandlers({ events: stores.events, waiter, clock, streams });
-  });
-  const webhooksHandlers = handlersLoadedOnFirstRequest('webhooks', async () => {
-    const [{ createWebhooksHandlers }, { createAddressPolicy }, { systemResolver }] = await Promise.all([
-      import('../api/webhooks/handlers.ts'), import('../webhooks/address-policy.ts'), import('../http/outbound-resolution.ts'),
-    ]);
-    return createWebhooksHandlers({
-      webhooks: stores.webhooks, clock, policy: createAddressPolicy(config.webhookAllowedNetworks ?? []), resolve: resolver ?? systemResolver,
-      ...(observer ? { replayed: () => observer.idempotentReplayed() } : {}),
-    });
-  });
+  const feed = feedHandlers(deps);
   const pipeline = createPipeline({
     clock,
     logger,
@@ -173,9 +120,9 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
         createPet: (pet, caller, idempotency) => petWrites.use((writes) => writes.create(pet, caller, idempotency)),
         changePet: (change) => petWrites.use((writes) => writes.change(change)),
       }),
-      ...ordersHandlers,
-      ...eventsHandlers,
-      ...webhooksHandlers,
+      ...ordersHandlers(deps),
+      ...feed.handlers,
+      ...webhooksHandlers(deps),
       getOpenApiDocument: () => served().then((body) => ({ status: 200, body })),
     },
     databaseErrorOf: stores.databaseErrorOf,
@@ -188,8 +135,7 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
   const app: App = {
     handle: pipeline.handle,
     drain() {
-      drained = true;
-      closeFeed();
+      feed.drain();
       pipeline.drain();
     },
   };
@@ -209,4 +155,85 @@ export function createService<S extends Stores>({ stores, config, clock, logger,
     stores,
     openapi: served,
   };
+}
+
+/**
+ * The OpenAPI document's text and the /docs page, each made on its first request (with its
+ * modules loaded then) and kept: made at every start, the document cost the start about 4 ms of
+ * CPU and loading its modules about 2 ms more; the page about 20 ms.
+ */
+function documents(config: ServiceConfig, overrides: ServiceOverrides): { served(): Promise<string>; docs(): Promise<Reply> } {
+  let document: Promise<OpenApiDocument> | undefined;
+  const documentOf = () => (document ??= import('../api/openapi/document.ts').then(({ buildOpenApiDocument }) =>
+    buildOpenApiDocument({ appEnv: config.appEnv, publicBaseUrl: config.publicBaseUrl, stagingBaseUrl: config.stagingBaseUrl })));
+  let openapi: Promise<string> | undefined;
+  const served = () => (openapi ??= overrides.openapi !== undefined
+    ? Promise.resolve(overrides.openapi)
+    : Promise.all([import('../api/openapi/document.ts'), documentOf()]).then(([{ serializeOpenApiDocument }, built]) => serializeOpenApiDocument(built)));
+  let docsPage: Promise<Reply> | undefined;
+  const docs = () => (docsPage ??= Promise.all([import('../api/reference-page/reference-page.ts'), documentOf()]).then(([{ referencePageReply }, built]) =>
+    referencePageReply(built, { basePath: BASE_PATH, documentPath: BASE_PATH + OPERATIONS.getOpenApiDocument.path })));
+  return { served, docs };
+}
+
+// The store's, the feed's and the webhooks' handlers are loaded with their modules on the first
+// request of one of their operations (api/lazy-handlers.ts): a start loads only what a request
+// of the pets needs, each module costing it about 0.3 ms before its first answer.
+
+/** The store's handlers, over the orders' write paths. */
+function ordersHandlers({ stores, config, clock, groupCommit = true, observer }: ServiceDeps) {
+  const batching = stores.writeBatching ?? {};
+  return handlersLoadedOnFirstRequest('store', async () => {
+    const [{ createOrderWrites }, { createOrdersHandlers }] = await Promise.all([import('../api/orders/placements.ts'), import('../api/orders/handlers.ts')]);
+    const writes = createOrderWrites({
+      orders: stores.orders, clock, groupCommit, ...batching, ...(observer ? { observer } : {}),
+      ...(config.orderHoldSeconds !== undefined ? { holdSeconds: config.orderHoldSeconds } : {}),
+      ...(config.maxOpenOrdersPerAccount !== undefined ? { maxOpenOrders: config.maxOpenOrdersPerAccount } : {}),
+    });
+    return createOrdersHandlers({ orders: stores.orders, clock, placeOrder: writes.place, changeOrder: writes.change });
+  });
+}
+
+/**
+ * The feed's handlers, with the process's one waiter for its long polls and its streams, made
+ * with the handlers; `drain` closes them, which answers them at once (and at once any made after).
+ */
+function feedHandlers({ stores, clock, observer, streams: streamOptions = {} }: ServiceDeps) {
+  let feed: { waiter: CommitWaiter; streams: EventStreams } | undefined;
+  let drained = false;
+  const closeFeed = () => {
+    feed?.streams.close();
+    feed?.waiter.close();
+  };
+  const handlers = handlersLoadedOnFirstRequest('events', async () => {
+    const [{ createCommitWaiter }, { createEventStreams }, { createEventsHandlers }, { createStreamSlots }] = await Promise.all([
+      import('../api/events/commit-waiter.ts'), import('../api/events/streams.ts'), import('../api/events/handlers.ts'), import('../limits/stream-slots.ts'),
+    ]);
+    const waiter = createCommitWaiter({ latestId: () => stores.events.latestId() });
+    const { slots = createStreamSlots(), ...intervals } = streamOptions;
+    const streams = createEventStreams({ events: stores.events, waiter, keys: stores.keys, slots, clock, ...intervals, ...(observer ? { observer } : {}) });
+    feed = { waiter, streams };
+    if (drained) closeFeed();
+    return createEventsHandlers({ events: stores.events, waiter, clock, streams });
+  });
+  return {
+    handlers,
+    drain() {
+      drained = true;
+      closeFeed();
+    },
+  };
+}
+
+/** The webhooks' handlers. */
+function webhooksHandlers({ stores, config, clock, observer, resolver }: ServiceDeps) {
+  return handlersLoadedOnFirstRequest('webhooks', async () => {
+    const [{ createWebhooksHandlers }, { createAddressPolicy }, { systemResolver }] = await Promise.all([
+      import('../api/webhooks/handlers.ts'), import('../webhooks/address-policy.ts'), import('../http/outbound-resolution.ts'),
+    ]);
+    return createWebhooksHandlers({
+      webhooks: stores.webhooks, clock, policy: createAddressPolicy(config.webhookAllowedNetworks ?? []), resolve: resolver ?? systemResolver,
+      ...(observer ? { replayed: () => observer.idempotentReplayed() } : {}),
+    });
+  });
 }
