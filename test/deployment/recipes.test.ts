@@ -24,7 +24,7 @@ const RECIPES = join(ROOT, 'docs', 'deployment');
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
 
 /** The one production command: the pinned Node, the memory option, the compile-cache entry. */
-const PRODUCTION_ARGS = '--max-semi-space-size=8 src/start.js';
+const PRODUCTION_ARGS = '--max-semi-space-size=4 src/start.js';
 
 /** undefined when `command` runs here; else the reason to skip (a failure under CI=true). */
 function missing(command: string, args: string[], install: string): string | undefined {
@@ -37,7 +37,7 @@ function missing(command: string, args: string[], install: string): string | und
 test('one production command everywhere: npm start, the Dockerfile, the systemd unit and every page start the server the same way', () => {
   const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
   assert.equal(pkg.scripts.start, `exec node ${PRODUCTION_ARGS}`);
-  assert.match(read('docs/deployment/Dockerfile'), /^CMD \["\/srv\/pets\/node_modules\/\.bin\/node", "--max-semi-space-size=8", "src\/start\.js"\]$/m);
+  assert.match(read('docs/deployment/Dockerfile'), /^CMD \["\/srv\/pets\/node_modules\/\.bin\/node", "--max-semi-space-size=4", "src\/start\.js"\]$/m);
   assert.match(read('docs/deployment/pets.service'), new RegExp(`^ExecStart=/srv/pets/node_modules/\\.bin/node ${PRODUCTION_ARGS.replace(/\./g, '\\.')}$`, 'm'));
   const pages = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)];
   for (const page of pages) {
@@ -77,7 +77,7 @@ test('the Dockerfile lints clean and keeps its promises: only the project\'s fil
   const cmd = instruction('CMD');
   assert.equal(cmd.length, 1);
   const argv = JSON.parse(cmd[0]!.slice(4)) as string[];
-  assert.deepEqual(argv, ['/srv/pets/node_modules/.bin/node', '--max-semi-space-size=8', 'src/start.js']);
+  assert.deepEqual(argv, ['/srv/pets/node_modules/.bin/node', '--max-semi-space-size=4', 'src/start.js']);
   assert.deepEqual(instruction('STOPSIGNAL'), ['STOPSIGNAL SIGTERM']);
   assert.ok(!runtime.some((line) => line.startsWith('ENTRYPOINT')), 'no entrypoint wraps the command');
 });

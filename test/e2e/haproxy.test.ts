@@ -19,7 +19,7 @@ import { needsLoopbackRange, requestFrom } from '../support/loopback.ts';
 
 /** HAProxy connects to the instances from this address, which their TRUST_PROXY lists. */
 const PROXY_SOURCE = '127.0.0.2';
-const PRODUCTION_COMMAND = ['--max-semi-space-size=8', 'src/start.js'];
+const PRODUCTION_COMMAND = ['--max-semi-space-size=4', 'src/start.js'];
 /** How long PostgreSQL stays down; PETS_OUTAGE_SECONDS=60 runs the longer outage by hand. */
 const OUTAGE_SECONDS = Number(process.env.PETS_OUTAGE_SECONDS ?? 10);
 
