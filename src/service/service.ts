@@ -120,7 +120,7 @@ export function createService<S extends Stores>(deps: ServiceDeps<S>): Service<S
         createPet: (pet, caller, idempotency) => petWrites.use((writes) => writes.create(pet, caller, idempotency)),
         changePet: (change) => petWrites.use((writes) => writes.change(change)),
       }),
-      ...ordersHandlers(deps),
+      ...ordersHandlers(deps, groupCommit),
       ...feed.handlers,
       ...webhooksHandlers(deps),
       getOpenApiDocument: () => served().then((body) => ({ status: 200, body })),
@@ -181,7 +181,7 @@ function documents(config: ServiceConfig, overrides: ServiceOverrides): { served
 // of the pets needs, each module costing it about 0.3 ms before its first answer.
 
 /** The store's handlers, over the orders' write paths. */
-function ordersHandlers({ stores, config, clock, groupCommit = true, observer }: ServiceDeps) {
+function ordersHandlers({ stores, config, clock, observer }: ServiceDeps, groupCommit: boolean) {
   const batching = stores.writeBatching ?? {};
   return handlersLoadedOnFirstRequest('store', async () => {
     const [{ createOrderWrites }, { createOrdersHandlers }] = await Promise.all([import('../api/orders/placements.ts'), import('../api/orders/handlers.ts')]);
