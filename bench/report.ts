@@ -49,6 +49,11 @@ interface ServerSummary {
   p99Ms: number;
   /** Cores the server used. */
   cpu: number;
+  /**
+   * Microseconds of the server's CPU a request answered (its cores over its rate), median of the
+   * rounds: other load moves it less than the rate, so it judges a change on a shared machine.
+   */
+  cpuUsPerRequest: number;
   /** Busy share of the server's core (median); null when not pinned. */
   serverCore: number | null;
   /** Generator load (see generatorLoad) in the busiest round. */
@@ -89,6 +94,7 @@ export function summariseWorkload(workload: Pick<Workload, 'name' | 'label' | 't
     p50Ms: median(rounds.map((round) => round.latencyMs.p50)),
     p99Ms: median(rounds.map((round) => round.latencyMs.p99)),
     cpu: median(rounds.map((round) => round.cpu.server)),
+    cpuUsPerRequest: median(rounds.map((round) => (round.cpu.server / round.rps) * 1e6)),
     serverCore: rounds.some((round) => round.cpu.serverCore === null) ? null : median(rounds.map((round) => round.cpu.serverCore!)),
     generatorLoadMax: Math.max(0, ...rounds.map(generatorLoad)),
     rssMax: Math.max(0, ...rounds.map((round) => round.rssMax)),
@@ -178,9 +184,9 @@ export function buildChecks(report: Omit<CompareReport, 'checks'>): Check[] {
 
 const HEADINGS = [
   'workload', 'service req/s', 'baseline req/s', 'ratio', 'target', 'p50 ms svc/base', 'p99 ms svc/base', 'p99 ratio',
-  'CPU svc/base', 'server core % svc/base', 'generator % max svc/base', 'RSS MiB svc/base', 'noise', 'result',
+  'CPU svc/base', 'CPU µs/req svc/base', 'server core % svc/base', 'generator % max svc/base', 'RSS MiB svc/base', 'noise', 'result',
 ];
-const RIGHT_ALIGNED = [false, true, true, true, false, true, true, true, true, true, true, true, true, false];
+const RIGHT_ALIGNED = [false, true, true, true, false, true, true, true, true, true, true, true, true, true, false];
 
 function workloadRow(workload: WorkloadReport): string[] {
   const { service: s, baseline: b, problems } = workload;
@@ -192,7 +198,7 @@ function workloadRow(workload: WorkloadReport): string[] {
     : failed.length === 0 ? 'pass' : `FAIL (${failed.join(', ')})`;
   return [
     workload.label, count(s.rps), count(b.rps), fixed(workload.ratio), workload.target === null ? '-' : `>= ${workload.target.toFixed(2)}`,
-    both((x) => fixed(x.p50Ms)), both((x) => fixed(x.p99Ms)), fixed(workload.p99Ratio), both((x) => fixed(x.cpu)),
+    both((x) => fixed(x.p50Ms)), both((x) => fixed(x.p99Ms)), fixed(workload.p99Ratio), both((x) => fixed(x.cpu)), both((x) => x.cpuUsPerRequest.toFixed(1)),
     s.serverCore === null ? '-' : both((x) => percent(x.serverCore!)), both((x) => percent(x.generatorLoadMax)), both((x) => (x.rssMax / 2 ** 20).toFixed(0)),
     fixed(workload.otherCpuMax), result + (workload.otherCpuMax > NOISE_CORES ? ' noisy' : ''),
   ];

@@ -54,6 +54,9 @@ test('a workload is summed up by the medians of its rounds, as ratios to the bas
   assert.equal(workload.p99Ratio, 1.5);
   assert.equal(workload.p99Pass, true);
   assert.equal(workload.service.serverCore, 1);
+  // One core over 7,000, 8,000 and 9,000 requests a second: 142.9, 125 and 111.1 µs a request.
+  assert.equal(workload.service.cpuUsPerRequest, 125);
+  assert.equal(workload.baseline.cpuUsPerRequest, 100);
   assert.equal(workload.unusableRounds, 0);
   assert.deepEqual(workload.problems, []);
   assert.deepEqual(workload.discarded, []);
@@ -91,6 +94,8 @@ test('the checks cover every target that the run measured, at its limits', () =>
   const full: CompareReport = { ...report, checks: buildChecks(report) };
   assert.deepEqual(full.checks.slice(0, 2).map((check) => check.pass), [false, false]);
   assert.match(formatText(full), /GET \/v1\/pets\/\{id\}\s+5,000\s+10,000\s+0\.50\s+>= 0\.80 .* FAIL \(req\/s, p99\)/);
+  // The server's cores and its CPU a request, service / baseline (one core at 5,000 and 10,000 a second).
+  assert.match(formatText(full), /GET \/v1\/pets\/\{id\}.*\s1\.00 \/ 1\.00\s+200\.0 \/ 100\.0\s/);
 });
 
 test('a round whose generator core was over 90 % busy is unusable; at 90 % it is not', () => {
