@@ -10,7 +10,11 @@
  * group to the WAL and returns without waiting for the disk. The group is then made durable by an
  * `fdatasync` of the `-wal` file in libuv's thread pool, and no batch of it is answered before
  * that returns; the event loop serves reads meanwhile, and the groups committed while one
- * `fdatasync` runs share the next one.
+ * `fdatasync` runs share the next one. Under load, that answers a write about two turns of the
+ * event loop after the turn that received it (its sync runs during the next turn's callbacks, and
+ * the loop notices its end at the poll after them): a sync on the loop would answer it in its own
+ * turn, but would hold every read while the disk works, which costs the rate about as much as it
+ * saves the writes' wait.
  * Why no answered write can be lost on power failure: docs/decisions/0023-inline-writer-on-one-core.md.
  *
  * An `fdatasync` that fails means the kernel may have dropped the group's pages: nothing committed
