@@ -30,7 +30,7 @@ import { loadedOnFirstUse } from '../lib/loaded-on-first-use.ts';
 import { createCors } from '../http/cors.ts';
 import { proxyTrust } from '../http/trusted-proxies.ts';
 import { allowedHosts } from '../http/allowed-hosts.ts';
-import type { Stores } from '../storage/stores.ts';
+import type { Stores, WriteBatching } from '../storage/stores.ts';
 import type { Resolver } from '../http/outbound-resolution.ts';
 
 export type ServiceConfig = Pick<
@@ -120,7 +120,7 @@ export function createService<S extends Stores>(deps: ServiceDeps<S>): Service<S
         createPet: (pet, caller, idempotency) => petWrites.use((writes) => writes.create(pet, caller, idempotency)),
         changePet: (change) => petWrites.use((writes) => writes.change(change)),
       }),
-      ...ordersHandlers(deps, groupCommit),
+      ...ordersHandlers(deps, { groupCommit, ...batching }),
       ...feed.handlers,
       ...webhooksHandlers(deps),
       getOpenApiDocument: () => served().then((body) => ({ status: 200, body })),
@@ -180,13 +180,12 @@ function documents(config: ServiceConfig, overrides: ServiceOverrides): { served
 // request of one of their operations (api/lazy-handlers.ts): a start loads only what a request
 // of the pets needs, each module costing it about 0.3 ms before its first answer.
 
-/** The store's handlers, over the orders' write paths. */
-function ordersHandlers({ stores, config, clock, observer }: ServiceDeps, groupCommit: boolean) {
-  const batching = stores.writeBatching ?? {};
+/** The store's handlers, over the orders' write paths, which commit as `writing` says (resolved once by createService). */
+function ordersHandlers({ stores, config, clock, observer }: ServiceDeps, writing: { groupCommit: boolean } & WriteBatching) {
   return handlersLoadedOnFirstRequest('store', async () => {
     const [{ createOrderWrites }, { createOrdersHandlers }] = await Promise.all([import('../api/orders/placements.ts'), import('../api/orders/handlers.ts')]);
     const writes = createOrderWrites({
-      orders: stores.orders, clock, groupCommit, ...batching, ...(observer ? { observer } : {}),
+      orders: stores.orders, clock, ...writing, ...(observer ? { observer } : {}),
       ...(config.orderHoldSeconds !== undefined ? { holdSeconds: config.orderHoldSeconds } : {}),
       ...(config.maxOpenOrdersPerAccount !== undefined ? { maxOpenOrders: config.maxOpenOrdersPerAccount } : {}),
     });

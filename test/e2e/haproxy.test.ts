@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { startCommand } from '../../bench/context.ts';
 import { createKeysStore } from '../../src/storage/postgres/keys-store.ts';
 import type { PostgresSql } from '../../src/storage/postgres/driver.ts';
 import { killAll, startInstance, type Instance } from '../support/instances.ts';
@@ -19,7 +21,9 @@ import { needsLoopbackRange, requestFrom } from '../support/loopback.ts';
 
 /** HAProxy connects to the instances from this address, which their TRUST_PROXY lists. */
 const PROXY_SOURCE = '127.0.0.2';
-const PRODUCTION_COMMAND = ['--max-semi-space-size=4', 'src/start.js'];
+/** The production command, read from `npm start` as the bench reads it: one copy, package.json's. */
+const { nodeOptions, entry } = startCommand(join(import.meta.dirname, '..', '..'));
+const PRODUCTION_COMMAND = [...nodeOptions, entry];
 /** How long PostgreSQL stays down; PETS_OUTAGE_SECONDS=60 runs the longer outage by hand. */
 const OUTAGE_SECONDS = Number(process.env.PETS_OUTAGE_SECONDS ?? 10);
 

@@ -22,7 +22,7 @@ export interface Instance {
 
 /**
  * Starts `src/main.ts` with `env` (plus PATH and PORT=0) and resolves once it listens. `args`
- * replace the command's arguments (the production command: `--max-semi-space-size=4 src/start.js`).
+ * replace the command's arguments (the production command: `npm start`'s node options and `src/start.js`).
  */
 export async function startInstance(env: Record<string, string>, args: readonly string[] = ['src/main.ts']): Promise<Instance> {
   const child = spawn(process.execPath, [...args], {
