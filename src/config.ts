@@ -82,7 +82,8 @@ export interface Config {
    * `WRITER`: how the writes to a SQLite file are made. `thread`: by a writer thread, which
    * commits while the request threads go on serving (with two cores or more, and always with
    * WORKERS above 1); `inline`: on the request thread's own connection, made durable by an
-   * `fdatasync` in libuv's thread pool (one core: no thread to hand messages to and wake).
+   * `fdatasync` of the WAL, on the event loop while the disk syncs quickly and in libuv's thread
+   * pool while it does not (one core: no thread to hand messages to and wake).
    * `auto` is resolved here from the cores and the CPU quota.
    */
   writer: WriterMode;

@@ -3,8 +3,9 @@
  * `fdatasync` of the WAL that began after its COMMIT has returned; the groups committed meanwhile
  * wait for the next one; a failing `fdatasync` fails every batch waiting and says the server must
  * stop; the event feed shows nothing of a group before it is durable; a batch is committed as soon
- * as the code that submitted it has run, not a turn later. The `fdatasync` is the test's, so that
- * the test decides when it returns.
+ * as the code that submitted it has run, not a turn later; a sync that returns at once (on the event
+ * loop) answers in the same turn. The `fdatasync` is the test's, so that the test decides when it
+ * returns.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -84,6 +85,22 @@ test('a batch submitted in the setImmediate phase, as the create path flushes it
   });
   assert.deepEqual(seen, { rows: 1, syncs: 1 }, 'committed, and its fdatasync started, without waiting for a turn');
   calls[0]!(null);
+  await writer.close();
+});
+
+test('a sync that returns at once, as one on the event loop does, answers its group before the loop goes on', async (t) => {
+  let syncs = 0;
+  const { writer, count } = open(t, (_fd, done) => {
+    syncs++;
+    done(null);
+  });
+  let turned = false;
+  setImmediate(() => (turned = true));
+  const outcomes = await writer.submit('insertPets', [pet('a'), pet('b')]);
+  assert.deepEqual([outcomes.length, count(), syncs, turned], [2, 2, 1, false], 'committed, synced once and answered in the same turn');
+  // The next group gets a sync of its own: none is left waiting.
+  await writer.submit('insertPets', [pet('c')]);
+  assert.equal(syncs, 2);
   await writer.close();
 });
 

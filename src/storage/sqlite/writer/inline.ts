@@ -8,13 +8,11 @@
  * `synchronous=NORMAL` as soon as that code has run (a microtask): the create path, for one,
  * submits as one batch all the creates that one turn of the event loop read. COMMIT appends the
  * group to the WAL and returns without waiting for the disk. The group is then made durable by an
- * `fdatasync` of the `-wal` file in libuv's thread pool, and no batch of it is answered before
- * that returns; the event loop serves reads meanwhile, and the groups committed while one
- * `fdatasync` runs share the next one. Under load, that answers a write about two turns of the
- * event loop after the turn that received it (its sync runs during the next turn's callbacks, and
- * the loop notices its end at the poll after them): a sync on the loop would answer it in its own
- * turn, but would hold every read while the disk works, which costs the rate about as much as it
- * saves the writes' wait.
+ * `fdatasync` of the `-wal` file, and no batch of it is answered before that returns. The sync
+ * runs on the event loop while the disk syncs quickly, which answers the group in the turn that
+ * committed it, and in libuv's thread pool while it does not, so that a slow disk does not hold
+ * every read (wal-sync.ts says when, and what was measured). In the pool, the groups committed
+ * while one `fdatasync` runs share the next one.
  * Why no answered write can be lost on power failure: docs/decisions/0023-inline-writer-on-one-core.md.
  *
  * An `fdatasync` that fails means the kernel may have dropped the group's pages: nothing committed
@@ -26,9 +24,10 @@ import type { ItemOutcome } from '../../../lib/item-outcome.ts';
 import { DatabaseUnavailableError } from '../../errors.ts';
 import { JOURNAL_BYTES, journalIn, type WriteJournal } from './journal.ts';
 import { createWriteExecutor, nextGroup, type SubmitWrites, type WriteRequest, type WriteResult } from './executor.ts';
+import { createWalSync, type DataSync } from './wal-sync.ts';
 
 // Not `import ... from 'node:fs'`: its ES-module view loads what a start does not use (http/access-log.ts).
-const { close: closeFd, fdatasync, openSync } = process.getBuiltinModule('node:fs');
+const { close: closeFd, openSync } = process.getBuiltinModule('node:fs');
 
 export interface InlineWriter {
   submit: SubmitWrites;
@@ -53,14 +52,14 @@ interface Waiting {
   reject(error: unknown): void;
 }
 
-/** Syncs the file of a descriptor's data to the disk; tests pass a failing one. */
-export type DataSync = (fd: number, done: (error: Error | null) => void) => void;
+export type { DataSync };
 
 /**
  * Writes on `db`, a connection to a file in WAL mode that nothing else of this server writes.
- * Sets it to `synchronous=NORMAL`: the `fdatasync` here is what makes each group durable.
+ * Sets it to `synchronous=NORMAL`: the `fdatasync` here is what makes each group durable. `sync`
+ * runs it (wal-sync.ts: on the event loop or in libuv's pool); tests pass one they hold or fail.
  */
-export function startInlineWriter(db: DatabaseSync, { sync = fdatasync }: { sync?: DataSync } = {}): InlineWriter {
+export function startInlineWriter(db: DatabaseSync, { sync = createWalSync() }: { sync?: DataSync } = {}): InlineWriter {
   const path = db.location();
   if (path === null || path === '') throw new Error('the inline writer needs a database file');
   db.exec('PRAGMA synchronous = NORMAL');
