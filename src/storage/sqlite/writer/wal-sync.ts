@@ -8,9 +8,9 @@
  * and the loop notices it at the poll after them), and on one core the pool's thread takes the
  * same core from the loop anyway. Measured on one core, with syncs of 0.3 to 0.4 ms, the loop was
  * the better place: durable creates 1.05 to 1.18 times as many, the 90/10 create mix about as
- * many, its p99 a quarter to a half lower (docs/making-it-faster.md). A slow disk
- * turns that round: a sync of several milliseconds on the loop would hold every read for that
- * long, once a turn. Hence the rule: a sync goes on the loop while the syncs made there took less
+ * many, its p99 a quarter to a half lower (docs/making-it-faster.md). A slow disk turns that
+ * round: a sync of several milliseconds on the loop would hold every read for that long, once a
+ * turn. Hence the rule: a sync goes on the loop while the syncs made there took less
  * than QUICK_SYNC_MS on average, and to the pool otherwise; while they go to the pool, every
  * PROBE_EVERY-th is made on the loop again, timed, to see whether the disk has become quicker.
  *
