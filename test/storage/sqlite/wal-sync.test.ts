@@ -6,6 +6,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createWalSync, PROBE_EVERY, QUICK_SYNC_MS } from '../../../src/storage/sqlite/writer/wal-sync.ts';
 
 /** A disk whose syncs on the loop take `loopMs` (changeable), and a pool that answers when the test says. */
@@ -91,10 +94,7 @@ test('a sync on the loop that fails answers with its error, as an Error', () => 
   assert.equal((seen as (Error & { code?: string }) | null)?.code, 'EIO');
 });
 
-test('the default syncs a real file on the loop', async () => {
-  const { mkdtempSync, openSync, closeSync, writeSync, rmSync } = await import('node:fs');
-  const { tmpdir } = await import('node:os');
-  const { join } = await import('node:path');
+test('the default syncs a real file on the loop', () => {
   const dir = mkdtempSync(join(tmpdir(), 'pets-walsync-'));
   const fd = openSync(join(dir, 'f'), 'w');
   try {
