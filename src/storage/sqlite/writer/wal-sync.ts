@@ -49,8 +49,9 @@ export function createWalSync({ onLoop = fdatasyncSync, inPool = fdatasync, now 
   let average = 0;
   let inPoolSince = 0;
   return (fd, done) => {
-    const probing = average >= QUICK_SYNC_MS && ++inPoolSince % PROBE_EVERY === 0;
-    if (average >= QUICK_SYNC_MS && !probing) {
+    const slow = average >= QUICK_SYNC_MS;
+    const probing = slow && ++inPoolSince % PROBE_EVERY === 0;
+    if (slow && !probing) {
       inPool(fd, done);
       return;
     }
