@@ -10,9 +10,17 @@
  * the better place: durable creates 1.05 to 1.18 times as many, the 90/10 create mix about as
  * many, its p99 a quarter to a half lower (docs/making-it-faster.md). A slow disk turns that
  * round: a sync of several milliseconds on the loop would hold every read for that long, once a
- * turn. Hence the rule: a sync goes on the loop while the syncs made there took less
- * than QUICK_SYNC_MS on average, and to the pool otherwise; while they go to the pool, every
- * PROBE_EVERY-th is made on the loop again, timed, to see whether the disk has become quicker.
+ * turn. Hence the rule: a sync goes on the loop while the typical sync made there, the median of
+ * the last RECENT_SYNCS, took less than QUICK_SYNC_MS, and to the pool otherwise; while they go to
+ * the pool, every PROBE_EVERY-th is made on the loop again, timed, to see whether the disk has
+ * become quicker.
+ *
+ * The median, not an average: a virtual machine's disk that syncs in 0.4 ms had single syncs of 2
+ * to 5 ms about once a second under the create mix (and, rarely, of tens of milliseconds). No rule
+ * can foresee such a sync, and an average of the last four, which one of them pushed over the
+ * threshold, sent the next PROBE_EVERY syncs to the pool, where each group waits two turns: a
+ * tenth to two fifths of the syncs went there, for nothing. A median moves only when most of the
+ * recent syncs were slow, as they are on a disk that has become slow, after three of them.
  *
  * Either way the sync starts after the commit of every group it answers, so what decision 0023
  * says of durability holds unchanged (docs/decisions/0023-inline-writer-on-one-core.md).
@@ -25,7 +33,7 @@ const { fdatasync, fdatasyncSync } = process.getBuiltinModule('node:fs');
 export type DataSync = (fd: number, done: (error: Error | null) => void) => void;
 
 /**
- * An average sync on the loop under this many milliseconds keeps the syncs there. Syncs of 0.3 to
+ * A typical sync on the loop under this many milliseconds keeps the syncs there. Syncs of 0.3 to
  * 0.4 ms were measured better there. The millisecond is a judgement, not a measurement (no slower
  * disk was at hand): about a third of a create's wait in the pool under the mix (two turns, 3 to
  * 6 ms), which every read would pay instead, once a turn.
@@ -33,6 +41,8 @@ export type DataSync = (fd: number, done: (error: Error | null) => void) => void
 export const QUICK_SYNC_MS = 1;
 /** While the syncs go to the pool, one in this many is made on the loop to time the disk again. */
 export const PROBE_EVERY = 64;
+/** How many of the last syncs on the loop the typical one is the median of (odd, so that it is one of them). */
+export const RECENT_SYNCS = 5;
 
 export interface WalSyncOptions {
   /** `fdatasync` on the calling thread; throws as node:fs does. */
@@ -45,11 +55,10 @@ export interface WalSyncOptions {
 
 /** A DataSync that chooses, for each sync, between the event loop and the thread pool (see above). */
 export function createWalSync({ onLoop = fdatasyncSync, inPool = fdatasync, now = performance.now.bind(performance) }: WalSyncOptions = {}): DataSync {
-  /** The syncs on the loop's time, averaged over about the last four (an exponential average). */
-  let average = 0;
+  const recent = createRecentSyncs();
   let inPoolSince = 0;
   return (fd, done) => {
-    const slow = average >= QUICK_SYNC_MS;
+    const slow = recent.typical() >= QUICK_SYNC_MS;
     const probing = slow && ++inPoolSince % PROBE_EVERY === 0;
     if (slow && !probing) {
       inPool(fd, done);
@@ -62,10 +71,29 @@ export function createWalSync({ onLoop = fdatasyncSync, inPool = fdatasync, now 
       done(error instanceof Error ? error : new Error(String(error)));
       return;
     }
-    const took = now() - started;
-    // A probe starts the average afresh: the slow syncs it follows are what it is to check.
-    average = probing ? took : average + (took - average) / 4;
-    if (average < QUICK_SYNC_MS) inPoolSince = 0;
+    // A probe starts afresh: the slow syncs it follows are what it is to check.
+    recent.add(now() - started, probing);
+    if (recent.typical() < QUICK_SYNC_MS) inPoolSince = 0;
     done(null);
+  };
+}
+
+/** The times of the last RECENT_SYNCS syncs on the loop (none yet: 0), and their median. */
+function createRecentSyncs(): { add(ms: number, alone: boolean): void; typical(): number } {
+  const times = new Array<number>(RECENT_SYNCS).fill(0);
+  const sorted = new Array<number>(RECENT_SYNCS).fill(0);
+  let next = 0;
+  let median = 0;
+  return {
+    /** Keeps `ms` in place of the oldest; `alone`: in place of them all. */
+    add(ms, alone) {
+      if (alone) times.fill(ms);
+      else times[next] = ms;
+      next = (next + 1) % RECENT_SYNCS;
+      for (let i = 0; i < RECENT_SYNCS; i++) sorted[i] = times[i]!;
+      sorted.sort((a, b) => a - b);
+      median = sorted[RECENT_SYNCS >> 1]!;
+    },
+    typical: () => median,
   };
 }
