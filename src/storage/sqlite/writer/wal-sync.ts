@@ -81,7 +81,6 @@ export function createWalSync({ onLoop = fdatasyncSync, inPool = fdatasync, now 
 /** The times of the last RECENT_SYNCS syncs on the loop (none yet: 0), and their median. */
 function createRecentSyncs(): { add(ms: number, alone: boolean): void; typical(): number } {
   const times = new Array<number>(RECENT_SYNCS).fill(0);
-  const sorted = new Array<number>(RECENT_SYNCS).fill(0);
   let next = 0;
   let median = 0;
   return {
@@ -90,9 +89,7 @@ function createRecentSyncs(): { add(ms: number, alone: boolean): void; typical()
       if (alone) times.fill(ms);
       else times[next] = ms;
       next = (next + 1) % RECENT_SYNCS;
-      for (let i = 0; i < RECENT_SYNCS; i++) sorted[i] = times[i]!;
-      sorted.sort((a, b) => a - b);
-      median = sorted[RECENT_SYNCS >> 1]!;
+      median = times.toSorted((a, b) => a - b)[RECENT_SYNCS >> 1]!;
     },
     typical: () => median,
   };
